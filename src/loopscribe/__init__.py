@@ -1,0 +1,81 @@
+"""loopscribe: record AI-agent sessions into append-only JSONL files.
+
+Every model and tool call of an agent host becomes a record in a local
+session file; ``loopscribe.otel`` turns those records into OpenTelemetry
+spans that carry references, never bodies.
+"""
+
+from . import events
+from ._codec import Codec
+from ._errors import (
+    CorruptRecordError,
+    DecodeError,
+    EncodeError,
+    ForkedWriterError,
+    FormatError,
+    LoopscribeError,
+    RunStateError,
+    SessionClosedError,
+    SessionExistsError,
+    SessionLockedError,
+    UnknownTypeError,
+    UnsupportedVersionError,
+    WriteError,
+)
+from ._format import FORMAT_VERSION
+from ._freeze import freeze_config, freeze_request
+from ._messages import (
+    AssistantMessage,
+    ImageContent,
+    SystemMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from ._model import CallRef, Event, Execution, Record
+from ._reader import load_checkpoint, read
+from ._session import Observer, Run, Session
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FORMAT_VERSION",
+    "AssistantMessage",
+    "CallRef",
+    "Codec",
+    "CorruptRecordError",
+    "DecodeError",
+    "EncodeError",
+    "Event",
+    "Execution",
+    "ForkedWriterError",
+    "FormatError",
+    "ImageContent",
+    "LoopscribeError",
+    "Observer",
+    "Record",
+    "Run",
+    "RunStateError",
+    "Session",
+    "SessionClosedError",
+    "SessionExistsError",
+    "SessionLockedError",
+    "SystemMessage",
+    "TextContent",
+    "ThinkingContent",
+    "ToolCall",
+    "ToolResultMessage",
+    "UnknownTypeError",
+    "UnsupportedVersionError",
+    "Usage",
+    "UserMessage",
+    "WriteError",
+    "events",
+    "freeze_config",
+    "freeze_request",
+    "load_checkpoint",
+    "read",
+]

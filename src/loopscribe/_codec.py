@@ -1,0 +1,220 @@
+"""The codec: how typed values (messages, artifacts, snapshots) become JSON and back.
+
+A typed value is stored as a JSON object whose first key is ``"$ls"``, naming
+its registered type: ``{"$ls": "assistant", "content": [...], ...}``. Plain
+JSON values (dicts, lists, strings, numbers, booleans, ``None``) are stored as
+they are. Any other object must be registered; an unregistered one raises
+:class:`~loopscribe.UnknownTypeError` instead of being lowered to a dict that
+would no longer read back as the application's type.
+
+The key ``"$ls"`` is reserved inside recorded data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import orjson
+
+from ._errors import DecodeError, EncodeError, UnknownTypeError
+from ._messages import (
+    AssistantMessage,
+    ImageContent,
+    SystemMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+
+TAG = "$ls"
+TAG_BYTES = b'"$ls"'
+
+# Dataclasses go to ``default`` so an unregistered one is refused instead of lowered.
+DUMPS_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS
+
+T = TypeVar("T")
+Encoder = Callable[[Any], Mapping[str, Any]]
+Decoder = Callable[[dict[str, Any]], Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Entry:
+    name: str
+    cls: type[Any]
+    encode: Encoder
+    decode: Decoder
+
+
+def _dataclass_encoder(cls: type[Any]) -> Encoder:
+    names = tuple(f.name for f in dataclasses.fields(cls))
+
+    def encode(obj: Any) -> Mapping[str, Any]:
+        return {n: getattr(obj, n) for n in names}
+
+    return encode
+
+
+def _dataclass_decoder(cls: type[Any]) -> Decoder:
+    # JSON has no tuples: fields annotated as tuples get theirs back.
+    tuple_fields = frozenset(
+        f.name for f in dataclasses.fields(cls) if "tuple" in str(f.type).lower()
+    )
+
+    def decode(fields: dict[str, Any]) -> Any:
+        for name in tuple_fields:
+            value = fields.get(name)
+            if type(value) is list:
+                fields[name] = tuple(value)
+        return cls(**fields)
+
+    return decode
+
+
+class Codec:
+    """A registry of typed values that can be recorded and read back.
+
+    Every Codec knows loopscribe's built-in messages (``UserMessage``,
+    ``AssistantMessage``, ...). Register your own message, artifact and
+    snapshot types before recording them, and read files with a codec that
+    has the same registrations.
+
+    Example::
+
+        codec = Codec()
+        codec.register(MyArtifact)                       # a dataclass
+        codec.register(Note, "note", encode=Note.dump, decode=Note.load)
+        Session.create(path, codec=codec)
+    """
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, _Entry] = {}
+        self._by_type: dict[type[Any], _Entry] = {}
+        self._lock = threading.Lock()
+        for name, cls in (
+            ("text", TextContent),
+            ("image", ImageContent),
+            ("thinking", ThinkingContent),
+            ("tool_call", ToolCall),
+            ("usage", Usage),
+            ("system", SystemMessage),
+            ("user", UserMessage),
+            ("assistant", AssistantMessage),
+            ("tool_result", ToolResultMessage),
+        ):
+            self.register(cls, name)
+
+    def register(
+        self,
+        cls: type[T],
+        name: str | None = None,
+        *,
+        encode: Callable[[T], Mapping[str, Any]] | None = None,
+        decode: Callable[[dict[str, Any]], T] | None = None,
+    ) -> None:
+        """Make ``cls`` recordable under ``name`` (default: the class name).
+
+        Dataclasses need no ``encode``/``decode``: their fields are stored and
+        passed back to the constructor. Other classes must give both.
+
+        Raises:
+            ValueError: ``name`` or ``cls`` is registered already, or a
+                non-dataclass was given without ``encode`` and ``decode``.
+        """
+        name = cls.__name__ if name is None else name
+        if (encode is None or decode is None) and not dataclasses.is_dataclass(cls):
+            raise ValueError(
+                f"cannot register {cls.__qualname__}: it is not a dataclass, "
+                "so give both encode= and decode="
+            )
+        enc: Encoder = encode if encode is not None else _dataclass_encoder(cls)
+        dec: Decoder = decode if decode is not None else _dataclass_decoder(cls)
+        with self._lock:
+            if name in self._by_name:
+                raise ValueError(f"codec type name {name!r} is registered already")
+            if cls in self._by_type:
+                raise ValueError(f"{cls.__qualname__} is registered already")
+            entry = _Entry(name, cls, enc, dec)
+            self._by_name[name] = entry
+            self._by_type[cls] = entry
+
+    def names(self) -> frozenset[str]:
+        """The registered type names."""
+        return frozenset(self._by_name)
+
+    def default(self, obj: Any) -> dict[str, Any]:
+        """orjson's ``default`` hook: encode one typed value, or refuse it."""
+        entry = self._by_type.get(type(obj))
+        if entry is None:
+            kind = type(obj)
+            raise UnknownTypeError(
+                f"cannot record a {kind.__module__}.{kind.__qualname__}: it is not "
+                f"registered with the codec; call codec.register({kind.__qualname__}) "
+                "or pass plain JSON values"
+            )
+        out: dict[str, Any] = {TAG: entry.name}
+        out.update(entry.encode(obj))
+        return out
+
+    def dumps(self, value: Any, *, newline: bool = False) -> bytes:
+        """Encode ``value`` as compact JSON.
+
+        Raises:
+            UnknownTypeError: A value is of an unregistered type.
+            EncodeError: Anything else that JSON cannot hold.
+        """
+        options = DUMPS_OPTIONS | (orjson.OPT_APPEND_NEWLINE if newline else 0)
+        try:
+            return orjson.dumps(value, default=self.default, option=options)
+        except orjson.JSONEncodeError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, UnknownTypeError):
+                raise UnknownTypeError(str(cause)) from None
+            raise EncodeError(f"cannot encode as JSON: {exc}") from None
+
+    def decode(self, value: Any) -> Any:
+        """Turn tagged objects inside a parsed JSON value back into typed values.
+
+        Untagged containers are updated in place and returned.
+
+        Raises:
+            DecodeError: A tag names an unregistered type, or its fields do not fit.
+        """
+        kind = type(value)
+        if kind is dict:
+            for key, item in value.items():
+                if type(item) is dict or type(item) is list:
+                    value[key] = self.decode(item)
+            name = value.get(TAG)
+            if name is None:
+                return value
+            entry = self._by_name.get(name) if isinstance(name, str) else None
+            if entry is None:
+                raise DecodeError(
+                    f"stored value has type {name!r}, which this codec does not know; "
+                    "read with a Codec that registers it (or decode=False for raw JSON)"
+                )
+            fields = {k: v for k, v in value.items() if k != TAG}
+            try:
+                return entry.decode(fields)
+            except Exception as exc:
+                raise DecodeError(
+                    f"stored {name!r} value does not fit {entry.cls.__qualname__}: {exc}"
+                ) from exc
+        if kind is list:
+            for i, item in enumerate(value):
+                if type(item) is dict or type(item) is list:
+                    value[i] = self.decode(item)
+        return value
+
+    def loads(self, data: bytes | str) -> Any:
+        """Parse JSON and decode the typed values in it."""
+        return self.decode(orjson.loads(data))
+
+
+DEFAULT_CODEC = Codec()

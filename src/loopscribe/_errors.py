@@ -1,0 +1,110 @@
+"""Exceptions raised by loopscribe.
+
+Every exception derives from :class:`LoopscribeError`; each leaf also derives
+from the builtin a caller would catch anyway, so ``except ValueError`` keeps
+working for code that does not know loopscribe::
+
+    LoopscribeError
+    ├── SessionExistsError(FileExistsError)     create() on an existing path
+    ├── SessionLockedError(BlockingIOError)     another handle writes the file
+    ├── SessionClosedError(RuntimeError)        the handle, run or file is closed
+    ├── RunStateError(RuntimeError)             a run is already open / not open
+    ├── ForkedWriterError(RuntimeError)         a forked child used its parent's handle
+    ├── FormatError(ValueError)                 a file is not a valid session file
+    │   ├── CorruptRecordError                  a complete line is damaged
+    │   └── UnsupportedVersionError             format_version is not supported
+    ├── EncodeError(TypeError)                  a value cannot be recorded
+    │   └── UnknownTypeError                    a typed value has no codec entry
+    ├── DecodeError(ValueError)                 a stored typed value cannot be decoded
+    └── WriteError(OSError)                     write, truncate or fsync failed
+
+Errors that come from a file carry ``path``, ``line`` (1-based) and
+``offset`` (byte offset of the line) as attributes and in their message.
+
+Recording failures are *sticky*: after a :class:`WriteError` or
+:class:`EncodeError`, every later ``record``, ``save_checkpoint`` and
+``close`` on the same Session raises the same exception object again, so a
+gap in the evidence can never go unnoticed.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class LoopscribeError(Exception):
+    """Base class of every loopscribe exception."""
+
+
+class SessionExistsError(LoopscribeError, FileExistsError):
+    """``Session.create`` was given a path that already exists."""
+
+
+class SessionLockedError(LoopscribeError, BlockingIOError):
+    """Another handle, in this process or another, is writing the session file."""
+
+
+class SessionClosedError(LoopscribeError, RuntimeError):
+    """The Session or Run was used after it was closed."""
+
+
+class RunStateError(LoopscribeError, RuntimeError):
+    """``begin_run`` while a run is open, or a call that needs an open run."""
+
+
+class ForkedWriterError(LoopscribeError, RuntimeError):
+    """A forked child process tried to write through its parent's Session handle."""
+
+
+class FormatError(LoopscribeError, ValueError):
+    """A file is not a valid loopscribe session file.
+
+    Attributes:
+        path: The file, or ``None`` when reading an anonymous stream.
+        line: 1-based line number of the offending line, when known.
+        offset: Byte offset where the offending line starts, when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        line: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.path = None if path is None else os.fspath(path)
+        self.line = line
+        self.offset = offset
+
+
+class CorruptRecordError(FormatError):
+    """A complete line is not a valid record (bad JSON, gap in seq, foreign session)."""
+
+
+class UnsupportedVersionError(FormatError):
+    """The file declares a ``format_version`` this version of loopscribe cannot read."""
+
+
+class EncodeError(LoopscribeError, TypeError):
+    """An event's data cannot be encoded as JSON by the session's codec."""
+
+
+class UnknownTypeError(EncodeError):
+    """A typed value (a class instance) has no codec registration.
+
+    loopscribe refuses to lower such a value to a plain dict silently, because
+    reading it back would no longer give the application's type.
+    """
+
+
+class DecodeError(LoopscribeError, ValueError):
+    """A stored typed value names a type the codec does not know, or does not fit it."""
+
+
+class WriteError(LoopscribeError, OSError):
+    """Writing, truncating or syncing the session file failed.
+
+    The original ``OSError`` is the ``__cause__``; ``errno`` is copied from it.
+    """

@@ -1,0 +1,131 @@
+"""Session file format, version 1: one JSON record per ``\\n``-terminated line.
+
+Keys appear in this order: ``session_id``, ``seq``, ``type``, ``run_id``
+(absent on ``session_start``), ``ts``, ``execution`` (only when the record
+belongs to one), ``data``. The first record is ``session_start`` with
+``data.format_version == 1``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import IO, Any
+
+import orjson
+
+from ._errors import CorruptRecordError, UnsupportedVersionError
+
+FORMAT_VERSION = 1
+SUPPORTED_VERSIONS = frozenset({FORMAT_VERSION})
+
+
+def format_ts(dt: datetime | None) -> tuple[datetime, str]:
+    """Normalize a source timestamp to UTC; return it and its stored form.
+
+    ``None`` means now; a naive datetime is taken as local time.
+    """
+    if dt is None:
+        dt = datetime.now(UTC)
+    elif dt.tzinfo is not UTC:
+        dt = dt.astimezone(UTC)
+    return dt, dt.isoformat(timespec="microseconds")[:-6] + "Z"
+
+
+def parse_ts(value: str) -> datetime:
+    """Parse a stored timestamp into an aware UTC datetime."""
+    dt = datetime.fromisoformat(value)
+    return dt if dt.tzinfo is UTC else dt.astimezone(UTC)
+
+
+def _where(path: str | os.PathLike[str] | None, line: int, offset: int) -> str:
+    return f"{os.fspath(path) if path is not None else '<stream>'}:{line}: byte {offset}"
+
+
+class Scanner:
+    """Validate the complete lines of a session file, one at a time.
+
+    Iterate ``lines()`` to get ``(line_number, offset, raw_line, parsed)`` for
+    every complete, valid line. Afterwards ``end_offset`` is where the last
+    complete line ends and ``tail`` is the length of an unfinished final line
+    (one without ``\\n``) that was ignored.
+
+    Raises (from the iteration):
+        CorruptRecordError: A complete line is not JSON, not a record, breaks
+            the seq order, or belongs to another session.
+        UnsupportedVersionError: The file declares an unknown format version.
+    """
+
+    __slots__ = ("end_offset", "next_seq", "path", "session_id", "start", "tail")
+
+    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+        self.path = path
+        self.session_id: str | None = None
+        self.start: dict[str, Any] | None = None
+        self.next_seq = 0
+        self.end_offset = 0
+        self.tail = 0
+
+    def corrupt(self, line: int, offset: int, what: str) -> CorruptRecordError:
+        """An error for the complete line ``line`` at ``offset``."""
+        return CorruptRecordError(
+            f"{_where(self.path, line, offset)}: {what}; "
+            "the file was changed outside loopscribe or damaged",
+            path=self.path,
+            line=line,
+            offset=offset,
+        )
+
+    def lines(self, stream: IO[bytes]) -> Iterator[tuple[int, int, bytes, dict[str, Any]]]:
+        """Yield every complete, validated line of ``stream`` (positioned at the file start)."""
+        loads = orjson.loads
+        offset = 0
+        for number, raw in enumerate(stream, 1):
+            if raw[-1:] != b"\n":
+                # An unfinished final line: a write interrupted by a crash.
+                self.tail = len(raw)
+                return
+            try:
+                obj = loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise self.corrupt(number, offset, f"not valid JSON ({exc})") from None
+            if type(obj) is not dict:
+                raise self.corrupt(number, offset, "a record must be a JSON object")
+            seq = obj.get("seq")
+            if seq != self.next_seq or type(seq) is not int:
+                raise self.corrupt(number, offset, f"expected seq {self.next_seq}, found {seq!r}")
+            if self.session_id is None:
+                self._check_start(number, offset, obj)
+            elif obj.get("session_id") != self.session_id:
+                raise self.corrupt(
+                    number,
+                    offset,
+                    f"record belongs to session {obj.get('session_id')!r}, not {self.session_id!r}",
+                )
+            if type(obj.get("type")) is not str or type(obj.get("ts")) is not str:
+                raise self.corrupt(number, offset, "a record needs string 'type' and 'ts'")
+            self.next_seq += 1
+            yield number, offset, raw, obj
+            offset += len(raw)
+            self.end_offset = offset
+
+    def _check_start(self, number: int, offset: int, obj: dict[str, Any]) -> None:
+        if obj.get("type") != "session_start":
+            raise self.corrupt(number, offset, "the first record must be 'session_start'")
+        sid = obj.get("session_id")
+        data = obj.get("data")
+        if type(sid) is not str or not sid or type(data) is not dict:
+            raise self.corrupt(number, offset, "session_start needs 'session_id' and 'data'")
+        version = data.get("format_version")
+        if version not in SUPPORTED_VERSIONS or type(version) is not int:
+            raise UnsupportedVersionError(
+                f"{_where(self.path, number, offset)}: format_version {version!r} is not "
+                f"supported (this loopscribe reads {sorted(SUPPORTED_VERSIONS)}); "
+                "upgrade loopscribe to read this file",
+                path=self.path,
+                line=number,
+                offset=offset,
+            )
+        self.session_id = sid
+        self.start = obj

@@ -1,0 +1,128 @@
+"""Built-in message and content types, known to every Codec.
+
+Plain JSON (dicts in the OpenAI or Anthropic shape) is always accepted as a
+message too; these types exist for hosts that want typed messages and for
+the reference loop and executor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True, slots=True)
+class TextContent:
+    """A block of text."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ImageContent:
+    """An image, base64-encoded."""
+
+    data: str
+    mime_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingContent:
+    """Model reasoning text, with the provider's signature when it gives one."""
+
+    thinking: str
+    signature: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call requested by the model."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+Content = TextContent | ImageContent | ThinkingContent | ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token usage reported by a provider for one model call."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class SystemMessage:
+    """Instructions for the model."""
+
+    content: str
+    role: Literal["system"] = "system"
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    """A message from the user."""
+
+    content: str | tuple[Content, ...]
+    role: Literal["user"] = "user"
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessage:
+    """A model response: text, reasoning and tool calls, with the call's metadata."""
+
+    content: tuple[Content, ...] = ()
+    model: str | None = None
+    provider: str | None = None
+    usage: Usage | None = None
+    stop_reason: str | None = None
+    error_message: str | None = None
+    role: Literal["assistant"] = "assistant"
+
+    @property
+    def text(self) -> str:
+        """The concatenated text blocks."""
+        return "".join(c.text for c in self.content if isinstance(c, TextContent))
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The tool calls, in order."""
+        return tuple(c for c in self.content if isinstance(c, ToolCall))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultMessage:
+    """The result of one tool call, as it is given back to the model."""
+
+    tool_call_id: str
+    tool_name: str
+    content: tuple[Content, ...] = ()
+    is_error: bool = False
+    details: Any = None
+    role: Literal["tool"] = "tool"
+
+
+Message = SystemMessage | UserMessage | AssistantMessage | ToolResultMessage
+
+BUILTIN_TYPES: tuple[type[Any], ...] = (
+    TextContent,
+    ImageContent,
+    ThinkingContent,
+    ToolCall,
+    Usage,
+    SystemMessage,
+    UserMessage,
+    AssistantMessage,
+    ToolResultMessage,
+)

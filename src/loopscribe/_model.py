@@ -1,0 +1,128 @@
+"""The value types every other module speaks: Execution, CallRef, Event, Record."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """One logical call inside a run: a model call, a tool call, a turn, ...
+
+    Attributes:
+        id: The host's run-local logical call ID (for example a tool-call ID).
+        kind: What the execution is: ``"model"``, ``"tool"``, ``"turn"``,
+            ``"agent"``, ``"context"`` or any host-defined word.
+        attempt: 1-based; a retry of the same call keeps ``id`` and increments this.
+        parent_id: The ``id`` of the execution this one is nested in, if any.
+    """
+
+    id: str
+    kind: str
+    attempt: int = 1
+    parent_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise ValueError(f"Execution.id must be a non-empty string, got {self.id!r}")
+        if not isinstance(self.kind, str) or not self.kind:
+            raise ValueError(f"Execution.kind must be a non-empty string, got {self.kind!r}")
+        if not isinstance(self.attempt, int) or isinstance(self.attempt, bool) or self.attempt < 1:
+            raise ValueError(
+                f"Execution.attempt is 1-based and must be an int >= 1, got {self.attempt!r}"
+            )
+        if self.parent_id is not None and (
+            not isinstance(self.parent_id, str) or not self.parent_id
+        ):
+            raise ValueError(
+                f"Execution.parent_id must be None or a non-empty string, got {self.parent_id!r}"
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``execution`` object as it is stored in a record."""
+        out: dict[str, Any] = {"id": self.id, "kind": self.kind, "attempt": self.attempt}
+        if self.parent_id is not None:
+            out["parent_id"] = self.parent_id
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Execution:
+        """Build an Execution from its stored form; raises ``ValueError`` if it does not fit."""
+        return cls(obj["id"], obj["kind"], obj.get("attempt", 1), obj.get("parent_id"))
+
+
+@dataclass(frozen=True, slots=True)
+class CallRef:
+    """The four coordinates that identify one execution attempt across systems.
+
+    An external timeline stores only this; ``loopscribe.otel.span_context``
+    turns it into the OpenTelemetry trace and span IDs.
+    """
+
+    session_id: str
+    run_id: str
+    execution_id: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A fact published by an agent host, handed to ``Run.record``.
+
+    Attributes:
+        type: The event type, for example ``"tool_exec_start"``; see ``loopscribe.events``.
+        execution: The call this event belongs to, if any.
+        data: The payload; JSON-compatible values and codec-registered types.
+        timestamp: When the fact happened at the source. ``None`` means now.
+            A naive datetime is taken as local time.
+    """
+
+    type: str
+    execution: Execution | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+    timestamp: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One line of a session file, as written or as read back.
+
+    Attributes:
+        session_id: The file's session.
+        seq: Append order, 0-based and contiguous within the file.
+        type: ``session_start``, ``run_start``, ``run_close``, ``checkpoint``
+            or a host event type.
+        ts: Source timestamp (UTC).
+        run_id: The run the record belongs to (``None`` for ``session_start``).
+        execution: The execution the record belongs to, if any.
+        data: The payload. Live observers receive the values that were
+            written; ``read`` gives them decoded from the file.
+        offset: Byte offset of the line in the file.
+        size: Length of the line in bytes, including the final newline.
+    """
+
+    session_id: str
+    seq: int
+    type: str
+    ts: datetime
+    run_id: str | None
+    execution: Execution | None
+    data: Mapping[str, Any]
+    offset: int
+    size: int
+
+    @property
+    def end_offset(self) -> int:
+        """Byte offset just after this record's newline: where the next record starts."""
+        return self.offset + self.size
+
+    def ref(self) -> CallRef | None:
+        """The CallRef of this record's execution, or ``None`` outside an execution."""
+        if self.execution is None or self.run_id is None:
+            return None
+        return CallRef(self.session_id, self.run_id, self.execution.id, self.execution.attempt)

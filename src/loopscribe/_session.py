@@ -1,0 +1,576 @@
+"""The writer: a Session owns one file; a Run scopes one loop invocation.
+
+Durability rules, and why:
+
+* Each record is one ``os.write`` of one complete line on an ``O_APPEND``
+  descriptor, with no application buffer, so a crash loses at most the line
+  being written and never interleaves two records.
+* No fsync per event: that would cost milliseconds per record. ``Run.close``,
+  ``Session.close`` and ``save_checkpoint`` fsync; a new file also fsyncs
+  its directory so the file itself survives a power loss.
+* A short write is completed or cut back to the last line boundary, and the
+  handle fails: a partial line is never followed by another record.
+* Write, encode and sync errors are sticky (see ``loopscribe._errors``). A
+  failed fsync is never retried, because a retry can report success for
+  data the kernel has already dropped.
+* One writer per file: an exclusive, non-blocking ``flock`` on the open
+  file description. It fails at once for a second handle in this or
+  another process and dies with the process, so SIGKILL leaves no stale lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+import secrets
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from . import events as ev
+from ._codec import DEFAULT_CODEC, Codec
+from ._errors import (
+    EncodeError,
+    ForkedWriterError,
+    FormatError,
+    LoopscribeError,
+    RunStateError,
+    SessionClosedError,
+    SessionExistsError,
+    SessionLockedError,
+    WriteError,
+)
+from ._format import FORMAT_VERSION, Scanner, format_ts
+from ._freeze import freeze_config
+from ._model import CallRef, Event, Execution, Record
+
+logger = logging.getLogger("loopscribe")
+
+Observer = Callable[[Record], object]
+"""A callable that receives every Record after it is written.
+
+Observers run on the recording thread, in record order, while the Session's
+lock is held: keep them fast. One that raises is logged and counted, never
+propagated into the agent loop.
+"""
+
+_SCAN_BUFFER_BYTES = 1 << 16
+
+
+def _lock(fd: int, path: Path) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SessionLockedError(
+            errno.EWOULDBLOCK,
+            f"{path}: another Session handle, in this or another process, is writing "
+            "this file; close it first, or read the file with loopscribe.read()",
+        ) from None
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Session:
+    """The single writer of one session file.
+
+    Create a new file with :meth:`create` or append to an existing one with
+    :meth:`open`; then record through runs::
+
+        with Session.create("agent.jsonl") as session, session.begin_run() as run:
+            run.record(Event("tool_exec_start", execution=ex, data={...}))
+
+    Writes through one handle are serialized by a lock, so threads may share
+    a Session; a second handle on the same file raises
+    :class:`SessionLockedError`.
+    """
+
+    def __init__(
+        self,
+        fd: int,
+        path: Path,
+        session_id: str,
+        codec: Codec,
+        observers: Iterable[Observer],
+        *,
+        next_seq: int,
+        size: int,
+        checkpoint: tuple[int, int] | None = None,
+    ) -> None:
+        """Use :meth:`create` or :meth:`open`; this constructor is internal."""
+        self._fd = fd
+        self._path = path
+        self._id = session_id
+        self._codec = codec
+        self._observers: tuple[Observer, ...] = tuple(observers)
+        self._next_seq = next_seq
+        self._size = size
+        self._checkpoint = checkpoint
+        self._lock = threading.RLock()
+        self._pid = os.getpid()
+        self._run: Run | None = None
+        self._error: LoopscribeError | None = None
+        self._closed = False
+        self.observer_errors = 0
+        """How many times an observer raised (each was logged)."""
+        # Close the descriptor (and so drop the lock) if the handle is lost unclosed.
+        self._finalizer = weakref.finalize(self, os.close, fd)
+
+    # -- construction --------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str],
+        codec: Codec | None = None,
+        observers: Iterable[Observer] = (),
+        *,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """Create a new session file with a fresh random ``session_id``.
+
+        Args:
+            path: The file to create; its folder must exist.
+            codec: Registry of typed values; the default knows built-in messages.
+            observers: Callables that receive every written Record.
+            metadata: JSON-compatible facts stored in ``session_start``.
+
+        Raises:
+            SessionExistsError: ``path`` exists already.
+            SessionLockedError: Another handle locked the new file first.
+            OSError: The folder is missing or not writable.
+        """
+        path = Path(path).absolute()
+        try:
+            fd = os.open(
+                path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600
+            )
+        except FileExistsError:
+            raise SessionExistsError(
+                errno.EEXIST,
+                f"{path}: a file exists already; use Session.open() to append to it, "
+                "or choose a new path",
+            ) from None
+        try:
+            _lock(fd, path)
+        except BaseException:
+            os.close(fd)
+            raise
+        session = cls(
+            fd, path, secrets.token_hex(16), codec or DEFAULT_CODEC, observers, next_seq=0, size=0
+        )
+        start: dict[str, Any] = {"format_version": FORMAT_VERSION}
+        if metadata:
+            start["metadata"] = dict(metadata)
+        try:
+            session._append(ev.SESSION_START, None, None, start, None)
+            session._sync()
+            _fsync_dir(path)
+        except BaseException:
+            session._release()
+            raise
+        return session
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        codec: Codec | None = None,
+        observers: Iterable[Observer] = (),
+    ) -> Session:
+        """Open an existing session file for appending.
+
+        Takes the writer lock, validates every complete line, and removes an
+        unfinished final line (the only damage a crash can cause) before
+        anything is appended. An interrupted run stays incomplete; the next
+        ``begin_run`` gets a fresh ``run_id``.
+
+        Raises:
+            FileNotFoundError: ``path`` does not exist.
+            SessionLockedError: Another handle is writing the file.
+            CorruptRecordError: A complete line is damaged (names line and offset).
+            UnsupportedVersionError: The file's format version is not supported.
+            FormatError: The file holds no complete ``session_start`` record.
+        """
+        path = Path(path).absolute()
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        try:
+            _lock(fd, path)
+            scanner = Scanner(path)
+            checkpoint: tuple[int, int] | None = None
+            with open(path, "rb", buffering=_SCAN_BUFFER_BYTES) as stream:
+                for _number, offset, raw, obj in scanner.lines(stream):
+                    if obj["type"] == ev.CHECKPOINT:
+                        checkpoint = (offset, len(raw))
+            if scanner.session_id is None:
+                raise FormatError(
+                    f"{path}: no complete session_start record; the file is empty or was "
+                    "not written by loopscribe. Remove it and use Session.create()",
+                    path=path,
+                    line=1,
+                    offset=0,
+                )
+            if scanner.tail:
+                # Remove exactly the unfinished final line, and make that durable
+                # before any new record lands after it.
+                os.ftruncate(fd, scanner.end_offset)
+                os.fsync(fd)
+                logger.warning(
+                    "%s: removed an unfinished final line of %d bytes at byte %d",
+                    path,
+                    scanner.tail,
+                    scanner.end_offset,
+                )
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(
+            fd,
+            path,
+            scanner.session_id,
+            codec or DEFAULT_CODEC,
+            observers,
+            next_seq=scanner.next_seq,
+            size=scanner.end_offset,
+            checkpoint=checkpoint,
+        )
+
+    # -- properties ----------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The session's random, persistent ID (32 lowercase hex digits)."""
+        return self._id
+
+    @property
+    def path(self) -> Path:
+        """The session file, as an absolute path."""
+        return self._path
+
+    @property
+    def codec(self) -> Codec:
+        """The codec used to encode typed values."""
+        return self._codec
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    @property
+    def error(self) -> LoopscribeError | None:
+        """The sticky recording error, if recording has failed."""
+        return self._error
+
+    @property
+    def run(self) -> Run | None:
+        """The open run, if any."""
+        return self._run
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next record will get."""
+        return self._next_seq
+
+    @property
+    def size(self) -> int:
+        """Bytes written to the file so far: the offset of the next record."""
+        return self._size
+
+    def add_observer(self, observer: Observer) -> None:
+        """Deliver every later Record to ``observer`` as well."""
+        with self._lock:
+            self._observers = (*self._observers, observer)
+
+    def remove_observer(self, observer: Observer) -> None:
+        """Stop delivering Records to ``observer``."""
+        with self._lock:
+            self._observers = tuple(o for o in self._observers if o is not observer)
+
+    # -- runs and checkpoints ------------------------------------------
+
+    def begin_run(self) -> Run:
+        """Start a run with a fresh random ``run_id`` and write ``run_start``.
+
+        Raises:
+            RunStateError: A run is already open on this Session.
+        """
+        with self._lock:
+            self._check_usable()
+            if self._run is not None:
+                raise RunStateError(
+                    f"{self._path}: run {self._run.id} is still open; close it before "
+                    "beginning another (one open run per Session)"
+                )
+            run = Run(self, secrets.token_hex(8))
+            self._append(ev.RUN_START, run.id, None, {}, None)
+            self._run = run
+            return run
+
+    def load_checkpoint(self) -> Any:
+        """The snapshot of the latest explicit checkpoint, decoded, or ``None``.
+
+        Later records never advance it: only ``save_checkpoint`` does.
+        """
+        with self._lock:
+            self._check_open()
+            if self._checkpoint is None:
+                return None
+            offset, size = self._checkpoint
+            raw = os.pread(self._fd, size, offset)
+        return self._codec.loads(raw)["data"]["snapshot"]
+
+    # -- closing ---------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the open run (writing ``run_close``), fsync, and release the lock.
+
+        Closing twice is harmless.
+
+        Raises:
+            LoopscribeError: The sticky recording error, if recording failed;
+                the file is closed and unlocked all the same.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self._run is not None and os.getpid() == self._pid:
+                    self._run.close()
+                if self._error is None and os.getpid() == self._pid:
+                    self._sync()
+            finally:
+                self._release()
+            if self._error is not None:
+                raise self._error
+
+    def _release(self) -> None:
+        self._closed = True
+        self._run = None
+        self._finalizer()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<Session {self._id} {state} path={str(self._path)!r}>"
+
+    # -- the write path --------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosedError(f"{self._path}: the Session is closed")
+
+    def _check_usable(self) -> None:
+        self._check_open()
+        if self._error is not None:
+            raise self._error
+        if os.getpid() != self._pid:
+            raise ForkedWriterError(
+                f"{self._path}: this Session handle belongs to process {self._pid}; "
+                "a forked child must not append through it (open its own session file)"
+            )
+
+    def _fail(self, error: LoopscribeError) -> LoopscribeError:
+        self._error = error
+        return error
+
+    def _append(
+        self,
+        kind: str,
+        run_id: str | None,
+        execution: Execution | None,
+        data: Mapping[str, Any],
+        timestamp: Any,
+    ) -> Record:
+        with self._lock:
+            self._check_usable()
+            ts, ts_text = format_ts(timestamp)
+            seq = self._next_seq
+            obj: dict[str, Any] = {"session_id": self._id, "seq": seq, "type": kind}
+            if run_id is not None:
+                obj["run_id"] = run_id
+            obj["ts"] = ts_text
+            if execution is not None:
+                obj["execution"] = execution.to_json()
+            obj["data"] = data
+            try:
+                line = self._codec.dumps(obj, newline=True)
+            except EncodeError as exc:
+                raise self._fail(type(exc)(f"{self._path}: seq {seq} ({kind}): {exc}")) from None
+            offset = self._size
+            self._write_line(line, offset)
+            self._next_seq = seq + 1
+            self._size = offset + len(line)
+            record = Record(self._id, seq, kind, ts, run_id, execution, data, offset, len(line))
+            if kind == ev.CHECKPOINT:
+                self._checkpoint = (offset, len(line))
+            for observer in self._observers:
+                try:
+                    observer(record)
+                except Exception:
+                    self.observer_errors += 1
+                    logger.exception("loopscribe observer %r failed on seq %d", observer, seq)
+            return record
+
+    def _write_line(self, line: bytes, offset: int) -> None:
+        written = 0
+        try:
+            written = os.write(self._fd, line)
+            while written < len(line):
+                # A short write (signal, full disk): finish the line or fail below.
+                more = os.write(self._fd, line[written:])
+                if more == 0:
+                    raise OSError(errno.ENOSPC, "write made no progress")
+                written += more
+        except OSError as exc:
+            detail = f"{self._path}: writing {len(line)} bytes at byte {offset} failed: {exc}"
+            if written:
+                # Cut the partial line so the file ends on a line boundary again.
+                try:
+                    os.ftruncate(self._fd, offset)
+                except OSError as cut:
+                    detail += f"; cutting the partial line also failed ({cut})"
+            raise self._fail(WriteError(exc.errno, detail)) from exc
+
+    def _sync(self) -> None:
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise self._fail(WriteError(exc.errno, f"{self._path}: fsync failed: {exc}")) from exc
+
+
+class Run:
+    """One loop invocation inside a Session. Get one from ``Session.begin_run()``.
+
+    ``run_close`` (written by :meth:`close`) means the recording scope closed,
+    not that the loop succeeded: success is in ``agent_end`` or ``model_exec_end``.
+    """
+
+    def __init__(self, session: Session, run_id: str) -> None:
+        """Internal: use :meth:`Session.begin_run`."""
+        self._session = session
+        self._id = run_id
+        self._closed = False
+
+    @property
+    def id(self) -> str:
+        """The run's random ID (16 lowercase hex digits), fresh for every run."""
+        return self._id
+
+    @property
+    def session(self) -> Session:
+        """The Session this run records into."""
+        return self._session
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def ref(self, execution: Execution) -> CallRef:
+        """The CallRef of ``execution`` in this run, for an external timeline."""
+        return CallRef(self._session.id, self._id, execution.id, execution.attempt)
+
+    def record(self, event: Event) -> Record | None:
+        """Write ``event`` if the recording policy keeps it (see ``loopscribe.events``).
+
+        Returns:
+            The written Record, or ``None`` for a transient event that is not written.
+
+        Raises:
+            ValueError: ``event.type`` is a lifecycle type the Session writes itself.
+            EncodeError: The data cannot be encoded (sticky).
+            WriteError: The write failed (sticky).
+            SessionClosedError: The run or its Session is closed.
+        """
+        if event.type in ev.RESERVED:
+            raise ValueError(
+                f"{event.type!r} is written by loopscribe itself; use begin_run(), "
+                "save_checkpoint() or close() instead"
+            )
+        self._check_open()
+        data = ev.written_data(event.type, event.data)
+        if data is None:
+            # Transient: still a failure point if recording already failed.
+            if self._session.error is not None:
+                raise self._session.error
+            return None
+        if event.type == ev.MODEL_REQUEST and "config" in data:
+            # Requests built with events.model_request are frozen already; freeze
+            # hand-built ones too, so no credential reaches the file either way.
+            data = {**data, "config": freeze_config(data["config"], self._session.codec)}
+        return self._session._append(event.type, self._id, event.execution, data, event.timestamp)
+
+    def save_checkpoint(self, snapshot: Any) -> Record:
+        """Append a codec-encoded snapshot and fsync it together with every prior record.
+
+        ``Session.load_checkpoint`` returns the latest one.
+        """
+        self._check_open()
+        with self._session._lock:
+            record = self._session._append(
+                ev.CHECKPOINT, self._id, None, {"snapshot": snapshot}, None
+            )
+            self._session._sync()
+            return record
+
+    def close(self) -> None:
+        """Write ``run_close`` and fsync. Closing twice is harmless.
+
+        Raises:
+            LoopscribeError: The sticky recording error, if recording failed.
+        """
+        session = self._session
+        with session._lock:
+            if self._closed:
+                return
+            self._closed = True
+            session._run = None
+            session._check_open()
+            session._append(ev.RUN_CLOSE, self._id, None, {}, None)
+            session._sync()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosedError(f"run {self._id} is closed; begin a new run to record")
+        self._session._check_open()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None and self._session.error is not None:
+            # The recording failure is already propagating; do not raise it twice.
+            with contextlib.suppress(LoopscribeError):
+                self.close()
+            return
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Run {self._id} of session {self._session.id}{' closed' if self._closed else ''}>"
