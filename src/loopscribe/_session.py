@@ -25,6 +25,7 @@ import errno
 import fcntl
 import logging
 import os
+import re
 import secrets
 import threading
 import weakref
@@ -32,6 +33,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
+
+from opentelemetry import trace
+from opentelemetry.context import Context
 
 from . import events as ev
 from ._codec import DEFAULT_CODEC, Codec
@@ -61,6 +65,23 @@ propagated into the agent loop.
 """
 
 _SCAN_BUFFER_BYTES = 1 << 16
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
+
+
+def _traceparent(parent: str | Context) -> str:
+    """Normalize a run's parent to a W3C traceparent string."""
+    if isinstance(parent, str):
+        match = _TRACEPARENT.fullmatch(parent)
+        if match is None or not int(match[1], 16) or not int(match[2], 16):
+            raise ValueError(
+                f"parent {parent!r} is not a W3C traceparent "
+                "('00-<32 hex trace id>-<16 hex span id>-<2 hex flags>', ids not all zero)"
+            )
+        return parent
+    ctx = trace.get_current_span(parent).get_span_context()
+    if not ctx.is_valid:
+        raise ValueError("parent Context holds no valid span; pass a Context with a recording span")
+    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
 
 
 def _lock(fd: int, path: Path) -> None:
@@ -300,12 +321,22 @@ class Session:
 
     # -- runs and checkpoints ------------------------------------------
 
-    def begin_run(self) -> Run:
+    def begin_run(self, *, parent: str | Context | None = None) -> Run:
         """Start a run with a fresh random ``run_id`` and write ``run_start``.
+
+        Args:
+            parent: The host span this run belongs to: an OpenTelemetry
+                ``Context`` holding a span, or a W3C ``traceparent`` string.
+                It is stored in ``run_start``, so live export and replay both
+                put the run in the host's trace.
 
         Raises:
             RunStateError: A run is already open on this Session.
+            ValueError: ``parent`` is not a valid traceparent or span context.
         """
+        start: dict[str, Any] = {}
+        if parent is not None:
+            start["traceparent"] = _traceparent(parent)
         with self._lock:
             self._check_usable()
             if self._run is not None:
@@ -314,7 +345,7 @@ class Session:
                     "beginning another (one open run per Session)"
                 )
             run = Run(self, secrets.token_hex(8))
-            self._append(ev.RUN_START, run.id, None, {}, None)
+            self._append(ev.RUN_START, run.id, None, start, None)
             self._run = run
             return run
 
