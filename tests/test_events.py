@@ -1,0 +1,186 @@
+"""What is recorded and what is not, and how requests are frozen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from loopscribe import (
+    AssistantMessage,
+    Event,
+    Execution,
+    Session,
+    TextContent,
+    UserMessage,
+    read,
+)
+from loopscribe import events as ev
+
+MODEL = Execution("m1", "model", parent_id="turn_1")
+TOOL = Execution("call_1", "tool", parent_id="turn_1")
+
+
+def types_in(path: Path) -> list[str]:
+    """The record types of a file, lifecycle records excluded."""
+    skip = {"session_start", "run_start", "run_close"}
+    return [r.type for r in read(path) if r.type not in skip]
+
+
+def record_all(path: Path, events: list[Event]) -> None:
+    """Record events into a new session file."""
+    with Session.create(path) as s, s.begin_run() as run:
+        for event in events:
+            run.record(event)
+
+
+def test_transient_events_are_not_written(session_path: Path) -> None:
+    """Token deltas, partial snapshots, model_stream and tool progress never reach the file."""
+    partial = AssistantMessage((TextContent("CANARY-PARTIAL"),))
+    with Session.create(session_path) as s, s.begin_run() as run:
+        assert run.record(ev.message_update(MODEL, partial, delta="CANARY-DELTA")) is None
+        assert run.record(ev.model_stream(MODEL, {"delta": "CANARY-STREAM"})) is None
+        assert run.record(ev.tool_exec_update(TOOL, {"progress": "CANARY-PROGRESS"})) is None
+        assert run.record(ev.model_response(MODEL, partial)) is None
+    assert b"CANARY" not in session_path.read_bytes()
+    assert types_in(session_path) == []
+
+
+def test_the_recorded_table(session_path: Path) -> None:
+    """Every fact of the recorder table is written, with its content."""
+    final = AssistantMessage((TextContent("answer"),), model="m-1")
+    events = [
+        ev.agent_start(Execution("agent", "agent"), "helper"),
+        ev.turn_start(Execution("turn_1", "turn", parent_id="agent"), 1),
+        ev.model_exec_start(MODEL, "m-1", provider="acme"),
+        ev.model_request(
+            MODEL, [UserMessage("question")], [{"name": "read_file"}], {"temperature": 0.5}
+        ),
+        ev.model_exec_end(MODEL, message=final, usage={"input_tokens": 3, "output_tokens": 4}),
+        ev.message_end(MODEL, final),
+        ev.tool_exec_start(TOOL, "read_file", {"path": "a"}),
+        ev.tool_invoke_start(TOOL, "read_file", {"path": "/abs/a"}),
+        ev.tool_exec_end(TOOL, "read_file", "contents", details={"bytes": 8}, disposition="ok"),
+        ev.context_transform_start(Execution("ctx", "context"), messages=10),
+        ev.context_transform_end(Execution("ctx", "context"), messages=4, summary="short"),
+        ev.retry_scheduled(MODEL, next_attempt=2, delay_ms=100, error="RateLimit"),
+        ev.turn_end(Execution("turn_1", "turn", parent_id="agent"), 1, stop_reason="end"),
+        ev.agent_end(Execution("agent", "agent"), "helper", stop_reason="end"),
+    ]
+    record_all(session_path, events)
+    recs = {r.type: r for r in read(session_path)}
+    assert types_in(session_path) == [e.type for e in events]
+    req = recs["model_request"].data
+    assert req["messages"] == [UserMessage("question")]
+    assert req["tools"] == [{"name": "read_file"}]
+    assert req["config"] == {"temperature": 0.5}
+    assert recs["model_exec_end"].data["message"] == final
+    assert recs["message_end"].data["message"] == final
+    assert recs["tool_invoke_start"].data["args"] == {"path": "/abs/a"}
+    end = recs["tool_exec_end"].data
+    assert (end["result"], end["details"], end["is_error"], end["disposition"]) == (
+        "contents",
+        {"bytes": 8},
+        False,
+        "ok",
+    )
+    assert recs["retry_scheduled"].data["error"] == {"type": "RateLimit", "message": ""}
+
+
+def test_length_recovery_decision_is_written_without_the_message(session_path: Path) -> None:
+    """A model_response with a length-recovery decision keeps the decision, not the message."""
+    msg = AssistantMessage((TextContent("CANARY-DUP"),))
+    decision = {"action": "continue", "max_tokens": 8192}
+    with Session.create(session_path) as s, s.begin_run() as run:
+        rec = run.record(ev.model_response(MODEL, msg, length_recovery=decision))
+    assert rec is not None
+    assert b"CANARY-DUP" not in session_path.read_bytes()
+    (back,) = [r for r in read(session_path) if r.type == "model_response"]
+    assert back.data == {"length_recovery": decision}
+
+
+def test_failed_partial_content_is_recorded_once(session_path: Path) -> None:
+    """A failed stream's partial content appears exactly once, at model_exec_end."""
+    partial = AssistantMessage((TextContent("CANARY-ONCE"),))
+    record_all(
+        session_path,
+        [
+            ev.message_start(MODEL, AssistantMessage()),
+            ev.message_update(MODEL, partial, delta="CANARY-ONCE"),
+            ev.model_exec_end(MODEL, partial_message=partial, error=TimeoutError("stream cut")),
+        ],
+    )
+    assert session_path.read_bytes().count(b"CANARY-ONCE") == 1
+    (end,) = [r for r in read(session_path) if r.type == "model_exec_end"]
+    assert end.data["partial_message"] == partial
+    assert end.data["error"] == {"type": "TimeoutError", "message": "stream cut"}
+    assert "message_end" not in types_in(session_path)
+
+
+def test_message_start_is_written_without_its_partial_snapshot(session_path: Path) -> None:
+    """message_start marks when a message began but never stores the snapshot."""
+    record_all(session_path, [ev.message_start(MODEL, AssistantMessage((TextContent("CANARY"),)))])
+    assert b"CANARY" not in session_path.read_bytes()
+    assert types_in(session_path) == ["message_start"]
+
+
+def test_api_key_and_credentials_are_removed_also_from_the_host_event(session_path: Path) -> None:
+    """Credentials never reach the file, nor the in-memory request event the host keeps."""
+    config = {
+        "api_key": "sk-CANARY-1",
+        "temperature": 0.2,
+        "extra_headers": {"Authorization": "Bearer CANARY-2", "X-Trace": "ok"},
+        "client_secret": "CANARY-3",
+        "aws_session_token": "CANARY-4",
+        "max_tokens": 100,
+    }
+    event = ev.model_request(MODEL, [UserMessage("hi")], config=config)
+    assert "CANARY" not in repr(event)
+    with Session.create(session_path) as s, s.begin_run() as run:
+        run.record(event)
+        # A hand-built request is frozen on the way in too.
+        run.record(Event("model_request", MODEL, {"messages": [], "config": config}))
+    raw = session_path.read_bytes()
+    assert b"CANARY" not in raw
+    configs = [r.data["config"] for r in read(session_path) if r.type == "model_request"]
+    expected = {"temperature": 0.2, "extra_headers": {"X-Trace": "ok"}, "max_tokens": 100}
+    assert configs == [expected, expected]
+
+
+def test_json_valued_config_is_frozen_when_the_event_is_built(session_path: Path) -> None:
+    """Mutating the host's config after publishing does not change the recorded request."""
+    schema: dict[str, Any] = {"type": "object", "properties": {"a": {"type": "string"}}}
+    config: dict[str, Any] = {"response_format": {"json_schema": {"schema": schema}}}
+    messages: list[Any] = [UserMessage("q")]
+    event = ev.model_request(MODEL, messages, config=config)
+    schema["properties"]["b"] = {"type": "CHANGED"}
+    messages.append(UserMessage("CHANGED"))
+    assert isinstance(event.data["config"]["response_format"], orjson.Fragment)
+    record_all(session_path, [event])
+    assert b"CHANGED" not in session_path.read_bytes()
+    (req,) = [r for r in read(session_path) if r.type == "model_request"]
+    assert req.data["config"]["response_format"]["json_schema"]["schema"]["properties"] == {
+        "a": {"type": "string"}
+    }
+
+
+class Unencodable:
+    """A value JSON cannot hold."""
+
+    def __repr__(self) -> str:
+        return "CANARY-INPUT"
+
+
+def test_unencodable_config_becomes_snapshot_error_without_the_input(session_path: Path) -> None:
+    """An unencodable config value becomes a diagnostic that keeps nothing of it."""
+    secret_holder = {"nested": Unencodable(), "text": "CANARY-TEXT"}
+    event = ev.model_request(MODEL, [], config={"tool_choice": secret_holder, "seed": 7})
+    record_all(session_path, [event])
+    raw = session_path.read_bytes()
+    assert b"CANARY" not in raw
+    (req,) = [r for r in read(session_path) if r.type == "model_request"]
+    diag = req.data["config"]["tool_choice"]
+    assert set(diag) == {"snapshot_error"}
+    assert "dict" in diag["snapshot_error"]
+    assert req.data["config"]["seed"] == 7
