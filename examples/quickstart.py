@@ -1,0 +1,152 @@
+"""Record a scripted agent session, then read it back.
+
+A two-turn conversation: the model asks for a tool, the first model call of
+turn two fails with a rate limit and is retried, a checkpoint is saved after
+each turn. Run it with ``make demo`` or ``python examples/quickstart.py [DIR]``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from loopscribe import (
+    AssistantMessage,
+    Execution,
+    Run,
+    Session,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+    read,
+)
+from loopscribe import events as ev
+
+
+class Clock:
+    """A scripted clock, so the recorded times read like a real session."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def tick(self, millis: int) -> datetime:
+        self.now += timedelta(milliseconds=millis)
+        return self.now
+
+
+def model_call(
+    run: Run,
+    clock: Clock,
+    ex: Execution,
+    history: list[object],
+    reply: AssistantMessage | None,
+    error: str | None = None,
+) -> None:
+    """Record one model call: start, request, and its end (success or failure)."""
+    run.record(ev.model_exec_start(ex, "demo-model-1", provider="demo", timestamp=clock.tick(5)))
+    run.record(
+        ev.model_request(
+            ex,
+            history,
+            tools=[{"name": "get_weather", "parameters": {"type": "object"}}],
+            config={"temperature": 0.2, "api_key": "sk-never-written"},
+            model="demo-model-1",
+            timestamp=clock.tick(1),
+        )
+    )
+    if reply is None:
+        run.record(ev.model_exec_end(ex, error=error, timestamp=clock.tick(300)))
+        return
+    run.record(ev.model_exec_end(ex, message=reply, usage=reply.usage, timestamp=clock.tick(900)))
+    run.record(ev.message_end(ex, reply, timestamp=clock.tick(1)))
+
+
+def record_session(path: Path) -> Session:
+    """Record the scripted conversation into a new file at ``path``."""
+    clock = Clock()
+    agent = Execution("agent", "agent")
+    history: list[object] = [UserMessage("What's the weather in Lisbon?")]
+    with (
+        Session.create(path, metadata={"title": "weather demo"}) as session,
+        session.begin_run() as run,
+    ):
+        run.record(ev.agent_start(agent, "weather-bot", timestamp=clock.tick(0)))
+        run.record(ev.message_end(None, history[0], timestamp=clock.tick(1)))
+
+        # Turn 1: the model asks for a tool; the tool runs.
+        turn1 = Execution("turn_1", "turn", parent_id="agent")
+        run.record(ev.turn_start(turn1, 1, timestamp=clock.tick(1)))
+        call = ToolCall("call_1", "get_weather", {"city": "Lisbon"})
+        ask = AssistantMessage((call,), model="demo-model-1", usage=Usage(42, 12))
+        model_call(run, clock, Execution("model_1", "model", parent_id="turn_1"), history, ask)
+        history.append(ask)
+        tool = Execution("call_1", "tool", parent_id="turn_1")
+        run.record(ev.tool_exec_start(tool, "get_weather", call.arguments, timestamp=clock.tick(2)))
+        run.record(
+            ev.tool_invoke_start(tool, "get_weather", call.arguments, timestamp=clock.tick(1))
+        )
+        result = ToolResultMessage("call_1", "get_weather", (TextContent("21°C, sunny"),))
+        run.record(ev.tool_exec_end(tool, "get_weather", result, timestamp=clock.tick(120)))
+        history.append(result)
+        run.record(ev.turn_end(turn1, 1, stop_reason="tool_use", timestamp=clock.tick(1)))
+        run.save_checkpoint({"history": history})
+
+        # Turn 2: rate-limited once, retried as attempt 2.
+        turn2 = Execution("turn_2", "turn", parent_id="agent")
+        run.record(ev.turn_start(turn2, 2, timestamp=clock.tick(1)))
+        first = Execution("model_2", "model", attempt=1, parent_id="turn_2")
+        model_call(run, clock, first, history, None, error="RateLimitError")
+        run.record(ev.retry_scheduled(first, next_attempt=2, delay_ms=250, error="RateLimitError"))
+        clock.tick(250)
+        answer = AssistantMessage(
+            (TextContent("It is 21°C and sunny in Lisbon."),),
+            model="demo-model-1",
+            usage=Usage(71, 15),
+            stop_reason="end_turn",
+        )
+        second = Execution("model_2", "model", attempt=2, parent_id="turn_2")
+        model_call(run, clock, second, history, answer)
+        history.append(answer)
+        run.record(ev.turn_end(turn2, 2, stop_reason="end_turn", timestamp=clock.tick(1)))
+        run.save_checkpoint({"history": history})
+        run.record(ev.agent_end(agent, "weather-bot", stop_reason="end_turn", turns=2))
+    return session
+
+
+def summarize(path: Path) -> None:
+    """Print a short summary read back from the file."""
+    records = list(read(path))
+    kinds = Counter(r.type for r in records)
+    tokens_in = tokens_out = retries = 0
+    for r in records:
+        usage = r.data.get("usage") if r.type == "model_exec_end" else None
+        if isinstance(usage, Usage):
+            tokens_in += usage.input_tokens
+            tokens_out += usage.output_tokens
+        if r.execution is not None and r.execution.attempt > 1 and r.type == "model_exec_start":
+            retries += 1
+    failed = sum(1 for r in records if r.type == "model_exec_end" and "error" in r.data)
+    print(f"records: {len(records)} in {kinds['run_start']} run(s)")
+    print(f"model calls: {kinds['model_exec_end']} ({failed} failed, {retries} retried)")
+    print(f"tool calls: {kinds['tool_exec_end']}")
+    print(f"tokens: {tokens_in} in / {tokens_out} out")
+    print(f"checkpoints: {kinds['checkpoint']}")
+    last = next(r for r in reversed(records) if r.type == "message_end")
+    print(f"final answer: {last.data['message'].text!r}")
+
+
+def main() -> None:
+    folder = Path(sys.argv[1] if len(sys.argv) > 1 else "demo-sessions")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"quickstart-{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}.jsonl"
+    session = record_session(path)
+    print(f"session {session.id} recorded to {path}")
+    summarize(path)
+
+
+if __name__ == "__main__":
+    main()
