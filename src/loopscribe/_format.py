@@ -59,13 +59,25 @@ class Scanner:
 
     __slots__ = ("end_offset", "next_seq", "path", "session_id", "start", "tail")
 
-    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str] | None, *, resume: tuple[str, int] | None = None
+    ) -> None:
+        """Validate a file from its start, or from the middle when ``resume`` is given.
+
+        Args:
+            path: Named in error messages.
+            resume: ``(session_id, next_seq)`` expected at the first line, for
+                a scan that starts after line 1; ``(session_id, -1)`` accepts
+                whatever seq the first line has.
+        """
         self.path = path
         self.session_id: str | None = None
         self.start: dict[str, Any] | None = None
         self.next_seq = 0
         self.end_offset = 0
         self.tail = 0
+        if resume is not None:
+            self.session_id, self.next_seq = resume
 
     def corrupt(self, line: int, offset: int, what: str) -> CorruptRecordError:
         """An error for the complete line ``line`` at ``offset``."""
@@ -77,38 +89,51 @@ class Scanner:
             offset=offset,
         )
 
-    def lines(self, stream: IO[bytes]) -> Iterator[tuple[int, int, bytes, dict[str, Any]]]:
-        """Yield every complete, validated line of ``stream`` (positioned at the file start)."""
-        loads = orjson.loads
-        offset = 0
-        for number, raw in enumerate(stream, 1):
+    def check(self, number: int, offset: int, raw: bytes) -> dict[str, Any]:
+        """Validate one complete line (``raw`` ends with ``\\n``) and return it parsed."""
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise self.corrupt(number, offset, f"not valid JSON ({exc})") from None
+        if type(obj) is not dict:
+            raise self.corrupt(number, offset, "a record must be a JSON object")
+        seq = obj.get("seq")
+        if type(seq) is not int or (seq != self.next_seq and self.next_seq >= 0):
+            expected = self.next_seq if self.next_seq >= 0 else "an integer"
+            raise self.corrupt(number, offset, f"expected seq {expected}, found {seq!r}")
+        if self.session_id is None:
+            self._check_start(number, offset, obj)
+        elif obj.get("session_id") != self.session_id:
+            raise self.corrupt(
+                number,
+                offset,
+                f"record belongs to session {obj.get('session_id')!r}, not {self.session_id!r}",
+            )
+        if type(obj.get("type")) is not str or type(obj.get("ts")) is not str:
+            raise self.corrupt(number, offset, "a record needs string 'type' and 'ts'")
+        self.next_seq = seq + 1
+        self.end_offset = offset + len(raw)
+        return obj
+
+    def lines(
+        self, stream: IO[bytes], *, offset: int = 0, first_line: int = 1
+    ) -> Iterator[tuple[int, int, bytes, dict[str, Any]]]:
+        """Yield every complete, validated line of ``stream``.
+
+        Args:
+            stream: Positioned at ``offset``.
+            offset: Byte offset of the stream's position in the file.
+            first_line: Line number of the first line read.
+        """
+        check = self.check
+        self.end_offset = offset
+        for number, raw in enumerate(stream, first_line):
             if raw[-1:] != b"\n":
                 # An unfinished final line: a write interrupted by a crash.
                 self.tail = len(raw)
                 return
-            try:
-                obj = loads(raw)
-            except orjson.JSONDecodeError as exc:
-                raise self.corrupt(number, offset, f"not valid JSON ({exc})") from None
-            if type(obj) is not dict:
-                raise self.corrupt(number, offset, "a record must be a JSON object")
-            seq = obj.get("seq")
-            if seq != self.next_seq or type(seq) is not int:
-                raise self.corrupt(number, offset, f"expected seq {self.next_seq}, found {seq!r}")
-            if self.session_id is None:
-                self._check_start(number, offset, obj)
-            elif obj.get("session_id") != self.session_id:
-                raise self.corrupt(
-                    number,
-                    offset,
-                    f"record belongs to session {obj.get('session_id')!r}, not {self.session_id!r}",
-                )
-            if type(obj.get("type")) is not str or type(obj.get("ts")) is not str:
-                raise self.corrupt(number, offset, "a record needs string 'type' and 'ts'")
-            self.next_seq += 1
-            yield number, offset, raw, obj
+            yield number, offset, raw, check(number, offset, raw)
             offset += len(raw)
-            self.end_offset = offset
 
     def _check_start(self, number: int, offset: int, obj: dict[str, Any]) -> None:
         if obj.get("type") != "session_start":

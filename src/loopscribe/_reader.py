@@ -17,33 +17,44 @@ _BUFFER_BYTES = 1 << 16
 Source = str | os.PathLike[str] | IO[bytes]
 
 
+def to_record(
+    scanner: Scanner,
+    number: int,
+    offset: int,
+    raw: bytes,
+    obj: dict[str, Any],
+    codec: Codec | None,
+) -> Record:
+    """Build the Record of a validated line; ``codec=None`` leaves typed values raw."""
+    try:
+        ex = obj.get("execution")
+        data = obj.get("data")
+        if data is None:
+            data = {}
+        elif type(data) is not dict:
+            raise TypeError("'data' must be an object")
+        if codec is not None and TAG_BYTES in raw:
+            data = codec.decode(data)
+        return Record(
+            obj["session_id"],
+            obj["seq"],
+            obj["type"],
+            parse_ts(obj["ts"]),
+            obj.get("run_id"),
+            None if ex is None else Execution.from_json(ex),
+            data,
+            offset,
+            len(raw),
+        )
+    except DecodeError as exc:
+        raise scanner.corrupt(number, offset, str(exc)) from exc
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise scanner.corrupt(number, offset, f"not a valid record ({exc!r})") from exc
+
+
 def _records(stream: IO[bytes], scanner: Scanner, codec: Codec | None) -> Iterator[Record]:
     for number, offset, raw, obj in scanner.lines(stream):
-        try:
-            ex = obj.get("execution")
-            data = obj.get("data")
-            if data is None:
-                data = {}
-            elif type(data) is not dict:
-                raise TypeError("'data' must be an object")
-            if codec is not None and TAG_BYTES in raw:
-                data = codec.decode(data)
-            record = Record(
-                obj["session_id"],
-                obj["seq"],
-                obj["type"],
-                parse_ts(obj["ts"]),
-                obj.get("run_id"),
-                None if ex is None else Execution.from_json(ex),
-                data,
-                offset,
-                len(raw),
-            )
-        except DecodeError as exc:
-            raise scanner.corrupt(number, offset, str(exc)) from exc
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise scanner.corrupt(number, offset, f"not a valid record ({exc!r})") from exc
-        yield record
+        yield to_record(scanner, number, offset, raw, obj, codec)
 
 
 def read(source: Source, *, codec: Codec | None = None, decode: bool = True) -> Iterator[Record]:
