@@ -1,2 +1,8 @@
-def main() -> int:
-    return 0
+"""``python -m loopscribe``: the command line."""
+
+import sys
+
+from ._cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

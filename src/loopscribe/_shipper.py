@@ -1,0 +1,259 @@
+"""Out-of-process export of a session file, resumable without sending a span twice.
+
+The file is replayed from its start through a :class:`~loopscribe.otel.SpanBridge`
+(spans need their run's and parents' records), and spans are exported
+synchronously in batches. Each span knows the seq of the record that ended it
+(``loopscribe.seq.last``), so a cursor holding "every span ended by a record
+before seq N was exported" is enough to resume: after a restart, spans ending
+before N are skipped. The cursor advances only after the exporter reported
+success, and is replaced atomically, so a crash can at worst resend the last
+batch, never lose one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from ._errors import FormatError
+from ._model import Record
+from ._reader import read
+from .live import follow
+
+logger = logging.getLogger("loopscribe")
+
+BATCH_SPANS = 512
+"""Spans per export call."""
+FLUSH_INTERVAL_S = 1.0
+"""While following, the longest a finished span waits before it is exported."""
+MAX_BACKLOG_SPANS = 100_000
+"""Spans kept for retry while the collector is down; older ones are dropped (and counted)."""
+SEQ_LAST = "loopscribe.seq.last"
+
+
+def cursor_path(session_path: Path) -> Path:
+    """Where the export cursor of a session file lives: beside it."""
+    return session_path.with_name(session_path.name + ".export-cursor")
+
+
+@dataclass(slots=True)
+class Cursor:
+    """Export progress of one session file: spans ended before ``seq`` were exported."""
+
+    session_id: str | None = None
+    seq: int = 0
+    offset: int = 0
+
+    @classmethod
+    def load(cls, path: Path) -> Cursor:
+        """Read a cursor file; a missing file means nothing was exported yet."""
+        try:
+            obj = orjson.loads(path.read_bytes())
+        except FileNotFoundError:
+            return cls()
+        except orjson.JSONDecodeError as exc:
+            raise FormatError(
+                f"{path}: the export cursor is damaged ({exc}); delete it to export the "
+                "whole session again (spans already sent would be sent twice)",
+                path=path,
+            ) from None
+        return cls(obj.get("session_id"), int(obj.get("seq", 0)), int(obj.get("offset", 0)))
+
+    def save(self, path: Path) -> None:
+        """Replace the cursor file atomically (write, fsync, rename)."""
+        tmp = path.with_name(path.name + ".tmp")
+        data = {"session_id": self.session_id, "seq": self.seq, "offset": self.offset}
+        with open(tmp, "wb") as f:
+            f.write(orjson.dumps(data))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+
+@dataclass(slots=True)
+class ExportResult:
+    """What one export of one file did."""
+
+    path: Path
+    destination: str
+    sent: int = 0
+    skipped: int = 0
+    failed: int = 0
+    dropped: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as a JSON object."""
+        return {
+            "file": str(self.path),
+            "destination": self.destination,
+            "sent": self.sent,
+            "skipped": self.skipped,
+            "failed": self.failed,
+            "dropped": self.dropped,
+        }
+
+
+@dataclass(slots=True)
+class _Collect(SpanProcessor):
+    """Receives the bridge's finished spans."""
+
+    spans: list[ReadableSpan] = field(default_factory=list)
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """Spans from the bridge arrive finished; nothing starts here."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Keep a finished span until the next export."""
+        self.spans.append(span)
+
+
+class Shipper:
+    """Exports the spans of one session file, resuming from its cursor.
+
+    Args:
+        path: The session file.
+        exporter: Where spans go; by default the one ``default_processor`` would use.
+        destination: How to name the destination in results (never a secret).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        exporter: SpanExporter | None = None,
+        destination: str | None = None,
+    ) -> None:
+        from .otel import SpanBridge
+        from .otel._export import default_exporter, describe_destination
+
+        self.path = path
+        self.cursor_path = cursor_path(path)
+        self.cursor = Cursor.load(self.cursor_path)
+        self._exporter = exporter if exporter is not None else default_exporter(path)
+        self._destination = destination or describe_destination(path)
+        self._collect = _Collect()
+        self._bridge = SpanBridge(self._collect, file_uri=path)
+        self._backlog: list[ReadableSpan] = []
+        self._last: Record | None = None
+
+    def run(
+        self,
+        *,
+        follow: bool = False,
+        stop: threading.Event | None = None,
+        poll_interval: float = 0.2,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> ExportResult:
+        """Export every span not yet exported; with ``follow``, keep going until ``stop``.
+
+        Returns:
+            Counts of spans sent, skipped (sent by an earlier run), failed and dropped.
+        """
+        result = ExportResult(self.path, self._destination)
+        stop = stop or threading.Event()
+        try:
+            self._feed(read(self.path, decode=False), result, on_progress, None)
+            self._ship(result, final=not follow)
+            while follow and not stop.is_set():
+                offset = self._last.end_offset if self._last is not None else 0
+                source = self._follow(offset, stop, poll_interval)
+                self._feed(source, result, on_progress, time.monotonic() + FLUSH_INTERVAL_S)
+                self._ship(result, final=stop.is_set())
+                if self._backlog and not stop.is_set():
+                    stop.wait(poll_interval)
+        finally:
+            self._exporter.shutdown()
+        return result
+
+    def _follow(self, offset: int, stop: threading.Event, poll_interval: float) -> Iterable[Record]:
+        return follow(
+            self.path,
+            offset,
+            decode=False,
+            poll_interval=poll_interval,
+            idle_timeout=FLUSH_INTERVAL_S,
+            stop=stop,
+        )
+
+    def _feed(
+        self,
+        records: Iterable[Record],
+        result: ExportResult,
+        on_progress: Callable[[int], None] | None,
+        deadline: float | None,
+    ) -> None:
+        for record in records:
+            if self._last is None and record.session_id != self.cursor.session_id:
+                if self.cursor.session_id is not None:
+                    logger.warning(
+                        "%s: the export cursor belongs to session %s, not %s; exporting "
+                        "the whole file",
+                        self.path,
+                        self.cursor.session_id,
+                        record.session_id,
+                    )
+                self.cursor = Cursor(record.session_id)
+            self._bridge(record)
+            self._last = record
+            if on_progress is not None:
+                on_progress(record.end_offset)
+            if len(self._collect.spans) >= BATCH_SPANS:
+                self._ship(result, final=False)
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+
+    def _ship(self, result: ExportResult, *, final: bool) -> None:
+        """Export what the bridge finished; advance the cursor only on success."""
+        for span in self._collect.spans:
+            if _seq_last(span) < self.cursor.seq:
+                result.skipped += 1
+            else:
+                self._backlog.append(span)
+        self._collect.spans.clear()
+        if len(self._backlog) > MAX_BACKLOG_SPANS:
+            excess = len(self._backlog) - MAX_BACKLOG_SPANS
+            del self._backlog[:excess]
+            result.dropped += excess
+            logger.warning("%s: %d spans dropped: the collector is unreachable", self.path, excess)
+        while self._backlog:
+            batch = self._backlog[:BATCH_SPANS]
+            if not self._export(batch):
+                # Every span ending before the first unsent one is out: keep that much.
+                self._advance(min(_seq_last(s) for s in self._backlog), None)
+                if final:
+                    result.failed += len(self._backlog)
+                    self._backlog.clear()
+                return
+            del self._backlog[: len(batch)]
+            result.sent += len(batch)
+        if self._last is not None:
+            self._advance(self._last.seq + 1, self._last.end_offset)
+
+    def _advance(self, seq: int, offset: int | None) -> None:
+        if seq > self.cursor.seq:
+            self.cursor.seq = seq
+            if offset is not None:
+                self.cursor.offset = offset
+            self.cursor.save(self.cursor_path)
+
+    def _export(self, batch: Sequence[ReadableSpan]) -> bool:
+        try:
+            return self._exporter.export(batch) is SpanExportResult.SUCCESS
+        except Exception:
+            logger.exception("%s: export of %d spans failed", self.path, len(batch))
+            return False
+
+
+def _seq_last(span: ReadableSpan) -> int:
+    value = (span.attributes or {}).get(SEQ_LAST)
+    return value if isinstance(value, int) else 0

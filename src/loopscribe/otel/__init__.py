@@ -1,0 +1,47 @@
+"""OpenTelemetry for loopscribe sessions: spans that carry references, never bodies.
+
+Live, a :class:`SpanBridge` observes a Session and hands one span per run and
+per execution attempt to a standard ``SpanProcessor``; later, :func:`replay`
+produces exactly the same spans from the file. IDs are pure functions of the
+recording coordinates, so a ``CallRef`` is enough to find a span::
+
+    from loopscribe import Session
+    from loopscribe.otel import SpanBridge, default_processor
+
+    processor = default_processor("agent.jsonl")  # OTEL_EXPORTER_OTLP_* or a file
+    with Session.create("agent.jsonl", observers=[SpanBridge(processor, file_uri="agent.jsonl")]):
+        ...
+    processor.shutdown()
+
+Spans carry session, run, execution, attempt, record sequence numbers and a
+``file://...#seq=N`` URI, plus the GenAI semantic-convention labels (model,
+tool, agent, token usage, finish reasons, ``error.type``). Prompts, messages,
+arguments, tool output and error messages stay in the session file.
+"""
+
+from ._bridge import TERMINAL_TYPES, SpanBridge, default_resource, replay, to_file_uri
+from ._export import (
+    OTLPJsonFileExporter,
+    default_export_path,
+    default_exporter,
+    default_processor,
+    encode_otlp_json,
+)
+from ._ids import run_span_id, span_context, span_id, trace_id
+
+__all__ = [
+    "TERMINAL_TYPES",
+    "OTLPJsonFileExporter",
+    "SpanBridge",
+    "default_export_path",
+    "default_exporter",
+    "default_processor",
+    "default_resource",
+    "encode_otlp_json",
+    "replay",
+    "run_span_id",
+    "span_context",
+    "span_id",
+    "to_file_uri",
+    "trace_id",
+]

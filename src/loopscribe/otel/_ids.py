@@ -1,0 +1,135 @@
+"""Trace and span IDs as pure functions of recording coordinates (a public contract).
+
+With ``H(parts...) = sha256("\\0".join(["loopscribe/v1", *parts]).encode())``:
+
+* trace ID: the first 16 bytes of ``H("trace", session_id, run_id)``;
+* run span ID: the first 8 bytes of ``H("span", session_id, run_id, "", "0")``;
+* execution span ID: the first 8 bytes of
+  ``H("span", session_id, run_id, execution_id, str(attempt))``.
+
+Bytes are read big-endian and an all-zero value becomes 1, because
+OpenTelemetry treats zero as "no ID". The run span can never collide with
+an execution span by construction: an execution ID is never empty.
+
+Changing any of this breaks every reference ever stored (``CallRef``s in
+external timelines, span IDs already in trace backends), so the prefix
+carries a version and the derivation is pinned by test vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from opentelemetry.trace import SpanContext, TraceFlags
+
+from .._model import CallRef
+
+_PREFIX = "loopscribe/v1"
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+
+
+def _digest(*parts: str) -> bytes:
+    return hashlib.sha256("\0".join((_PREFIX, *parts)).encode()).digest()
+
+
+def _nonzero(raw: bytes) -> int:
+    return int.from_bytes(raw, "big") or 1
+
+
+def trace_id(session_id: str, run_id: str) -> int:
+    """The derived 128-bit trace ID of a run.
+
+    A run started with ``begin_run(parent=...)`` uses the host's trace ID
+    instead (see :class:`~loopscribe.otel.SpanBridge`); this function only
+    knows the coordinates, so it always gives the derived one.
+
+    Args:
+        session_id: The session's ID.
+        run_id: The run's ID.
+
+    Returns:
+        A non-zero integer below ``2**128``.
+    """
+    return _nonzero(_digest("trace", session_id, run_id)[:16])
+
+
+def run_span_id(session_id: str, run_id: str) -> int:
+    """The 64-bit span ID of a run's root span (``invoke_agent``).
+
+    Args:
+        session_id: The session's ID.
+        run_id: The run's ID.
+
+    Returns:
+        A non-zero integer below ``2**64``.
+    """
+    return _nonzero(_digest("span", session_id, run_id, "", "0")[:8])
+
+
+def span_id(session_id: str, run_id: str, execution_id: str, attempt: int) -> int:
+    """The 64-bit span ID of one execution attempt.
+
+    Args:
+        session_id: The session's ID.
+        run_id: The run's ID.
+        execution_id: The host's run-local call ID (``Execution.id``).
+        attempt: The 1-based attempt (``Execution.attempt``).
+
+    Returns:
+        A non-zero integer below ``2**64``.
+
+    Raises:
+        UnicodeEncodeError: An ID holds a lone surrogate, which has no UTF-8
+            form (and so can never be recorded in a session file either).
+    """
+    return _nonzero(_digest("span", session_id, run_id, execution_id, str(attempt))[:8])
+
+
+def span_context(ref: CallRef, *, trace_id: int | None = None) -> SpanContext:
+    """The OpenTelemetry SpanContext of the span recorded for ``ref``.
+
+    Use it to link a host span to a recorded call, or to parent host work
+    under it (``trace.set_span_in_context(NonRecordingSpan(ctx))``).
+
+    A CallRef does not say whether its run was started inside a host span,
+    so the trace ID is the derived one unless ``trace_id`` is given: for a
+    run begun with ``begin_run(parent=...)``, pass the host's trace ID (the
+    one in the ``traceparent`` stored in that run's ``run_start``).
+
+    Args:
+        ref: The call's coordinates, from ``run.ref(execution)`` or ``record.ref()``.
+        trace_id: Overrides the derived trace ID.
+
+    Returns:
+        A remote, sampled SpanContext.
+
+    Raises:
+        ValueError: ``trace_id`` is zero or does not fit in 128 bits.
+    """
+    tid = _derived_trace_id(ref.session_id, ref.run_id) if trace_id is None else trace_id
+    if not 0 < tid < 1 << 128:
+        raise ValueError(f"trace_id must be a non-zero 128-bit integer, got {tid!r}")
+    return SpanContext(
+        trace_id=tid,
+        span_id=span_id(ref.session_id, ref.run_id, ref.execution_id, ref.attempt),
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
+
+
+# ``span_context`` has a keyword named ``trace_id``; keep the function reachable.
+_derived_trace_id = trace_id
+
+
+def parse_traceparent(value: object) -> SpanContext | None:
+    """The host span named by a stored W3C ``traceparent``, or ``None`` if it is not one."""
+    if not isinstance(value, str):
+        return None
+    match = _TRACEPARENT.fullmatch(value)
+    if match is None:
+        return None
+    tid, sid = int(match[1], 16), int(match[2], 16)
+    if not tid or not sid:
+        return None
+    return SpanContext(tid, sid, is_remote=True, trace_flags=TraceFlags(int(match[3], 16)))
