@@ -1,8 +1,11 @@
-"""Record a scripted agent session, then read it back.
+"""Record a scripted agent session, export its spans, then read it back.
 
 A two-turn conversation: the model asks for a tool, the first model call of
 turn two fails with a rate limit and is retried, a checkpoint is saved after
-each turn. Run it with ``make demo`` or ``python examples/quickstart.py [DIR]``.
+each turn. Spans go to the collector named by ``OTEL_EXPORTER_OTLP_ENDPOINT``
+or, when it is unset, to an OTLP JSON lines file beside the session.
+
+Run it with ``make demo`` or ``python examples/quickstart.py [DIR]``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,13 @@ from loopscribe import (
     read,
 )
 from loopscribe import events as ev
+from loopscribe.otel import (
+    SpanBridge,
+    default_processor,
+    describe_destination,
+    span_id,
+    trace_id,
+)
 
 
 class Clock:
@@ -66,12 +76,21 @@ def model_call(
 
 
 def record_session(path: Path) -> Session:
-    """Record the scripted conversation into a new file at ``path``."""
+    """Record the scripted conversation into a new file at ``path``, exporting spans live."""
+    processor = default_processor(path)
+    try:
+        return record_conversation(path, SpanBridge(processor, file_uri=path))
+    finally:
+        processor.shutdown()  # flushes; bounded by the export timeout if a collector is down
+
+
+def record_conversation(path: Path, bridge: SpanBridge) -> Session:
+    """The scripted host loop."""
     clock = Clock()
     agent = Execution("agent", "agent")
     history: list[object] = [UserMessage("What's the weather in Lisbon?")]
     with (
-        Session.create(path, metadata={"title": "weather demo"}) as session,
+        Session.create(path, metadata={"title": "weather demo"}, observers=[bridge]) as session,
         session.begin_run() as run,
     ):
         run.record(ev.agent_start(agent, "weather-bot", timestamp=clock.tick(0)))
@@ -146,6 +165,13 @@ def main() -> None:
     session = record_session(path)
     print(f"session {session.id} recorded to {path}")
     summarize(path)
+    print(f"spans exported to {describe_destination(path)}")
+    run_id = next(r.run_id for r in read(path) if r.type == "run_start")
+    assert run_id is not None
+    trace, span = trace_id(session.id, run_id), span_id(session.id, run_id, "call_1", 1)
+    print(f"tool span 'execute_tool get_weather': trace_id {trace:032x} span_id {span:016x}")
+    print("its records, bodies included:")
+    print(f"  loopscribe find {folder} --trace-id {trace:032x} --span-id {span:016x}")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from ._export import (
     default_export_path,
     default_exporter,
     default_processor,
+    describe_destination,
     encode_otlp_json,
 )
 from ._ids import run_span_id, span_context, span_id, trace_id
@@ -37,6 +38,7 @@ __all__ = [
     "default_exporter",
     "default_processor",
     "default_resource",
+    "describe_destination",
     "encode_otlp_json",
     "replay",
     "run_span_id",
