@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+PHOENIX_VENV := .venv-phoenix
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit e2e bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,13 +24,18 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
-	$(BIN)/pytest --cov --cov-report=term:skip-covered
+	$(BIN)/pytest --ignore=tests/e2e --cov --cov-report=term:skip-covered
 
 test: lint typecheck unit
+
+# End to end against a real trace backend (Arize Phoenix, in its own venv).
+e2e: $(STAMP)
+	PYTHON=$(PYTHON) bash scripts/e2e-setup.sh $(PHOENIX_VENV)
+	LOOPSCRIBE_PHOENIX=$(PHOENIX_VENV)/bin/phoenix $(BIN)/pytest tests/e2e
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/record.py
 	$(BIN)/python benchmarks/read.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(PHOENIX_VENV) .mypy_cache .pytest_cache .ruff_cache
