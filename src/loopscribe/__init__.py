@@ -22,8 +22,19 @@ from ._errors import (
     UnsupportedVersionError,
     WriteError,
 )
+from ._executor import (
+    LLMRequest,
+    ModelExecution,
+    ModelExecutor,
+    ModelResult,
+    Recorder,
+    StreamEnd,
+    TextDelta,
+    ThinkingDelta,
+)
 from ._format import FORMAT_VERSION
 from ._freeze import freeze_config, freeze_request
+from ._loop import AgentLoop
 from ._messages import (
     AssistantMessage,
     ImageContent,
@@ -43,6 +54,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "FORMAT_VERSION",
+    "AgentLoop",
     "AssistantMessage",
     "CallRef",
     "Codec",
@@ -54,18 +66,26 @@ __all__ = [
     "ForkedWriterError",
     "FormatError",
     "ImageContent",
+    "LLMRequest",
     "LoopscribeError",
+    "ModelExecution",
+    "ModelExecutor",
+    "ModelResult",
     "Observer",
     "Record",
+    "Recorder",
     "Run",
     "RunStateError",
     "Session",
     "SessionClosedError",
     "SessionExistsError",
     "SessionLockedError",
+    "StreamEnd",
     "SystemMessage",
     "TextContent",
+    "TextDelta",
     "ThinkingContent",
+    "ThinkingDelta",
     "ToolCall",
     "ToolResultMessage",
     "UnknownTypeError",

@@ -1,0 +1,359 @@
+"""Standalone model calls: an executor that streams a model and publishes its facts.
+
+``ModelExecutor.call(model, ModelExecution(...))`` always consumes the
+model's stream and returns the final :class:`ModelResult`. On the way it
+publishes, to ``on_event``, in this order:
+
+1. ``model_exec_start``;
+2. ``model_request`` — the final request after middleware (omitted when a
+   middleware short-circuits);
+3. ``model_route`` for each routed attempt, when a router picks among models;
+4. ``model_stream`` for each chunk (transient: a Session does not write it);
+5. ``model_exec_end`` — the message, or the partial message and the error.
+
+A call adds no retries, commits no message (no ``message_end``) and
+manufactures no ``agent_end``: completion is ``model_exec_end`` and its error.
+The events of one call are published one at a time, in order; an
+``on_event`` shared by concurrent calls must be safe for that, as
+``Run.record`` is.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeAlias
+
+from . import events as ev
+from ._messages import AssistantMessage, TextContent, ThinkingContent, ToolCall, Usage
+from ._model import Event, Execution
+from ._session import Run
+
+logger = logging.getLogger("loopscribe")
+
+
+@dataclass(frozen=True, slots=True)
+class LLMRequest:
+    """What a model call sends: the conversation, the tool declarations and the config."""
+
+    messages: Sequence[Any]
+    tools: Sequence[Any] = ()
+    config: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelExecution:
+    """One model call: its execution coordinates and its request."""
+
+    execution: Execution
+    request: LLMRequest
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of response text (a plain ``str`` chunk means the same)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingDelta:
+    """A piece of reasoning text."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """The end of a stream: why it stopped, what it cost, which model answered."""
+
+    stop_reason: str | None = None
+    usage: Usage | None = None
+    model: str | None = None
+
+
+Chunk: TypeAlias = str | TextDelta | ThinkingDelta | ToolCall | Usage | StreamEnd | AssistantMessage
+"""What a model stream may yield. An ``AssistantMessage`` replaces what was accumulated."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResult:
+    """The outcome of one call.
+
+    Attributes:
+        message: The response; on failure, the partial content received before
+            the error (diagnostic only: it is not a valid response).
+        error: The failure, or ``None``.
+        model: The model that answered (after routing).
+        short_circuit: A middleware produced this result without calling a model.
+    """
+
+    message: AssistantMessage | None
+    error: BaseException | None = None
+    model: str | None = None
+    short_circuit: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Whether the call succeeded."""
+        return self.error is None
+
+    def raise_error(self) -> None:
+        """Raise the call's error, if it failed."""
+        if self.error is not None:
+            raise self.error
+
+
+Middleware = Callable[[LLMRequest], "LLMRequest | ModelResult"]
+"""Rewrites a request (returns the new one) or short-circuits (returns a result)."""
+Router = Callable[[Any, LLMRequest], Iterable[Any]]
+"""Given the requested model and the request, the models to try, in order."""
+OnEvent = Callable[[Event], object]
+
+
+def model_name(model: Any) -> str:
+    """A model's name for records and spans: ``name``, ``model`` or its class name."""
+    for attribute in ("name", "model", "model_name"):
+        value = getattr(model, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__ if not inspect.isfunction(model) else model.__name__
+
+
+def _open_stream(model: Any, request: LLMRequest) -> Any:
+    stream = getattr(model, "stream", None)
+    if callable(stream):
+        return stream(request)
+    if callable(model):
+        return model(request)
+    raise TypeError(
+        f"{type(model).__name__} is not a model: give an object with stream(request) "
+        "or a callable(request) returning an iterator of chunks"
+    )
+
+
+@dataclass(slots=True)
+class _Accumulator:
+    """Builds the response message from chunks."""
+
+    model: str
+    text: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage | None = None
+    stop_reason: str | None = None
+    final: AssistantMessage | None = None
+
+    def add(self, chunk: Any) -> None:
+        if isinstance(chunk, str):
+            self.text.append(chunk)
+        elif isinstance(chunk, TextDelta):
+            self.text.append(chunk.text)
+        elif isinstance(chunk, ThinkingDelta):
+            self.thinking.append(chunk.text)
+        elif isinstance(chunk, ToolCall):
+            self.tool_calls.append(chunk)
+        elif isinstance(chunk, Usage):
+            self.usage = chunk
+        elif isinstance(chunk, StreamEnd):
+            self.stop_reason = chunk.stop_reason or self.stop_reason
+            self.usage = chunk.usage or self.usage
+            self.model = chunk.model or self.model
+        elif isinstance(chunk, AssistantMessage):
+            self.final = chunk
+        else:
+            raise TypeError(f"a model stream yielded {type(chunk).__name__}, which is no chunk")
+
+    def empty(self) -> bool:
+        return not (self.text or self.thinking or self.tool_calls or self.final)
+
+    def message(self, error: BaseException | None = None) -> AssistantMessage:
+        if self.final is not None:
+            return self.final
+        content: list[Any] = []
+        if self.thinking:
+            content.append(ThinkingContent("".join(self.thinking)))
+        if self.text:
+            content.append(TextContent("".join(self.text)))
+        content.extend(self.tool_calls)
+        return AssistantMessage(
+            tuple(content),
+            model=self.model,
+            usage=self.usage,
+            stop_reason="error" if error is not None else self.stop_reason,
+            error_message=None if error is None else type(error).__name__,
+        )
+
+
+class ModelExecutor:
+    """Runs standalone model calls and publishes their facts to ``on_event``.
+
+    Args:
+        middlewares: Applied in order before the provider is called; each
+            returns a rewritten :class:`LLMRequest` or a :class:`ModelResult`
+            that short-circuits the call (no request or attempts are published).
+        on_event: Receives every event (for example ``run.record`` wrapped by
+            :class:`loopscribe.Recorder`). Shared across concurrent calls, it
+            must be thread-safe.
+        router: Picks the models to try; each is a routed attempt, published
+            as ``model_route``, tried until one succeeds. Without a router the
+            requested model is the only attempt.
+    """
+
+    def __init__(
+        self,
+        middlewares: Sequence[Middleware] = (),
+        on_event: OnEvent | None = None,
+        router: Router | None = None,
+    ) -> None:
+        self.middlewares = tuple(middlewares)
+        self.on_event = on_event
+        self.router = router
+
+    def _publish(self, event: Event) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def _prepare(self, model: Any, call: ModelExecution) -> tuple[LLMRequest, ModelResult | None]:
+        ex = call.execution
+        self._publish(ev.model_exec_start(ex, model_name(model)))
+        request = call.request
+        for middleware in self.middlewares:
+            outcome = middleware(request)
+            if isinstance(outcome, ModelResult):
+                return request, replace(outcome, short_circuit=True)
+            request = outcome
+        self._publish(
+            ev.model_request(
+                ex, request.messages, request.tools, request.config, model=model_name(model)
+            )
+        )
+        return request, None
+
+    def _attempts(self, model: Any, request: LLMRequest) -> list[tuple[Any, bool]]:
+        if self.router is None:
+            return [(model, False)]
+        return [(m, True) for m in self.router(model, request)]
+
+    def _finish(self, ex: Execution, acc: _Accumulator, error: BaseException | None) -> ModelResult:
+        message = acc.message(error)
+        if error is None:
+            self._publish(
+                ev.model_exec_end(
+                    ex,
+                    message=message,
+                    usage=acc.usage or message.usage,
+                    model=message.model or acc.model,
+                    stop_reason=message.stop_reason,
+                )
+            )
+            return ModelResult(message, None, message.model or acc.model)
+        partial = None if acc.empty() else message
+        self._publish(
+            ev.model_exec_end(
+                ex, partial_message=partial, error=error, usage=acc.usage, model=acc.model
+            )
+        )
+        return ModelResult(partial, error, acc.model)
+
+    def _short_circuit(self, ex: Execution, result: ModelResult) -> ModelResult:
+        self._publish(
+            ev.model_exec_end(
+                ex,
+                message=result.message if result.error is None else None,
+                partial_message=result.message if result.error is not None else None,
+                error=result.error,
+                model=result.model,
+            )
+        )
+        return result
+
+    def call(self, model: Any, call: ModelExecution) -> ModelResult:
+        """Run one call to completion, consuming the model's (sync) stream.
+
+        Returns:
+            The result; on failure ``result.error`` is set and ``result.message``
+            holds the partial content, if any. The call itself never raises a
+            provider error.
+        """
+        ex = call.execution
+        request, short = self._prepare(model, call)
+        if short is not None:
+            return self._short_circuit(ex, short)
+        error: BaseException | None = None
+        acc = _Accumulator(model_name(model))
+        for candidate, routed in self._attempts(model, request):
+            acc = _Accumulator(model_name(candidate))
+            if routed:
+                self._publish(ev.model_route(ex, acc.model))
+            try:
+                stream = _open_stream(candidate, request)
+                if isinstance(stream, AsyncIterable):
+                    raise TypeError("this model streams asynchronously: use acall()")
+                for chunk in stream:
+                    self._publish(ev.model_stream(ex, chunk))
+                    acc.add(chunk)
+            except Exception as exc:
+                error = exc
+                continue
+            error = None
+            break
+        return self._finish(ex, acc, error)
+
+    async def acall(self, model: Any, call: ModelExecution) -> ModelResult:
+        """Like :meth:`call`, for models that stream asynchronously (or synchronously)."""
+        ex = call.execution
+        request, short = self._prepare(model, call)
+        if short is not None:
+            return self._short_circuit(ex, short)
+        error: BaseException | None = None
+        acc = _Accumulator(model_name(model))
+        for candidate, routed in self._attempts(model, request):
+            acc = _Accumulator(model_name(candidate))
+            if routed:
+                self._publish(ev.model_route(ex, acc.model))
+            try:
+                stream = _open_stream(candidate, request)
+                if inspect.isawaitable(stream):
+                    stream = await stream
+                if isinstance(stream, AsyncIterable):
+                    async for chunk in stream:
+                        self._publish(ev.model_stream(ex, chunk))
+                        acc.add(chunk)
+                else:
+                    for chunk in stream:
+                        self._publish(ev.model_stream(ex, chunk))
+                        acc.add(chunk)
+            except Exception as exc:
+                error = exc
+                continue
+            error = None
+            break
+        return self._finish(ex, acc, error)
+
+
+class Recorder:
+    """An ``on_event`` that records into a run and never raises into the caller.
+
+    The first failure is logged; all are counted in :attr:`failures`. The
+    error itself stays visible as ``run.session.error``, since recording
+    errors are sticky. Thread-safe, because ``Run.record`` is.
+
+    Args:
+        run: The run to record into.
+    """
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.failures = 0
+
+    def __call__(self, event: Event) -> None:
+        """Record one event."""
+        try:
+            self.run.record(event)
+        except Exception:
+            self.failures += 1
+            if self.failures == 1:
+                logger.exception("recording %s failed; later failures are only counted", event.type)
