@@ -48,14 +48,17 @@ from ._messages import (
 )
 from ._model import CallRef, Event, Execution, Record
 from ._reader import load_checkpoint, read
-from ._session import Observer, Run, Session
+from ._session import Actor, Observer, Run, Session
+from ._verify import BrokenLink, VerifyReport, verify
 
 __version__ = "0.1.0"
 
 __all__ = [
     "FORMAT_VERSION",
+    "Actor",
     "AgentLoop",
     "AssistantMessage",
+    "BrokenLink",
     "CallRef",
     "Codec",
     "CorruptRecordError",
@@ -92,10 +95,12 @@ __all__ = [
     "UnsupportedVersionError",
     "Usage",
     "UserMessage",
+    "VerifyReport",
     "WriteError",
     "events",
     "freeze_config",
     "freeze_request",
     "load_checkpoint",
     "read",
+    "verify",
 ]

@@ -277,6 +277,40 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
     return 1 if errors or any(r.failed for r in results) else 0
 
 
+# -- loopscribe verify ------------------------------------------------------------
+
+
+def cmd_verify(args: argparse.Namespace, out: Out) -> int:
+    """Check the hash chain of a session file."""
+    from ._verify import verify
+
+    report = verify(Path(args.file))
+    if out.json:
+        broken = report.broken
+        out.emit(
+            {
+                "file": str(report.path),
+                "records": report.records,
+                "chained": report.chained,
+                "sealed": report.sealed,
+                "ok": report.ok,
+                "head": report.head,
+                "broken": None
+                if broken is None
+                else {
+                    "seq": broken.seq,
+                    "line": broken.line,
+                    "offset": broken.offset,
+                    "reason": broken.reason,
+                },
+            }
+        )
+    else:
+        style = "green" if report.ok else ("red" if report.broken else "yellow")
+        out.stdout.print(report.describe(), style=style, highlight=False)
+    return 0 if report.ok else 1
+
+
 # -- entry point -----------------------------------------------------------------
 
 
@@ -325,6 +359,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE")
     p.add_argument("--seq", type=int, required=True, metavar="N")
     p.set_defaults(handler=cmd_span)
+
+    p = sub.add_parser(
+        "verify",
+        help="check the hash chain of a session file",
+        description=(
+            "Verify a session created with chain=True: report the first broken link "
+            "(seq, line, byte offset) or the number of records verified. Exit status 0 "
+            "only when the chain is intact and the file is sealed."
+        ),
+    )
+    p.add_argument("file", metavar="FILE")
+    p.set_defaults(handler=cmd_verify)
     return parser
 
 

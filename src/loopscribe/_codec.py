@@ -34,6 +34,7 @@ from ._messages import (
 
 TAG = "$ls"
 TAG_BYTES = b'"$ls"'
+TAG_KEY_BYTES = b'"$ls":'
 
 # Dataclasses go to ``default`` so an unregistered one is refused instead of lowered.
 DUMPS_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS
@@ -169,13 +170,29 @@ class Codec:
             EncodeError: Anything else that JSON cannot hold.
         """
         options = DUMPS_OPTIONS | (orjson.OPT_APPEND_NEWLINE if newline else 0)
+        tags = 0
+
+        def default(obj: Any) -> dict[str, Any]:
+            nonlocal tags
+            tags += 1
+            return self.default(obj)
+
         try:
-            return orjson.dumps(value, default=self.default, option=options)
+            line = orjson.dumps(value, default=default, option=options)
         except orjson.JSONEncodeError as exc:
             cause = exc.__cause__
             if isinstance(cause, UnknownTypeError):
                 raise UnknownTypeError(str(cause)) from None
             raise EncodeError(f"cannot encode as JSON: {exc}") from None
+        # Inside a JSON string the quotes would be escaped, so every '"$ls":'
+        # is a key; one more than the typed values written is a plain dict
+        # using the reserved key, which would read back as something else.
+        if line.count(TAG_KEY_BYTES) != tags:
+            raise EncodeError(
+                f"a plain dict uses the reserved key {TAG!r}; rename that key "
+                "(it marks typed values in session files)"
+            )
+        return line
 
     def decode(self, value: Any) -> Any:
         """Turn tagged objects inside a parsed JSON value back into typed values.

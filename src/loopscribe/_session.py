@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import logging
 import os
 import re
@@ -30,6 +31,7 @@ import secrets
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -65,6 +67,48 @@ propagated into the agent loop.
 """
 
 _SCAN_BUFFER_BYTES = 1 << 16
+_SESSION_ID = re.compile(r"[0-9a-f]{32}")
+CHAIN_ALGORITHM = "sha256"
+
+# The Session handles open in this process, by path: lets the workspace append
+# through this process's own handle instead of failing on its lock.
+_OPEN_HANDLES: weakref.WeakValueDictionary[Path, Session] = weakref.WeakValueDictionary()
+
+
+def open_handle(path: str | os.PathLike[str]) -> Session | None:
+    """The open Session this process holds on ``path``, if any."""
+    session = _OPEN_HANDLES.get(Path(path).absolute())
+    return None if session is None or session.closed else session
+
+
+def _chain_head(start: Mapping[str, Any] | None, last: bytes) -> str | None:
+    """The chain state to continue from: ``None`` for an unchained file."""
+    if start is None or start.get("data", {}).get("chain") != CHAIN_ALGORITHM:
+        return None
+    return hashlib.sha256(last).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who a run is attributed to; any field may be ``None``."""
+
+    user_id: str | None = None
+    tenant_id: str | None = None
+    label: str | None = None
+
+    def to_json(self) -> dict[str, str]:
+        """The stored form: only the fields that are set."""
+        return {
+            k: v
+            for k, v in (
+                ("user_id", self.user_id),
+                ("tenant_id", self.tenant_id),
+                ("label", self.label),
+            )
+            if v is not None
+        }
+
+
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
 
 
@@ -128,6 +172,7 @@ class Session:
         next_seq: int,
         size: int,
         checkpoint: tuple[int, int] | None = None,
+        chain_head: str | None = None,
     ) -> None:
         """Use :meth:`create` or :meth:`open`; this constructor is internal."""
         self._fd = fd
@@ -143,10 +188,13 @@ class Session:
         self._run: Run | None = None
         self._error: LoopscribeError | None = None
         self._closed = False
+        # The SHA-256 of the last line when the file is hash-chained, else None.
+        self._chain_head = chain_head
         self.observer_errors = 0
         """How many times an observer raised (each was logged)."""
         # Close the descriptor (and so drop the lock) if the handle is lost unclosed.
         self._finalizer = weakref.finalize(self, os.close, fd)
+        _OPEN_HANDLES[path] = self
 
     # -- construction --------------------------------------------------
 
@@ -158,6 +206,8 @@ class Session:
         observers: Iterable[Observer] = (),
         *,
         metadata: Mapping[str, Any] | None = None,
+        chain: bool = False,
+        session_id: str | None = None,
     ) -> Session:
         """Create a new session file with a fresh random ``session_id``.
 
@@ -166,12 +216,23 @@ class Session:
             codec: Registry of typed values; the default knows built-in messages.
             observers: Callables that receive every written Record.
             metadata: JSON-compatible facts stored in ``session_start``.
+            chain: Add to every record the SHA-256 of the line before it
+                (``"prev"``) and seal the file on close, so that
+                :func:`loopscribe.verify` detects any change, removal,
+                reordering or truncation of complete records.
+            session_id: Use this ID (32 lowercase hex digits) instead of a
+                random one, for hosts that name files after their sessions.
 
         Raises:
             SessionExistsError: ``path`` exists already.
             SessionLockedError: Another handle locked the new file first.
+            ValueError: ``session_id`` is not 32 lowercase hex digits.
             OSError: The folder is missing or not writable.
         """
+        if session_id is None:
+            session_id = secrets.token_hex(16)
+        elif not _SESSION_ID.fullmatch(session_id):
+            raise ValueError(f"session_id must be 32 lowercase hex digits, got {session_id!r}")
         path = Path(path).absolute()
         try:
             fd = os.open(
@@ -189,9 +250,18 @@ class Session:
             os.close(fd)
             raise
         session = cls(
-            fd, path, secrets.token_hex(16), codec or DEFAULT_CODEC, observers, next_seq=0, size=0
+            fd,
+            path,
+            session_id,
+            codec or DEFAULT_CODEC,
+            observers,
+            next_seq=0,
+            size=0,
+            chain_head="" if chain else None,
         )
         start: dict[str, Any] = {"format_version": FORMAT_VERSION}
+        if chain:
+            start["chain"] = CHAIN_ALGORITHM
         if metadata:
             start["metadata"] = dict(metadata)
         try:
@@ -230,8 +300,10 @@ class Session:
             _lock(fd, path)
             scanner = Scanner(path)
             checkpoint: tuple[int, int] | None = None
+            last = b""
             with open(path, "rb", buffering=_SCAN_BUFFER_BYTES) as stream:
                 for _number, offset, raw, obj in scanner.lines(stream):
+                    last = raw
                     if obj["type"] == ev.CHECKPOINT:
                         checkpoint = (offset, len(raw))
             if scanner.session_id is None:
@@ -265,6 +337,7 @@ class Session:
             next_seq=scanner.next_seq,
             size=scanner.end_offset,
             checkpoint=checkpoint,
+            chain_head=_chain_head(scanner.start, last),
         )
 
     # -- properties ----------------------------------------------------
@@ -321,7 +394,7 @@ class Session:
 
     # -- runs and checkpoints ------------------------------------------
 
-    def begin_run(self, *, parent: str | Context | None = None) -> Run:
+    def begin_run(self, *, parent: str | Context | None = None, actor: Actor | None = None) -> Run:
         """Start a run with a fresh random ``run_id`` and write ``run_start``.
 
         Args:
@@ -329,6 +402,7 @@ class Session:
                 ``Context`` holding a span, or a W3C ``traceparent`` string.
                 It is stored in ``run_start``, so live export and replay both
                 put the run in the host's trace.
+            actor: Who the run is attributed to (stored in ``run_start``).
 
         Raises:
             RunStateError: A run is already open on this Session.
@@ -337,6 +411,8 @@ class Session:
         start: dict[str, Any] = {}
         if parent is not None:
             start["traceparent"] = _traceparent(parent)
+        if actor is not None:
+            start["actor"] = actor.to_json()
         with self._lock:
             self._check_usable()
             if self._run is not None:
@@ -380,16 +456,35 @@ class Session:
                 if self._run is not None and os.getpid() == self._pid:
                     self._run.close()
                 if self._error is None and os.getpid() == self._pid:
+                    if self._chain_head is not None:
+                        # The seal: a chained file that ends without one was
+                        # truncated, is still being written, or was interrupted.
+                        self._append(ev.SESSION_CLOSE, None, None, {}, None)
                     self._sync()
             finally:
                 self._release()
             if self._error is not None:
                 raise self._error
 
+    def annotate(self, kind: str, data: Mapping[str, Any]) -> Record:
+        """Append a session-level record (no run): metadata, todos, compaction.
+
+        ``loopscribe.Workspace`` uses it; ``kind`` must be one of
+        ``events.SESSION_FACTS``.
+        """
+        if kind not in ev.SESSION_FACTS:
+            raise ValueError(
+                f"{kind!r} is not a session-level record type; use one of "
+                f"{sorted(ev.SESSION_FACTS)}, or record host events through a run"
+            )
+        return self._append(kind, None, None, data, None)
+
     def _release(self) -> None:
         self._closed = True
         self._run = None
         self._finalizer()
+        if _OPEN_HANDLES.get(self._path) is self:
+            del _OPEN_HANDLES[self._path]
 
     def __enter__(self) -> Self:
         return self
@@ -445,6 +540,8 @@ class Session:
             if execution is not None:
                 obj["execution"] = execution.to_json()
             obj["data"] = data
+            if self._chain_head is not None and seq > 0:
+                obj["prev"] = self._chain_head
             try:
                 line = self._codec.dumps(obj, newline=True)
             except EncodeError as exc:
@@ -453,6 +550,8 @@ class Session:
             self._write_line(line, offset)
             self._next_seq = seq + 1
             self._size = offset + len(line)
+            if self._chain_head is not None:
+                self._chain_head = hashlib.sha256(line).hexdigest()
             record = Record(self._id, seq, kind, ts, run_id, execution, data, offset, len(line))
             if kind == ev.CHECKPOINT:
                 self._checkpoint = (offset, len(line))

@@ -43,7 +43,18 @@ SESSION_START = "session_start"
 RUN_START = "run_start"
 RUN_CLOSE = "run_close"
 CHECKPOINT = "checkpoint"
-RESERVED = frozenset({SESSION_START, RUN_START, RUN_CLOSE, CHECKPOINT})
+SESSION_CLOSE = "session_close"
+"""The seal a hash-chained session writes when it is closed."""
+
+# Session-level facts, appended by the workspace (never by rewriting a header).
+SESSION_UPDATE = "session_update"
+TODOS = "todos"
+COMPACTION = "compaction"
+SESSION_FACTS = frozenset({SESSION_UPDATE, TODOS, COMPACTION})
+
+RESERVED = (
+    frozenset({SESSION_START, RUN_START, RUN_CLOSE, CHECKPOINT, SESSION_CLOSE}) | SESSION_FACTS
+)
 
 MODEL_EXEC_START = "model_exec_start"
 MODEL_REQUEST = "model_request"

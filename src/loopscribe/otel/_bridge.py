@@ -70,7 +70,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
-import orjson
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import (
     SERVICE_NAME,
@@ -87,6 +86,11 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 from opentelemetry.util.types import AttributeValue
 
 from .. import events as ev
+from .._fields import TokenUsage as _Usage
+from .._fields import field as _get
+from .._fields import plain as _plain
+from .._fields import text as _str
+from .._fields import token_usage as _usage
 from .._model import Execution, Record
 from .._reader import read
 from ._ids import parse_traceparent, run_span_id, span_id, trace_id
@@ -138,7 +142,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
-_SCALARS = (str, bytes, int, float, bool, list, tuple)
 
 
 def _scope() -> InstrumentationScope:
@@ -187,80 +190,6 @@ def _ns(ts: datetime) -> int:
 
 
 # -- reading typed objects, raw JSON and host dicts alike ----------------------
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, orjson.Fragment):
-        # Pre-encoded JSON: what replay will see once it is parsed from the file.
-        try:
-            return orjson.loads(orjson.dumps(value))
-        except orjson.JSONDecodeError:
-            return None
-    return value
-
-
-def _get(obj: Any, name: str) -> Any:
-    """A field of a dataclass/object or a key of a mapping; ``None`` when absent."""
-    if obj is None or isinstance(obj, _SCALARS):
-        return None
-    if isinstance(obj, Mapping):
-        value = obj.get(name)
-    else:
-        try:
-            value = getattr(obj, name, None)
-        except Exception:
-            return None
-    return _plain(value)
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _count(value: Any) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class _Usage:
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cache_read: int | None = None
-    cache_creation: int | None = None
-
-
-def _usage(usage: Any) -> _Usage | None:
-    """Token counts from loopscribe's Usage, OpenAI, Anthropic or Gemini shapes."""
-    if usage is None:
-        return None
-    inp = _count(_get(usage, "input_tokens"))
-    if inp is None:
-        inp = _count(_get(usage, "prompt_tokens"))
-    if inp is None:
-        inp = _count(_get(usage, "prompt_token_count"))
-    out = _count(_get(usage, "output_tokens"))
-    if out is None:
-        out = _count(_get(usage, "completion_tokens"))
-    if out is None:
-        out = _count(_get(usage, "candidates_token_count"))
-    cache_read = _count(_get(usage, "cache_read_tokens"))
-    cache_creation = _count(_get(usage, "cache_write_tokens"))
-    anthropic_read = _count(_get(usage, "cache_read_input_tokens"))
-    anthropic_creation = _count(_get(usage, "cache_creation_input_tokens"))
-    if anthropic_read is not None or anthropic_creation is not None:
-        # Anthropic counts cached prompt tokens apart from input_tokens; the
-        # conventions' input_tokens includes them.
-        cache_read, cache_creation = anthropic_read, anthropic_creation
-        if inp is not None:
-            inp += (anthropic_read or 0) + (anthropic_creation or 0)
-    if cache_read is None:
-        details = _get(usage, "prompt_tokens_details") or _get(usage, "input_tokens_details")
-        cache_read = _count(_get(details, "cached_tokens"))
-    if inp is None and out is None and cache_read is None and cache_creation is None:
-        return None
-    return _Usage(inp, out, cache_read, cache_creation)
 
 
 def _finish_reason(data: Mapping[str, Any], message: Any) -> tuple[str, ...]:
