@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 
 import orjson
 import pytest
 
 from loopscribe import CorruptRecordError, Event, Execution, FormatError, Session, read
-from loopscribe.live import follow
+from loopscribe.live import Bus, follow
 
 
 def write_session(path: Path, count: int) -> None:
@@ -98,3 +99,66 @@ def test_follow_detects_a_shrinking_file(session_path: Path) -> None:
     session_path.write_bytes(b"")
     with pytest.raises(FormatError, match="shrank"):
         list(stream)
+
+
+def test_bus_replays_from_an_offset_then_streams_without_duplicates(session_path: Path) -> None:
+    """A subscriber gets exactly the buffered records at or after its offset, then new ones."""
+    bus = Bus()
+    s = Session.create(session_path, observers=[bus])
+    run = s.begin_run()
+    for i in range(5):
+        run.record(Event("turn_start", Execution(f"t{i}", "turn")))
+    records = list(read(session_path))
+    cut = records[3]
+    sub = bus.subscribe(s.id, from_offset=cut.offset)
+    run.record(Event("turn_start", Execution("late", "turn")))
+    run.close()
+    s.close()
+    got = []
+    while (record := sub.get(timeout=0.5)) is not None:
+        got.append(record.seq)
+        if record.type == "run_close":
+            break
+    assert got == list(range(3, 9))
+    assert bus.terminal(s.id) is not None
+    assert bus.terminal(s.id).type == "run_close"  # type: ignore[union-attr]
+    assert not bus.has_pending(s.id)
+    everything = bus.subscribe(s.id)
+    assert [r.seq for r in everything._replay] == list(range(9))
+    bus.clear(s.id)
+    assert bus.terminal(s.id) is None
+    assert bus.subscribe(s.id)._replay == []
+
+
+def test_slow_subscriber_drops_and_never_delays_recording(session_path: Path) -> None:
+    """A subscriber that never reads loses records (counted) while record() stays fast."""
+    bus = Bus(queue_size=10)
+    with Session.create(session_path, observers=[bus]) as s, s.begin_run() as run:
+        slow = bus.subscribe(s.id)
+        started = time.perf_counter()
+        for i in range(500):
+            run.record(Event("turn_start", Execution(f"t{i}", "turn")))
+        elapsed = time.perf_counter() - started
+    assert slow.dropped == 500 + 1 - 10  # run_close included; the queue holds 10
+    assert elapsed < 2.0
+    slow.close()
+    delivered = [r.seq for r in slow]  # what was queued before it closed
+    assert delivered == list(range(12))  # 2 replayed from the buffer, then the 10 queued
+
+
+def test_bus_subscription_is_async_iterable(session_path: Path) -> None:
+    """An async consumer (a web socket handler) iterates the same subscription."""
+    bus = Bus()
+    with Session.create(session_path, observers=[bus]) as s, s.begin_run():
+        pass
+    sub = bus.subscribe(s.id)
+
+    async def consume() -> list[str]:
+        out = []
+        async for record in sub:
+            out.append(record.type)
+            if record.type == "run_close":
+                sub.close()
+        return out
+
+    assert asyncio.run(consume()) == ["session_start", "run_start", "run_close"]

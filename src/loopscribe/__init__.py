@@ -50,6 +50,7 @@ from ._model import CallRef, Event, Execution, Record
 from ._reader import load_checkpoint, read
 from ._session import Actor, Observer, Run, Session
 from ._verify import BrokenLink, VerifyReport, verify
+from .workspace import SessionSummary, Workspace
 
 __version__ = "0.1.0"
 
@@ -83,6 +84,7 @@ __all__ = [
     "SessionClosedError",
     "SessionExistsError",
     "SessionLockedError",
+    "SessionSummary",
     "StreamEnd",
     "SystemMessage",
     "TextContent",
@@ -96,6 +98,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "VerifyReport",
+    "Workspace",
     "WriteError",
     "events",
     "freeze_config",

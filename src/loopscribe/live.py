@@ -1,4 +1,4 @@
-"""Live following: Records as they are written, from any byte offset.
+"""Live records: follow a file from any byte offset, or subscribe to an in-process bus.
 
 ``follow(path, offset)`` polls the file and yields each complete record once
 its ``\\n`` is on disk; an unfinished line is held back until it completes.
@@ -15,7 +15,10 @@ back as ``offset`` resumes there. It works with ``for`` and ``async for``::
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import os
+import queue
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -30,7 +33,7 @@ from ._format import Scanner
 from ._model import Record
 from ._reader import to_record
 
-__all__ = ["follow"]
+__all__ = ["TERMINAL_TYPES", "Bus", "Subscription", "follow"]
 
 _CHUNK_BYTES = 1 << 20
 
@@ -161,3 +164,148 @@ class follow:  # used like a function, as in ``for r in follow(path)``
                     return
                 else:
                     await asyncio.sleep(self.poll_interval)
+
+
+TERMINAL_TYPES = frozenset({"agent_end", "run_close"})
+"""Record types that end a live stream; the bus remembers the last one per session."""
+
+_DONE = object()
+
+
+class Subscription:
+    """Records of one session delivered by a :class:`Bus`: replay first, then live.
+
+    Iterate it (``for``, or ``async for``) until :meth:`close`. A subscriber
+    that falls behind by more than its queue holds loses records — counted in
+    :attr:`dropped` — rather than slowing the writer down.
+    """
+
+    def __init__(self, bus: Bus, session_id: str, replay: list[Record], maxsize: int) -> None:
+        self._bus = bus
+        self.session_id = session_id
+        self._replay = replay
+        self._queue: queue.Queue[object] = queue.Queue(maxsize)
+        self.dropped = 0
+        """Records not delivered because the queue was full."""
+        self._closed = False
+
+    def _offer(self, record: Record) -> None:
+        try:
+            self._queue.put_nowait(record)
+        except queue.Full:
+            self.dropped += 1
+
+    def close(self) -> None:
+        """Stop delivery; a waiting iteration ends."""
+        if not self._closed:
+            self._closed = True
+            self._bus._unsubscribe(self)
+            with contextlib.suppress(queue.Full):
+                self._queue.put_nowait(_DONE)
+
+    def get(self, timeout: float | None = None) -> Record | None:
+        """The next record, or ``None`` after ``timeout`` seconds or once closed."""
+        if self._replay:
+            return self._replay.pop(0)
+        if self._closed and self._queue.empty():
+            return None
+        try:
+            item = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        return item if isinstance(item, Record) else None
+
+    def __iter__(self) -> Iterator[Record]:
+        while (record := self.get()) is not None:
+            yield record
+
+    async def __aiter__(self) -> AsyncIterator[Record]:
+        while True:
+            record = self.get(timeout=0)
+            if record is not None:
+                yield record
+            elif self._closed:
+                return
+            else:
+                await asyncio.sleep(0.005)
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Bus:
+    """An in-process publish/subscribe of Records, by session, with replay.
+
+    Attach it to a Session as an observer (``observers=[bus]``) or call
+    :meth:`publish`. Records are buffered per session until :meth:`clear`, so
+    a subscriber that connects late replays them (``from_offset`` skips what
+    it already has, e.g. from reading the file); the last terminal record
+    (``agent_end``, ``run_close``) is remembered. Publishing never blocks: a
+    full subscriber queue drops the record and counts it.
+
+    Args:
+        buffer_size: Records kept per session for replay (oldest dropped first).
+        queue_size: Records a subscriber may fall behind before drops start.
+    """
+
+    def __init__(self, *, buffer_size: int = 10_000, queue_size: int = 1_000) -> None:
+        self.buffer_size = buffer_size
+        self.queue_size = queue_size
+        self._lock = threading.Lock()
+        self._buffers: dict[str, collections.deque[Record]] = {}
+        self._terminals: dict[str, Record] = {}
+        self._subscribers: dict[str, list[Subscription]] = {}
+
+    def __call__(self, record: Record) -> None:
+        """Observer entry point: same as :meth:`publish`."""
+        self.publish(record)
+
+    def publish(self, record: Record) -> None:
+        """Buffer ``record`` and offer it to every subscriber of its session."""
+        sid = record.session_id
+        with self._lock:
+            buffer = self._buffers.get(sid)
+            if buffer is None:
+                buffer = self._buffers[sid] = collections.deque(maxlen=self.buffer_size)
+            buffer.append(record)
+            if record.type in TERMINAL_TYPES:
+                self._terminals[sid] = record
+            subscribers = tuple(self._subscribers.get(sid, ()))
+        for subscriber in subscribers:
+            subscriber._offer(record)
+
+    def subscribe(self, session_id: str, from_offset: int = 0) -> Subscription:
+        """Buffered records at or after ``from_offset``, then every new one, exactly once."""
+        with self._lock:
+            # Under the lock: no record can be published between the replay
+            # snapshot and the registration, so none is missed or repeated.
+            replay = [r for r in self._buffers.get(session_id, ()) if r.offset >= from_offset]
+            subscription = Subscription(self, session_id, replay, self.queue_size)
+            self._subscribers.setdefault(session_id, []).append(subscription)
+        return subscription
+
+    def _unsubscribe(self, subscription: Subscription) -> None:
+        with self._lock:
+            subs = self._subscribers.get(subscription.session_id, [])
+            if subscription in subs:
+                subs.remove(subscription)
+
+    def terminal(self, session_id: str) -> Record | None:
+        """The last terminal record published for the session since :meth:`clear`."""
+        with self._lock:
+            return self._terminals.get(session_id)
+
+    def has_pending(self, session_id: str) -> bool:
+        """Whether the newest buffered record is not terminal: a stream is in progress."""
+        with self._lock:
+            buffer = self._buffers.get(session_id)
+            return buffer is not None and bool(buffer) and buffer[-1].type not in TERMINAL_TYPES
+
+    def clear(self, session_id: str) -> None:
+        """Forget the session's buffered records and terminal state (before a new turn)."""
+        with self._lock:
+            self._buffers.pop(session_id, None)
+            self._terminals.pop(session_id, None)
