@@ -1,0 +1,982 @@
+"""Record pydantic-ai agent runs into a loopscribe Run.
+
+``pip install 'loopscribe[pydantic-ai]'``. :class:`LoopscribeCapability` is a
+pydantic-ai *capability*: pass it to a run (or to the ``Agent``) and every
+model call, tool call and agent run is written through ``Run.record``::
+
+    from loopscribe import Session
+    from loopscribe.adapters.pydantic_ai import LoopscribeCapability
+
+    with Session.create("chat.jsonl") as session, session.begin_run() as run:
+        result = await agent.run("hi", capabilities=[LoopscribeCapability(run)])
+
+How pydantic-ai's lifecycle maps onto executions (``n`` counts the agent runs
+this capability has recorded into its loopscribe Run, ``s`` is pydantic-ai's
+``RunContext.run_step``, one model request step):
+
+=================================  =======================  =====  ==========================
+pydantic-ai                        ``Execution.id``         kind   ``parent_id``
+=================================  =======================  =====  ==========================
+``agent.run(...)`` (``wrap_run``)  ``agent_{n}``            agent  the tool call that started
+                                                                   it (a delegate), or none
+request step ``s``                 ``agent_{n}/turn_{s}``   turn   ``agent_{n}``
+attempt ``a`` at step ``s``        ``agent_{n}/model_{s}``  model  ``agent_{n}/turn_{s}``
+                                   with attempt ``a``
+``ToolCallPart.tool_call_id``      the tool-call ID         tool   ``agent_{n}/turn_{s}``, or
+                                                                   ``agent_{n}`` for approved
+                                                                   deferred calls run before
+                                                                   the first step
+=================================  =======================  =====  ==========================
+
+Attempt numbering:
+
+* A model attempt is ``ModelRequestContext.attempt``: another attempt at the
+  same step happens when a capability raises ``RetryModelRequest`` (a
+  fallback or back-off). It keeps the execution ID, increments the attempt,
+  and follows a ``retry_scheduled`` on the failed attempt.
+* ``ModelRetry`` raised by a tool is *not* a retry of that execution:
+  pydantic-ai sends the failure back to the model, which answers with a new
+  tool call (a new ID) in the next step. The failed call ends with
+  ``disposition="retry"`` and the retry pydantic-ai charged in
+  ``details.retry = {cause, attempt, max_retries}``; the next call's
+  ``tool_exec_start`` carries ``retry``/``max_retries`` from ``RunContext``.
+* A tool-call ID seen again in the same loopscribe Run (a capability
+  re-running a tool, a deferred call run after approval, a model that reuses
+  IDs) gets the next attempt; a re-run within the same step follows a
+  ``retry_scheduled``.
+
+``tool_exec_end.disposition``: none on success; ``retry`` (``ModelRetry``
+or invalid arguments, which end the call before ``tool_invoke_start``),
+``failed`` (``ToolFailed``), ``deferred`` (waiting for approval or an
+external result), ``raised`` (any other exception: the run fails),
+``cancelled``, ``not_executed`` (validated but never run).
+
+The model boundary is observed by a ``WrapperModel`` that the capability
+puts innermost around the serving model (``get_wrapper_model``): it records
+exactly the messages, tool definitions and settings the model receives,
+and the response, usage and error of every attempt, streamed or not
+(partial content when a stream fails). Messages are lowered to plain dicts
+with ``ModelMessagesTypeAdapter`` (the file needs no pydantic-ai to read).
+
+Committed messages (``message_end``): every message pydantic-ai appends to
+the run's history -- the request of each step (user prompt, tool returns,
+retry feedback) under its turn, each model response under the model
+execution that produced it. Messages passed in ``message_history`` were
+committed by an earlier run and are not written again.
+
+Not mapped: output tools (``final_result``) and output functions are part
+of the response message, not tool executions; a call to an unknown tool
+never reaches the tool hooks (its retry feedback is in the next request);
+streaming deltas are transient by design; durable execution (Temporal,
+DBOS, Prefect) runs model calls in other processes and is not supported.
+
+The capability never raises into pydantic-ai: a recording failure is logged
+on the ``loopscribe`` logger and counted in :attr:`LoopscribeCapability.errors`;
+the Session keeps the sticky error in ``run.session.error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import copy
+import functools
+import itertools
+import json
+import logging
+import threading
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+from pydantic_ai import DeferredToolRequests, RunContext
+from pydantic_ai.capabilities import (
+    AbstractCapability,
+    CapabilityOrdering,
+    RawToolArgs,
+    ValidatedToolArgs,
+    WrapModelRequestHandler,
+    WrapRunHandler,
+    WrapToolExecuteHandler,
+    WrapToolValidateHandler,
+)
+from pydantic_ai.exceptions import (
+    ApprovalRequired,
+    CallDeferred,
+    ModelRetry,
+    ToolFailed,
+    ToolFailedError,
+    ToolRetryError,
+)
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    ToolCallPart,
+    ToolReturnPart,
+    tool_return_ta,
+)
+from pydantic_ai.models import (
+    Model,
+    ModelRequestContext,
+    ModelRequestParameters,
+    StreamedResponse,
+)
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.run import AgentRunResult
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import ToolDefinition
+
+from .. import events as ev
+from .._freeze import snapshot_error
+from .._model import Event, Execution
+from .._session import Run
+
+__all__ = ["LoopscribeCapability"]
+
+logger = logging.getLogger("loopscribe")
+
+
+@functools.cache
+def _adapters() -> tuple[TypeAdapter[ModelRequestParameters], TypeAdapter[list[ToolDefinition]]]:
+    # Built on first use: schema building is not free, and importing the adapter should be.
+    return TypeAdapter(ModelRequestParameters), TypeAdapter(list[ToolDefinition])
+
+
+# Declared in `ModelRequestParameters` and written to `model_request.tools` instead of its config.
+_TOOL_FIELDS = frozenset({"function_tools", "output_tools", "native_tools"})
+
+# The exception behind a ToolRetryError, by the cause pydantic-ai records for the retry.
+_RETRY_CAUSES = {
+    "model_retry": "ModelRetry",
+    "validation_error": "ValidationError",
+    "unknown_tool": "UnknownTool",
+    "unavailable_tool": "UnavailableTool",
+}
+
+# The tool call running on this task, so a delegate agent run started inside a
+# tool nests under it. Keyed by the shared recorder: a delegate recorded into
+# another loopscribe Run cannot name a parent in this one.
+_CURRENT_TOOL: contextvars.ContextVar[tuple[_Shared, str] | None] = contextvars.ContextVar(
+    "loopscribe_pydantic_ai_tool", default=None
+)
+
+
+# -- lowering pydantic-ai objects to plain JSON ----------------------------------------
+
+
+def _lower_messages(messages: Sequence[ModelMessage]) -> list[Any]:
+    try:
+        return list(ModelMessagesTypeAdapter.dump_python(list(messages), mode="json"))
+    except Exception as exc:
+        return [snapshot_error(messages, exc)]
+
+
+def _lower_message(message: ModelMessage) -> Any:
+    return _lower_messages([message])[0]
+
+
+def _lower(value: Any) -> Any:
+    """Any tool argument or return value as JSON-compatible data, the way pydantic-ai sends it."""
+    try:
+        return tool_return_ta.dump_python(value, mode="json")
+    except Exception as exc:
+        return snapshot_error(value, exc)
+
+
+def _lower_args(args: RawToolArgs | None) -> Any:
+    """The model's arguments: JSON text as the object it encodes, text that is no JSON as is."""
+    if isinstance(args, str):
+        try:
+            return json.loads(args) if args.strip() else {}
+        except ValueError:
+            return args
+    return _lower(args)
+
+
+def _tools(parameters: ModelRequestParameters) -> list[Any]:
+    tools: list[Any] = []
+    for definitions in (parameters.function_tools, parameters.output_tools):
+        try:
+            tools.extend(_adapters()[1].dump_python(list(definitions), mode="json"))
+        except Exception as exc:
+            tools.append(snapshot_error(definitions, exc))
+    for native in parameters.native_tools:
+        tools.append(_lower(native))
+    return tools
+
+
+def _config(settings: ModelSettings | None, parameters: ModelRequestParameters) -> dict[str, Any]:
+    config: dict[str, Any] = dict(settings or {})
+    try:
+        lowered = _adapters()[0].dump_python(parameters, mode="json")
+        config["request_parameters"] = {k: v for k, v in lowered.items() if k not in _TOOL_FIELDS}
+    except Exception as exc:
+        config["request_parameters"] = snapshot_error(parameters, exc)
+    return config
+
+
+def _with(event: Event, **extra: Any) -> Event:
+    """``event`` with more data fields; ``None`` values are left out, as the constructors do."""
+    data = dict(event.data)
+    data.update({k: v for k, v in extra.items() if v is not None})
+    return Event(event.type, event.execution, data, event.timestamp)
+
+
+def _error_of(exc: BaseException) -> dict[str, Any]:
+    """The error as recorded: the exception the tool raised, not pydantic-ai's carrier for it."""
+    kind = type(exc).__qualname__
+    if isinstance(exc, ToolRetryError):
+        retry = exc.tool_retry.retry
+        kind = _RETRY_CAUSES.get(retry.cause if retry is not None else "", kind)
+    elif isinstance(exc, ToolFailedError):
+        kind = "ToolFailed"
+    return {"type": kind, "message": str(exc)}
+
+
+# -- state -------------------------------------------------------------------------------
+
+
+class _Shared:
+    """State of one capability instance, shared by its per-agent-run copies: one loopscribe Run."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.errors = 0
+        self.lock = threading.Lock()
+        self.agents = itertools.count(1)
+        self.tool_attempts: dict[str, int] = {}
+
+    def next_tool_attempt(self, call_id: str) -> int:
+        with self.lock:
+            attempt = self.tool_attempts.get(call_id, 0) + 1
+            self.tool_attempts[call_id] = attempt
+            return attempt
+
+
+@dataclass(slots=True)
+class _ModelAttempt:
+    execution: Execution
+    recorded: bool = False
+    ended: bool = False
+    error: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class _ToolCall:
+    execution: Execution
+    name: str
+    step: int
+    retry: int = 0
+    max_retries: int = 0
+    ended: bool = False
+    error: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class _AgentRun:
+    """What one pydantic-ai run has recorded so far."""
+
+    agent: Execution
+    name: str
+    run_id: str | None
+    history: list[ModelMessage]
+    # Messages already written (or committed before this run), by identity. The
+    # values keep them alive, so an ID is never reused by a new message.
+    seen: dict[int, ModelMessage] = field(default_factory=dict)
+    responses: dict[int, Execution] = field(default_factory=dict)
+    turn: Execution | None = None
+    turn_number: int = 0
+    turns: int = 0
+    turn_tool_calls: int = 0
+    turn_stop_reason: str | None = None
+    model: _ModelAttempt | None = None
+    last_model: Execution | None = None
+    last_stop_reason: str | None = None
+    tools: dict[str, _ToolCall] = field(default_factory=dict)
+
+    def mark_seen(self, messages: Iterable[ModelMessage]) -> None:
+        for message in messages:
+            self.seen[id(message)] = message
+
+
+# -- the model boundary --------------------------------------------------------------------
+
+
+class _RecordingModel(WrapperModel):
+    """The innermost wrapper around the model serving one attempt: sees exactly what it is sent."""
+
+    def __init__(self, wrapped: Model, recorder: LoopscribeCapability, attempt: _ModelAttempt):
+        super().__init__(wrapped)
+        self._recorder = recorder
+        self._attempt = attempt
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        self._recorder._model_started(
+            self._attempt, self.wrapped, messages, model_settings, model_request_parameters
+        )
+        try:
+            response = await super().request(messages, model_settings, model_request_parameters)
+        except BaseException as exc:
+            self._recorder._model_ended(self._attempt, None, exc)
+            raise
+        self._recorder._model_ended(self._attempt, response, None)
+        return response
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        self._recorder._model_started(
+            self._attempt, self.wrapped, messages, model_settings, model_request_parameters
+        )
+        stream: StreamedResponse | None = None
+        try:
+            async with super().request_stream(
+                messages, model_settings, model_request_parameters, run_context
+            ) as stream:
+                yield stream
+        except BaseException as exc:
+            self._recorder._model_ended(self._attempt, _partial(stream), exc)
+            raise
+        self._recorder._model_ended(self._attempt, _partial(stream), None)
+
+
+def _partial(stream: StreamedResponse | None) -> ModelResponse | None:
+    if stream is None:
+        return None
+    try:
+        return stream.get()
+    except Exception:
+        return None
+
+
+# -- the capability --------------------------------------------------------------------------
+
+
+@dataclass
+class LoopscribeCapability(AbstractCapability[Any]):
+    """A pydantic-ai capability that records agent runs into a loopscribe ``Run``.
+
+    Pass it per run, ``agent.run(..., capabilities=[LoopscribeCapability(run)])``,
+    or to ``Agent(capabilities=[...])`` when every run of the agent goes to
+    the same loopscribe Run. Several agent runs (a multi-turn conversation, a
+    delegate agent called from a tool) may share one loopscribe Run: each gets
+    its own ``agent_{n}`` execution. The capability places itself innermost,
+    so it records the request after every other capability changed it and
+    the response before any of them did.
+
+    Args:
+        run: The open loopscribe Run to record into; the host opens and closes it.
+    """
+
+    run: Run
+    _shared: _Shared = field(init=False, repr=False, compare=False)
+    _active: _AgentRun | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._shared = _Shared(self.run)
+
+    @property
+    def errors(self) -> int:
+        """How many recording failures were logged and swallowed, over all runs recorded."""
+        return self._shared.errors
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        """Not constructible from an agent spec: it needs a live ``Run``."""
+        return None
+
+    def get_ordering(self) -> CapabilityOrdering:
+        """Innermost: see the request as it is sent and the response as it comes back."""
+        return CapabilityOrdering(position="innermost")
+
+    async def for_run(self, ctx: RunContext[Any]) -> LoopscribeCapability:
+        """A copy for one agent run, sharing the loopscribe Run and its counters."""
+        bound = copy.copy(self)
+        bound._active = None
+        return bound
+
+    # -- failure handling ----------------------------------------------------------------
+
+    def _failed(self, where: str) -> None:
+        """Count and log the recording failure being handled; never raise."""
+        with self._shared.lock:
+            self._shared.errors += 1
+        logger.exception("loopscribe pydantic-ai adapter: recording failed in %s", where)
+
+    def _record(self, event: Event) -> None:
+        self._shared.run.record(event)
+
+    # -- run -----------------------------------------------------------------------------
+
+    async def wrap_run(
+        self, ctx: RunContext[Any], *, handler: WrapRunHandler
+    ) -> AgentRunResult[Any]:
+        """Record ``agent_start`` and ``agent_end`` around the whole run."""
+        try:
+            self._begin_run(ctx)
+        except Exception:
+            self._failed("wrap_run")
+        result: AgentRunResult[Any] | None = None
+        try:
+            result = await handler()
+        except BaseException as exc:
+            try:
+                self._end_run(None, exc)
+            except Exception:
+                self._failed("wrap_run")
+            raise
+        try:
+            self._end_run(result, None)
+        except Exception:
+            self._failed("wrap_run")
+        return result
+
+    def _begin_run(self, ctx: RunContext[Any]) -> None:
+        current = _CURRENT_TOOL.get()
+        parent = current[1] if current is not None and current[0] is self._shared else None
+        name = (ctx.agent.name if ctx.agent is not None else None) or "agent"
+        agent = Execution(f"agent_{next(self._shared.agents)}", "agent", parent_id=parent)
+        state = _AgentRun(agent, name, ctx.run_id, ctx.messages)
+        # Messages passed in as history were committed by an earlier run.
+        state.mark_seen(ctx.messages)
+        self._active = state
+        self._record(
+            _with(
+                ev.agent_start(agent, name),
+                run_id=ctx.run_id,
+                conversation_id=ctx.conversation_id,
+            )
+        )
+
+    def _end_run(self, result: AgentRunResult[Any] | None, error: BaseException | None) -> None:
+        state = self._active
+        if state is None:
+            return
+        history = state.history
+        if result is not None:
+            try:
+                history = result.all_messages()
+            except Exception:
+                self._failed("wrap_run")
+        if state.model is not None and state.model.recorded and not state.model.ended:
+            self._model_ended(state.model, None, error or _NotFinished("the run ended first"))
+        deferred = _deferred(result)
+        for call in list(state.tools.values()):
+            if not call.ended:
+                reason = deferred.get(call.execution.id)
+                self._end_tool(
+                    call,
+                    disposition="not_executed" if reason is None else "deferred",
+                    details=None if reason is None else {"reason": reason},
+                )
+        self._flush(state, history)
+        self._end_turn(state)
+        output = None
+        if result is not None:
+            output = _lower(result.output)
+        stop_reason = state.last_stop_reason if error is None else None
+        self._record(
+            _with(
+                ev.agent_end(
+                    state.agent, state.name, stop_reason=stop_reason, error=error, turns=state.turns
+                ),
+                output=output,
+            )
+        )
+
+    # -- turns and committed messages ------------------------------------------------------
+
+    def _flush(
+        self, state: _AgentRun, history: Sequence[ModelMessage], *, responses_only: bool = False
+    ) -> None:
+        """Write ``message_end`` for every message committed since the last flush.
+
+        With ``responses_only``, requests are left for a later flush: a turn
+        that ends writes its model's response, and the next turn the request
+        that carries the tool results to the model.
+        """
+        for message in history:
+            if id(message) in state.seen:
+                continue
+            if responses_only and not isinstance(message, ModelResponse):
+                continue
+            state.seen[id(message)] = message
+            if message.run_id is not None and message.run_id != state.run_id:
+                # A copy of a message an earlier run committed (pydantic-ai copies
+                # history, e.g. when resuming deferred tool calls).
+                continue
+            execution: Execution = state.turn or state.agent
+            if isinstance(message, ModelResponse):
+                execution = state.responses.get(id(message)) or state.last_model or execution
+            self._record(ev.message_end(execution, _lower_message(message)))
+
+    def _end_turn(self, state: _AgentRun) -> None:
+        if state.turn is None:
+            return
+        self._record(
+            ev.turn_end(
+                state.turn,
+                state.turn_number,
+                stop_reason=state.turn_stop_reason,
+                tool_calls=state.turn_tool_calls,
+            )
+        )
+        state.turn = None
+
+    def _turn_for(self, state: _AgentRun, step: int) -> Execution:
+        return Execution(f"{state.agent.id}/turn_{step}", "turn", parent_id=state.agent.id)
+
+    # -- model requests --------------------------------------------------------------------
+
+    async def wrap_model_request(
+        self,
+        ctx: RunContext[Any],
+        *,
+        request_context: ModelRequestContext,
+        handler: WrapModelRequestHandler,
+    ) -> ModelResponse:
+        """Open the turn of this request step; close an attempt the model boundary left open."""
+        try:
+            self._begin_step(ctx)
+        except Exception:
+            self._failed("wrap_model_request")
+        try:
+            response = await handler(request_context)
+        except BaseException as exc:
+            try:
+                state = self._active
+                if state is not None and state.model is not None and not state.model.ended:
+                    self._model_ended(state.model, None, exc)
+            except Exception:
+                self._failed("wrap_model_request")
+            raise
+        return response
+
+    def _begin_step(self, ctx: RunContext[Any]) -> None:
+        state = self._active
+        if state is None:
+            return
+        state.history = ctx.messages
+        if state.turn is not None and state.turn_number == ctx.run_step:
+            return
+        self._flush(state, ctx.messages, responses_only=True)
+        self._end_turn(state)
+        state.turn = self._turn_for(state, ctx.run_step)
+        state.turn_number = ctx.run_step
+        state.turns += 1
+        state.turn_tool_calls = 0
+        state.turn_stop_reason = None
+        state.model = None
+        self._record(ev.turn_start(state.turn, ctx.run_step))
+
+    async def prepare_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Note which attempt is about to be sent; announce it when it retries an earlier one."""
+        try:
+            self._prepare_attempt(ctx, request_context)
+        except Exception:
+            self._failed("prepare_model_request")
+        return request_context
+
+    def _prepare_attempt(self, ctx: RunContext[Any], request_context: ModelRequestContext) -> None:
+        state = self._active
+        if state is None:
+            return
+        if state.turn is None or state.turn_number != ctx.run_step:
+            self._begin_step(ctx)
+        state.history = ctx.messages
+        # The step's request is in the history now, after the before-hooks ran.
+        self._flush(state, ctx.messages)
+        previous = state.model
+        execution = Execution(
+            f"{state.agent.id}/model_{ctx.run_step}",
+            "model",
+            attempt=request_context.attempt,
+            parent_id=state.turn.id if state.turn is not None else state.agent.id,
+        )
+        if previous is not None and previous.recorded:
+            if not previous.ended:
+                # A capability rejected the attempt before it returned.
+                self._model_ended(previous, None, _NotFinished("another attempt was started"))
+            self._record(
+                ev.retry_scheduled(
+                    previous.execution,
+                    next_attempt=execution.attempt,
+                    error=previous.error or {"type": "RetryModelRequest", "message": ""},
+                )
+            )
+        state.model = _ModelAttempt(execution)
+
+    def get_wrapper_model(self, model: Model) -> Model | None:
+        """Wrap the serving model, innermost, to record the attempt at the model boundary."""
+        state = self._active
+        if state is None or state.model is None or state.model.recorded:
+            return None
+        try:
+            return _RecordingModel(model, self, state.model)
+        except Exception:
+            self._failed("get_wrapper_model")
+            return None
+
+    async def after_model_request(
+        self,
+        ctx: RunContext[Any],
+        *,
+        request_context: ModelRequestContext,
+        response: ModelResponse,
+    ) -> ModelResponse:
+        """Record the attempt here if another wrapper kept it from reaching ours."""
+        try:
+            state = self._active
+            if state is not None and state.model is not None:
+                attempt = state.model
+                if not attempt.recorded:
+                    self._model_started(
+                        attempt,
+                        request_context.model,
+                        request_context.messages,
+                        request_context.model_settings,
+                        request_context.model_request_parameters,
+                    )
+                if not attempt.ended:
+                    self._model_ended(attempt, response, None)
+                state.responses[id(response)] = attempt.execution
+        except Exception:
+            self._failed("after_model_request")
+        return response
+
+    def _model_started(
+        self,
+        attempt: _ModelAttempt,
+        model: Model,
+        messages: Sequence[ModelMessage],
+        settings: ModelSettings | None,
+        parameters: ModelRequestParameters,
+    ) -> None:
+        if attempt.recorded:
+            # A continuation of a suspended response: the same attempt goes on.
+            return
+        attempt.recorded = True
+        try:
+            ex = attempt.execution
+            name = model.model_name
+            self._record(ev.model_exec_start(ex, name, provider=model.system))
+            self._record(
+                ev.model_request(
+                    ex,
+                    _lower_messages(messages),
+                    _tools(parameters),
+                    _config(settings, parameters),
+                    model=name,
+                )
+            )
+        except Exception:
+            self._failed("model request")
+
+    def _model_ended(
+        self, attempt: _ModelAttempt, response: ModelResponse | None, error: BaseException | None
+    ) -> None:
+        if attempt.ended or not attempt.recorded:
+            return
+        if error is None and response is not None and response.state == "suspended":
+            # The provider paused the response; it is continued within this attempt.
+            return
+        attempt.ended = True
+        try:
+            state = self._active
+            message = None if response is None else _lower_message(response)
+            if error is not None:
+                attempt.error = _error_of(error)
+                self._record(
+                    ev.model_exec_end(
+                        attempt.execution,
+                        partial_message=message,
+                        error=error,
+                        usage=_usage(message),
+                        model=None if response is None else response.model_name,
+                    )
+                )
+                return
+            assert response is not None
+            stop_reason = response.finish_reason
+            if state is not None:
+                state.last_model = attempt.execution
+                state.last_stop_reason = state.turn_stop_reason = stop_reason
+                state.responses[id(response)] = attempt.execution
+            self._record(
+                ev.model_exec_end(
+                    attempt.execution,
+                    message=message,
+                    usage=_usage(message),
+                    model=response.model_name,
+                    stop_reason=stop_reason,
+                    provider_state=_provider_state(message),
+                )
+            )
+        except Exception:
+            self._failed("model response")
+
+    # -- tools ------------------------------------------------------------------------------
+
+    async def wrap_tool_validate(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: RawToolArgs,
+        handler: WrapToolValidateHandler,
+    ) -> ValidatedToolArgs:
+        """Record ``tool_exec_start`` with the model's arguments; end the call if refused."""
+        tool: _ToolCall | None = None
+        try:
+            tool = self._start_tool(ctx, call, args)
+        except Exception:
+            self._failed("wrap_tool_validate")
+        try:
+            return await handler(args)
+        except BaseException as exc:
+            try:
+                if tool is not None:
+                    self._end_tool(tool, error=exc)
+            except Exception:
+                self._failed("wrap_tool_validate")
+            raise
+
+    async def before_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: ValidatedToolArgs,
+    ) -> ValidatedToolArgs:
+        """Record ``tool_invoke_start`` with the arguments the tool function gets."""
+        try:
+            state = self._active
+            tool = None if state is None else state.tools.get(self._call_id(call))
+            if tool is not None and not tool.ended:
+                self._record(ev.tool_invoke_start(tool.execution, call.tool_name, _lower(args)))
+        except Exception:
+            self._failed("before_tool_execute")
+        return args
+
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: ValidatedToolArgs,
+        handler: WrapToolExecuteHandler,
+    ) -> Any:
+        """Record the tool's result or failure as ``tool_exec_end``."""
+        tool: _ToolCall | None = None
+        token: contextvars.Token[tuple[_Shared, str] | None] | None = None
+        try:
+            tool = self._executing_tool(ctx, call, args)
+            if tool is not None:
+                token = _CURRENT_TOOL.set((self._shared, tool.execution.id))
+        except Exception:
+            self._failed("wrap_tool_execute")
+        try:
+            result = await handler(args)
+        except BaseException as exc:
+            try:
+                if tool is not None:
+                    self._end_tool(tool, error=exc)
+            except Exception:
+                self._failed("wrap_tool_execute")
+            raise
+        finally:
+            if token is not None:
+                _CURRENT_TOOL.reset(token)
+        try:
+            if tool is not None:
+                self._end_tool(tool, result=result)
+        except Exception:
+            self._failed("wrap_tool_execute")
+        return result
+
+    def _call_id(self, call: ToolCallPart) -> str:
+        return call.tool_call_id or f"{call.tool_name}_call"
+
+    def _start_tool(
+        self, ctx: RunContext[Any], call: ToolCallPart, args: RawToolArgs | None
+    ) -> _ToolCall | None:
+        state = self._active
+        if state is None:
+            return None
+        call_id = self._call_id(call)
+        previous = state.tools.get(call_id)
+        if previous is not None and not previous.ended:
+            return previous
+        # Approved deferred calls run before the first request step: under the agent.
+        parent = state.turn if state.turn is not None else state.agent
+        execution = Execution(
+            call_id, "tool", attempt=self._shared.next_tool_attempt(call_id), parent_id=parent.id
+        )
+        if previous is not None and previous.step == ctx.run_step and previous.error is not None:
+            # The same call is run again within its step: a capability retried it.
+            self._record(
+                ev.retry_scheduled(
+                    previous.execution, next_attempt=execution.attempt, error=previous.error
+                )
+            )
+        tool = _ToolCall(execution, call.tool_name, ctx.run_step, ctx.retry, ctx.max_retries)
+        state.tools[call_id] = tool
+        state.turn_tool_calls += 1
+        self._record(
+            _with(
+                ev.tool_exec_start(execution, call.tool_name, _lower_args(args)),
+                retry=ctx.retry or None,
+                max_retries=ctx.max_retries or None,
+            )
+        )
+        return tool
+
+    def _executing_tool(
+        self, ctx: RunContext[Any], call: ToolCallPart, args: ValidatedToolArgs
+    ) -> _ToolCall | None:
+        state = self._active
+        if state is None:
+            return None
+        tool = state.tools.get(self._call_id(call))
+        if tool is not None and not tool.ended:
+            return tool
+        # Validation was skipped (an approved deferred call) or the call is run again.
+        return self._start_tool(ctx, call, call.args)
+
+    def _end_tool(
+        self,
+        tool: _ToolCall,
+        *,
+        result: Any = None,
+        error: BaseException | None = None,
+        disposition: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        if tool.ended:
+            return
+        tool.ended = True
+        name = tool.name
+        if error is None:
+            self._record(
+                ev.tool_exec_end(
+                    tool.execution,
+                    name,
+                    None if disposition else _lower(result),
+                    details=details,
+                    disposition=disposition,
+                )
+            )
+            return
+        content: Any = None
+        if isinstance(error, CallDeferred | ApprovalRequired):
+            # Control flow, not a failure: the call waits for a result from outside the run.
+            self._record(
+                ev.tool_exec_end(
+                    tool.execution,
+                    name,
+                    disposition="deferred",
+                    details={"reason": type(error).__name__, "metadata": _lower(error.metadata)},
+                )
+            )
+            return
+        if isinstance(error, ToolRetryError):
+            part = error.tool_retry
+            content = _lower(part.content)
+            retry = part.retry
+            details = {"outcome": "retried"}
+            if retry is not None:
+                details["retry"] = {
+                    "cause": retry.cause,
+                    "attempt": retry.attempt,
+                    "max_retries": retry.max_retries,
+                }
+            disposition = "retry"
+        elif isinstance(error, ModelRetry | ValidationError):
+            # Raised inside validation; pydantic-ai turns it into retry feedback after this hook.
+            content = error.message if isinstance(error, ModelRetry) else str(error)
+            cause = "model_retry" if isinstance(error, ModelRetry) else "validation_error"
+            details = {"outcome": "retried", "retry": _pending_retry(tool, cause)}
+            disposition = "retry"
+        elif isinstance(error, ToolFailedError):
+            failed: ToolReturnPart = error.tool_failed
+            content = _lower(failed.content)
+            details = {"outcome": "failed"}
+            disposition = "failed"
+        elif isinstance(error, ToolFailed):
+            # Raised inside validation; pydantic-ai reports it to the model after this hook.
+            content = error.message
+            details = {"outcome": "failed"}
+            disposition = "failed"
+        elif isinstance(error, asyncio.CancelledError):
+            disposition = "cancelled"
+        else:
+            disposition = "raised"
+        tool.error = _error_of(error)
+        self._record(
+            ev.tool_exec_end(
+                tool.execution,
+                name,
+                content,
+                details=details,
+                error=tool.error,
+                disposition=disposition,
+            )
+        )
+
+
+def _deferred(result: AgentRunResult[Any] | None) -> dict[str, str]:
+    """The tool calls a run ended waiting for, by ID: ``approval`` or ``external``."""
+    output = None if result is None else result.output
+    if not isinstance(output, DeferredToolRequests):
+        return {}
+    waiting = {call.tool_call_id: "external" for call in output.calls}
+    waiting.update((call.tool_call_id, "approval") for call in output.approvals)
+    return waiting
+
+
+def _pending_retry(tool: _ToolCall, cause: str) -> dict[str, Any]:
+    """The retry pydantic-ai charges for a refused call once this hook returns, as it records it.
+
+    Past the tool's budget the run ends instead, and only the cause is known.
+    """
+    attempt = tool.retry + 1
+    if attempt > tool.max_retries:
+        return {"cause": cause, "attempt": None, "max_retries": None}
+    return {"cause": cause, "attempt": attempt, "max_retries": tool.max_retries}
+
+
+class _NotFinished(Exception):
+    """Why an attempt that never returned was ended: the run or step moved on without it."""
+
+
+def _usage(message: Any) -> Any:
+    return message.get("usage") if isinstance(message, dict) else None
+
+
+def _provider_state(message: Any) -> dict[str, Any] | None:
+    if not isinstance(message, dict):
+        return None
+    state = {
+        k: message.get(k)
+        for k in ("provider_response_id", "provider_details")
+        if message.get(k) is not None
+    }
+    return state or None
