@@ -734,3 +734,35 @@ def test_public_names() -> None:
     assert set(otel.__all__) == public
     for name in otel.__all__:
         assert getattr(otel, name).__doc__
+
+
+def test_span_attributes_need_no_sdk_cleaning(tmp_path: Path) -> None:
+    """Without limits the bridge skips BoundedAttributes; its values must already be clean."""
+    from opentelemetry.attributes import BoundedAttributes
+
+    from loopscribe import AgentLoop, Session, StreamEnd, ToolCall, Usage
+    from loopscribe.otel import replay
+    from loopscribe.testing import captured_spans
+
+    class Model:
+        name = "m-1"
+
+        def __init__(self) -> None:
+            self.steps: list[list[object]] = [
+                [ToolCall("c1", "t", {"a": 1}), StreamEnd("tool_use", Usage(3, 4))],
+                ["done"],
+            ]
+
+        def stream(self, request: object) -> list[object]:
+            return self.steps.pop(0)
+
+    path = tmp_path / "s.jsonl"
+    with Session.create(path) as s, s.begin_run() as run:
+        for event in AgentLoop(Model(), {"t": lambda a: a}).run("hi"):
+            run.record(event)
+    captured = captured_spans()
+    replay(path, captured.processor)
+    assert captured.spans
+    for span in captured.spans:
+        attrs = dict(span.attributes or {})
+        assert dict(BoundedAttributes(None, attrs, immutable=True)) == attrs

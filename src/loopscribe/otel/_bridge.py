@@ -522,12 +522,20 @@ class SpanBridge:
         kind: SpanKind = SpanKind.INTERNAL,
     ) -> ReadableSpan:
         # ReadableSpan skips the SDK's span limits; apply them here.
-        bounded = BoundedAttributes(
-            self._limits.max_span_attributes,
-            attrs,
-            immutable=True,
-            max_value_len=self._limits.max_span_attribute_length,
-        )
+        # Every value is a str, int, bool or tuple of str the bridge built
+        # itself, so the SDK's type cleaning has nothing to do; only limits can.
+        limits = self._limits
+        if limits.max_span_attribute_length is None and (
+            limits.max_span_attributes is None or len(attrs) <= limits.max_span_attributes
+        ):
+            bounded: Mapping[str, AttributeValue] = attrs
+        else:
+            bounded = BoundedAttributes(
+                limits.max_span_attributes,
+                attrs,
+                immutable=True,
+                max_value_len=limits.max_span_attribute_length,
+            )
         # A description could only come from an error message; never set one.
         status = Status(StatusCode.ERROR) if error_type else Status(StatusCode.UNSET)
         return ReadableSpan(
