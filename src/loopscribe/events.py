@@ -313,11 +313,18 @@ def turn_end(
     *,
     stop_reason: str | None = None,
     tool_calls: int | None = None,
+    error: BaseException | Mapping[str, Any] | str | None = None,
     timestamp: datetime | None = None,
 ) -> Event:
-    """A turn ended."""
+    """A turn ended; ``error`` is set when it failed."""
     return _event(
-        TURN_END, execution, timestamp, turn=turn, stop_reason=stop_reason, tool_calls=tool_calls
+        TURN_END,
+        execution,
+        timestamp,
+        turn=turn,
+        stop_reason=stop_reason,
+        tool_calls=tool_calls,
+        error=_error(error),
     )
 
 

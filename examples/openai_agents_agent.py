@@ -1,0 +1,93 @@
+"""Record an OpenAI Agents SDK run with loopscribe and export its spans.
+
+Runs offline: the model is the SDK's ``ScriptedModel`` playing a script, and
+the SDK's own tracing (which would export to OpenAI) is disabled. The agent
+asks for two tools, one of which fails, then answers; an input guardrail
+checks the question. Spans go to ``$OTEL_EXPORTER_OTLP_ENDPOINT`` if it is
+set, otherwise to an OTLP JSON file beside the session.
+
+    python examples/openai_agents_agent.py [DIR]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agents import (
+    Agent,
+    GuardrailFunctionOutput,
+    RunContextWrapper,
+    TResponseInputItem,
+    function_tool,
+    input_guardrail,
+    set_tracing_disabled,
+)
+from agents.testing import ScriptedModel, assistant_message, function_call
+
+from loopscribe import Session, read
+from loopscribe.adapters.openai_agents import LoopscribeHooks
+from loopscribe.otel import SpanBridge, default_export_path, default_processor
+
+
+@function_tool
+def get_weather(city: str) -> str:
+    """Current weather for a city."""
+    return f"21C and sunny in {city}"
+
+
+@function_tool
+def get_alerts(region: str) -> str:
+    """Weather alerts for a region."""
+    raise RuntimeError(f"alert feed for {region} is down")
+
+
+@input_guardrail
+def on_topic(
+    ctx: RunContextWrapper[Any], agent: Agent[Any], question: str | list[TResponseInputItem]
+) -> GuardrailFunctionOutput:
+    """Let weather questions through."""
+    return GuardrailFunctionOutput(output_info={"topic": "weather"}, tripwire_triggered=False)
+
+
+MODEL = ScriptedModel(
+    [
+        [
+            function_call("get_weather", {"city": "Lisbon"}, call_id="call_1"),
+            function_call("get_alerts", {"region": "Lisbon"}, call_id="call_2"),
+        ],
+        [assistant_message("It is 21C and sunny in Lisbon; no alert feed right now.")],
+    ]
+)
+
+AGENT = Agent(
+    name="weather-bot",
+    instructions="Answer weather questions with the tools.",
+    model=MODEL,
+    tools=[get_weather, get_alerts],
+    input_guardrails=[on_topic],
+)
+
+
+def main() -> None:
+    set_tracing_disabled(True)  # keep the SDK's own traces local: nothing goes to OpenAI
+    folder = Path(sys.argv[1] if len(sys.argv) > 1 else "demo-sessions")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"openai-agents-{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}.jsonl"
+
+    processor = default_processor(path)
+    bridge = SpanBridge(processor, file_uri=path)
+    with Session.create(path, observers=[bridge]) as session, session.begin_run() as run:
+        result = asyncio.run(LoopscribeHooks(run).run(AGENT, "Weather in Lisbon?"))
+    processor.shutdown()
+
+    print(f"answer: {result.final_output}")
+    print(f"session {session.id} recorded to {path} ({len(list(read(path)))} records)")
+    print(f"spans: {bridge.spans_emitted} (without an OTLP endpoint: {default_export_path(path)})")
+
+
+if __name__ == "__main__":
+    main()

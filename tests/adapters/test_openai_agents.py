@@ -1,0 +1,778 @@
+"""The OpenAI Agents SDK adapter, driven by the real ``Runner`` and a scripted ``Model``.
+
+The model is a ``Model`` subclass that returns scripted ``ModelResponse``
+objects (tool calls, a handoff, final messages), so the SDK runs its real
+loop: tool execution, failure_error_function, handoffs, guardrails. Tracing
+is disabled per run (``RunConfig(tracing_disabled=True)``) except in the test
+that needs SDK spans, which swaps in a trace provider without exporters.
+Nothing reaches the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import (
+    Agent,
+    GuardrailFunctionOutput,
+    InputGuardrailTripwireTriggered,
+    ModelResponse,
+    ModelSettings,
+    OutputGuardrailTripwireTriggered,
+    RunConfig,
+    RunContextWrapper,
+    Runner,
+    ToolErrorFormatterArgs,
+    TResponseInputItem,
+    Usage,
+    function_tool,
+    input_guardrail,
+    output_guardrail,
+    set_trace_provider,
+)
+from agents.agent_output import AgentOutputSchemaBase
+from agents.handoffs import Handoff
+from agents.items import TResponseOutputItem, TResponseStreamEvent
+from agents.models.interface import Model, ModelTracing
+from agents.testing import ScriptedModel, assistant_message, function_call
+from agents.tool import Tool
+from agents.tracing import Span, Trace, TracingProcessor, get_trace_provider
+from agents.tracing.provider import DefaultTraceProvider
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+from openai.types.responses.response_prompt_param import ResponsePromptParam
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+import loopscribe
+from loopscribe import Record, Session
+from loopscribe.adapters.openai_agents import LoopscribeHooks
+from loopscribe.otel import SpanBridge, replay
+from loopscribe.testing import captured_spans, span_tree
+
+PROMPT_CANARY = "canary-prompt-7f3a"
+ARGS_CANARY = "canary-args-91bc"
+OUTPUT_CANARY = "canary-output-c0de"
+ERROR_CANARY = "canary-error-e44f"
+SECRET = "sk-canary-secret-0000"
+CANARIES = (PROMPT_CANARY, ARGS_CANARY, OUTPUT_CANARY, ERROR_CANARY, SECRET)
+OFFLINE = RunConfig(tracing_disabled=True)
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail loudly if anything (the SDK's trace exporter, a model client) opens a connection."""
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a test tried to reach the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+
+
+# -- the scripted host -----------------------------------------------------------------
+
+
+class ScriptedResponses(Model):
+    """A ``Model`` that returns scripted output items, or raises a scripted exception."""
+
+    def __init__(self, script: Sequence[Sequence[TResponseOutputItem] | Exception]) -> None:
+        self.script = list(script)
+        self.requests: list[Any] = []
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff[Any, Any]],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: ResponsePromptParam | None,
+    ) -> ModelResponse:
+        """Pop the next scripted step."""
+        self.requests.append(input)
+        step = self.script.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        usage = Usage(requests=1, input_tokens=40 + len(self.requests), output_tokens=7)
+        return ModelResponse(
+            output=list(step), usage=usage, response_id=f"resp_{len(self.requests)}"
+        )
+
+    def stream_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff[Any, Any]],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: ResponsePromptParam | None,
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        """Not scripted: the streamed test uses the SDK's own ScriptedModel."""
+        raise NotImplementedError
+
+
+def tool_call(name: str, arguments: Mapping[str, Any], call_id: str) -> ResponseFunctionToolCall:
+    """A function-tool call output item."""
+    return ResponseFunctionToolCall(
+        id=f"fc_{call_id}",
+        call_id=call_id,
+        type="function_call",
+        name=name,
+        arguments=json.dumps(arguments),
+    )
+
+
+def reply(text: str) -> ResponseOutputMessage:
+    """A final assistant message output item."""
+    return ResponseOutputMessage(
+        id="msg_1",
+        type="message",
+        role="assistant",
+        status="completed",
+        content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+    )
+
+
+@function_tool
+def get_weather(city: str) -> str:
+    """Current weather for a city."""
+    return f"{OUTPUT_CANARY}: 21C and sunny in {city}"
+
+
+@function_tool
+def launch_rocket(target: str) -> str:
+    """Launch a rocket at a target."""
+    raise RuntimeError(f"{ERROR_CANARY}: launch pad offline")
+
+
+@input_guardrail
+def polite_input(
+    ctx: RunContextWrapper[Any], agent: Agent[Any], items: str | list[TResponseInputItem]
+) -> GuardrailFunctionOutput:
+    """Trip on rude input."""
+    return GuardrailFunctionOutput(output_info={"rude": False}, tripwire_triggered=False)
+
+
+@output_guardrail
+def short_output(
+    ctx: RunContextWrapper[Any], agent: Agent[Any], output: Any
+) -> GuardrailFunctionOutput:
+    """Trip on long answers."""
+    return GuardrailFunctionOutput(
+        output_info={"length": len(str(output))}, tripwire_triggered=False
+    )
+
+
+def weather_agents() -> Agent[Any]:
+    """A weather agent with two tools, guardrails and a handoff to a helper agent."""
+    helper = Agent(
+        name="helper",
+        instructions="You help with everything else.",
+        model=ScriptedResponses([[reply("The helper is here.")]]),
+        output_guardrails=[short_output],
+    )
+    main = ScriptedResponses(
+        [
+            # Run 1, turn 1: two parallel tool calls, the second one raises.
+            [
+                tool_call("get_weather", {"city": ARGS_CANARY}, "call_weather"),
+                tool_call("launch_rocket", {"target": "moon"}, "call_rocket"),
+            ],
+            # Run 1, turn 2: the final answer.
+            [reply("It is 21C and sunny; the rocket did not launch.")],
+            # Run 2, turn 1: hand off.
+            [tool_call("transfer_to_helper", {}, "call_handoff")],
+        ]
+    )
+    return Agent(
+        name="weather",
+        instructions="You report the weather.",
+        model=main,
+        model_settings=ModelSettings(
+            temperature=0.2, extra_headers={"Authorization": f"Bearer {SECRET}"}
+        ),
+        tools=[get_weather, launch_rocket],
+        handoffs=[helper],
+        input_guardrails=[polite_input],
+        output_guardrails=[short_output],
+    )
+
+
+async def converse(run: loopscribe.Run) -> LoopscribeHooks:
+    """Two ``Runner.run`` calls: tools (one failing), then a handoff."""
+    hooks = LoopscribeHooks(run)
+    agent = weather_agents()
+    first = await hooks.run(agent, f"Weather in {PROMPT_CANARY}?", run_config=OFFLINE)
+    follow_up: list[TResponseInputItem] = [{"role": "user", "content": "Something else, please."}]
+    await hooks.run(agent, first.to_input_list() + follow_up, run_config=OFFLINE)
+    return hooks
+
+
+def record_conversation(path: Path) -> LoopscribeHooks:
+    """Record :func:`converse` into a new session file at ``path``."""
+    with Session.create(path) as session, session.begin_run() as run:
+        return asyncio.run(converse(run))
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> list[Record]:
+    """The records of the two-run conversation, read back from the file."""
+    path = tmp_path / "agent.jsonl"
+    hooks = record_conversation(path)
+    assert hooks.errors == 0
+    return list(loopscribe.read(path))
+
+
+def of_type(records: Sequence[Record], kind: str) -> list[Record]:
+    """The records of one type, in order."""
+    return [r for r in records if r.type == kind]
+
+
+def span_strings(span: ReadableSpan) -> Iterator[str]:
+    """Every string a backend would show for a span: name, attributes, events, status."""
+    yield span.name
+    for key, value in (span.attributes or {}).items():
+        yield key
+        yield str(value)
+    for event in span.events:
+        yield event.name
+        yield str(dict(event.attributes or {}))
+    yield span.status.description or ""
+
+
+# -- what is recorded ------------------------------------------------------------------
+
+
+def test_model_requests_carry_prompt_tools_and_settings_without_secrets(
+    recorded: list[Record],
+) -> None:
+    """Every model call has its request: system prompt, input items, declared tools, settings."""
+    requests = of_type(recorded, "model_request")
+    assert len(requests) == 4
+    first = requests[0].data
+    assert first["model"] == "ScriptedResponses"
+    assert first["messages"][0] == {"role": "system", "content": "You report the weather."}
+    assert first["messages"][1] == {"role": "user", "content": f"Weather in {PROMPT_CANARY}?"}
+    tools = {t["name"]: t for t in first["tools"]}
+    assert tools["get_weather"]["parameters"]["properties"]["city"]["type"] == "string"
+    assert tools["transfer_to_helper"] == {
+        "type": "handoff",
+        "name": "transfer_to_helper",
+        "agent": "helper",
+    }
+    assert first["config"]["temperature"] == 0.2
+    # The second request carries the tool results the SDK sent back to the model.
+    outputs = [m for m in requests[1].data["messages"] if m.get("type") == "function_call_output"]
+    assert [m["call_id"] for m in outputs] == ["call_weather", "call_rocket"]
+    assert OUTPUT_CANARY in outputs[0]["output"]
+    # Credentials in the model settings never reach the file.
+    text = "\n".join(json.dumps(dict(r.data), default=str) for r in recorded)
+    assert SECRET not in text
+
+
+def test_responses_tool_results_and_committed_items_have_bodies(recorded: list[Record]) -> None:
+    """Model outputs, usage, tool results (the failure flagged) and committed items are written."""
+    ends = of_type(recorded, "model_exec_end")
+    assert [e.data["stop_reason"] for e in ends] == ["tool_calls", "stop", "tool_calls", "stop"]
+    assert ends[0].data["usage"]["input_tokens"] == 41
+    assert ends[0].data["message"]["response_id"] == "resp_1"
+    calls = [item["call_id"] for item in ends[0].data["message"]["output"]]
+    assert calls == ["call_weather", "call_rocket"]
+
+    starts = {r.execution.id: r.data for r in of_type(recorded, "tool_exec_start") if r.execution}
+    assert starts["call_weather"] == {"tool": "get_weather", "args": {"city": ARGS_CANARY}}
+    results = {r.execution.id: r.data for r in of_type(recorded, "tool_exec_end") if r.execution}
+    assert results["call_weather"]["is_error"] is False
+    assert OUTPUT_CANARY in results["call_weather"]["result"]
+    failed = results["call_rocket"]
+    assert failed["is_error"] is True
+    assert failed["error"]["type"] == "RuntimeError"
+    assert ERROR_CANARY in failed["error"]["message"]
+
+    committed = [r.data["message"] for r in of_type(recorded, "message_end")]
+    assert {"role": "user", "content": f"Weather in {PROMPT_CANARY}?"} in committed
+    assert {"role": "user", "content": "Something else, please."} in committed
+    texts = [part["text"] for m in committed if m.get("type") == "message" for part in m["content"]]
+    assert texts == ["It is 21C and sunny; the rocket did not launch.", "The helper is here."]
+    tool_outputs = [m["call_id"] for m in committed if m.get("type") == "function_call_output"]
+    assert tool_outputs == ["call_weather", "call_rocket"]
+    # The user input of run 1 is committed once, not again as history in run 2.
+    users = [m for m in committed if m.get("role") == "user"]
+    assert len(users) == 2
+
+
+def test_executions_nest_as_the_sdk_ran_them(recorded: list[Record]) -> None:
+    """Agents contain turns, turns contain one model call and that turn's tool calls."""
+    parents: dict[str, tuple[str, str | None]] = {}
+    for r in recorded:
+        if r.execution is not None:
+            parents[r.execution.id] = (r.execution.kind, r.execution.parent_id)
+            assert r.execution.attempt == 1
+    assert parents == {
+        "agent_1": ("agent", None),
+        "turn_1": ("turn", "agent_1"),
+        "model_1": ("model", "turn_1"),
+        "call_weather": ("tool", "turn_1"),
+        "call_rocket": ("tool", "turn_1"),
+        "turn_2": ("turn", "agent_1"),
+        "model_2": ("model", "turn_2"),
+        "agent_2": ("agent", None),
+        "turn_3": ("turn", "agent_2"),
+        "model_3": ("model", "turn_3"),
+        "agent_3": ("agent", None),
+        "turn_4": ("turn", "agent_3"),
+        "model_4": ("model", "turn_4"),
+    }
+    turns = [(r.execution.id, r.data) for r in of_type(recorded, "turn_end") if r.execution]
+    assert turns == [
+        ("turn_1", {"turn": 1, "stop_reason": "tool_calls", "tool_calls": 2}),
+        ("turn_2", {"turn": 2, "stop_reason": "final_output", "tool_calls": 0}),
+        ("turn_3", {"turn": 1, "stop_reason": "handoff", "tool_calls": 0}),
+        ("turn_4", {"turn": 2, "stop_reason": "final_output", "tool_calls": 0}),
+    ]
+    agents = [(r.data["agent"], r.data["stop_reason"]) for r in of_type(recorded, "agent_end")]
+    assert agents == [
+        ("weather", "final_output"),
+        ("weather", "handoff"),
+        ("helper", "final_output"),
+    ]
+
+
+def test_handoffs_and_guardrails_are_lifecycle_events(recorded: list[Record]) -> None:
+    """A handoff names both agents and its tool call; guardrail results name their agent."""
+    (handoff,) = of_type(recorded, "handoff")
+    assert handoff.execution is not None
+    assert handoff.execution.id == "agent_2"
+    assert handoff.data == {
+        "from_agent": "weather",
+        "to_agent": "helper",
+        "tool": "transfer_to_helper",
+        "tool_call_id": "call_handoff",
+    }
+    guardrails = [
+        (r.execution.id if r.execution else None, r.data["kind"], r.data["guardrail"])
+        for r in of_type(recorded, "guardrail")
+    ]
+    assert guardrails == [
+        ("agent_1", "input", "polite_input"),
+        ("agent_1", "output", "short_output"),
+        ("agent_2", "input", "polite_input"),
+        ("agent_3", "output", "short_output"),
+    ]
+    assert all(r.data["triggered"] is False for r in of_type(recorded, "guardrail"))
+    assert of_type(recorded, "guardrail")[0].data["output_info"] == {"rude": False}
+
+
+def test_execution_ids_are_deterministic(tmp_path: Path) -> None:
+    """The same script recorded twice gives the same execution ids, in the same order."""
+    ids = []
+    for name in ("a.jsonl", "b.jsonl"):
+        record_conversation(tmp_path / name)
+        ids.append([r.execution for r in loopscribe.read(tmp_path / name) if r.execution])
+    assert ids[0] == ids[1]
+
+
+def test_a_reused_call_id_gets_its_own_execution(tmp_path: Path) -> None:
+    """A model that reuses a call id across runs still gets one tool execution per call."""
+
+    def agent() -> Agent[Any]:
+        model = ScriptedResponses(
+            [[tool_call("get_weather", {"city": "Oslo"}, "call_1")], [reply("ok")]]
+        )
+        return Agent(name="weather", model=model, tools=[get_weather])
+
+    path = tmp_path / "agent.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        asyncio.run(LoopscribeHooks(run).run(agent(), "first", run_config=OFFLINE))
+        asyncio.run(LoopscribeHooks(run).run(agent(), "second", run_config=OFFLINE))
+    tools = [
+        r.execution for r in loopscribe.read(path) if r.type == "tool_exec_end" and r.execution
+    ]
+    assert [(t.id, t.parent_id) for t in tools] == [("call_1", "turn_1"), ("call_1/2", "turn_3")]
+
+
+# -- OpenTelemetry -----------------------------------------------------------------------
+
+
+def test_replayed_spans_nest_and_carry_no_bodies(tmp_path: Path) -> None:
+    """One span per model call and per tool call, under its turn and agent, with no body."""
+    path = tmp_path / "agent.jsonl"
+    record_conversation(path)
+    captured = captured_spans()
+    replay(path, captured.processor)
+    assert span_tree(captured.spans) == "\n".join(
+        [
+            "invoke_agent weather",
+            "  agent agent_1",
+            "    turn turn_1",
+            "      chat ScriptedResponses",
+            "      execute_tool get_weather",
+            "      execute_tool launch_rocket",
+            "    turn turn_2",
+            "      chat ScriptedResponses",
+            "  agent agent_2",
+            "    turn turn_3",
+            "      chat ScriptedResponses",
+            "  agent agent_3",
+            "    turn turn_4",
+            "      chat ScriptedResponses",
+        ]
+    )
+    by_id = {s.context.span_id: s for s in captured.spans if s.context is not None}
+    for span in captured.spans:
+        attrs = span.attributes or {}
+        if span.name.startswith(("chat", "execute_tool")):
+            assert span.parent is not None
+            parent_id = attrs["loopscribe.execution.parent_id"]
+            assert isinstance(parent_id, str)
+            assert by_id[span.parent.span_id].name == f"turn {parent_id}"
+        for text in span_strings(span):
+            for canary in CANARIES:
+                assert canary not in text, (span.name, text)
+    (rocket,) = captured.named("execute_tool launch_rocket")
+    assert rocket.status.status_code is StatusCode.ERROR
+    assert (rocket.attributes or {})["error.type"] == "RuntimeError"
+    assert (rocket.attributes or {})["gen_ai.tool.call.id"] == "call_rocket"
+    chat = captured.named("chat ScriptedResponses")[0]
+    assert (chat.attributes or {})["gen_ai.usage.input_tokens"] == 41
+    assert (chat.attributes or {})["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    run_span = captured.named("invoke_agent weather")[0]
+    assert run_span.status.status_code is StatusCode.UNSET
+
+
+def test_live_bridge_emits_the_replayed_spans(tmp_path: Path) -> None:
+    """A SpanBridge observing the session emits exactly the spans a replay of the file does."""
+    path = tmp_path / "agent.jsonl"
+    live = captured_spans()
+    with (
+        Session.create(path, observers=[SpanBridge(live.processor, file_uri=path)]) as session,
+        session.begin_run() as run,
+    ):
+        asyncio.run(converse(run))
+    replayed = captured_spans()
+    replay(path, replayed.processor)
+
+    def shape(spans: Sequence[ReadableSpan]) -> list[tuple[Any, ...]]:
+        return [
+            (s.name, s.context, s.parent, dict(s.attributes or {}), s.start_time, s.end_time)
+            for s in spans
+        ]
+
+    assert shape(live.spans) == shape(replayed.spans)
+    assert len(live.spans) == 14
+
+
+# -- failures ------------------------------------------------------------------------------
+
+
+def test_input_guardrail_tripwire_is_recorded_and_fails_the_run(tmp_path: Path) -> None:
+    """A tripped input guardrail is an event; the open agent ends with the tripwire error."""
+
+    @input_guardrail(run_in_parallel=False)
+    def no_rockets(
+        ctx: RunContextWrapper[Any], agent: Agent[Any], items: str | list[TResponseInputItem]
+    ) -> GuardrailFunctionOutput:
+        return GuardrailFunctionOutput(output_info={"topic": "rockets"}, tripwire_triggered=True)
+
+    agent = Agent(name="weather", model=ScriptedResponses([]), input_guardrails=[no_rockets])
+    path = tmp_path / "agent.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        hooks = LoopscribeHooks(run)
+        with pytest.raises(InputGuardrailTripwireTriggered):
+            asyncio.run(hooks.run(agent, "launch a rocket", run_config=OFFLINE))
+    assert hooks.errors == 0
+    records = list(loopscribe.read(path))
+    (guardrail,) = of_type(records, "guardrail")
+    assert guardrail.data == {
+        "guardrail": "no_rockets",
+        "kind": "input",
+        "triggered": True,
+        "output_info": {"topic": "rockets"},
+    }
+    (end,) = of_type(records, "agent_end")
+    assert end.data["stop_reason"] == "guardrail_tripwire"
+    assert end.data["error"]["type"] == "InputGuardrailTripwireTriggered"
+    captured = captured_spans()
+    replay(path, captured.processor)
+    run_span = captured.named("invoke_agent weather")[0]
+    assert run_span.status.status_code is StatusCode.ERROR
+    assert (run_span.attributes or {})["error.type"] == "InputGuardrailTripwireTriggered"
+    assert not any((s.attributes or {}).get("loopscribe.incomplete") for s in captured.spans)
+
+
+def test_output_guardrail_tripwire_after_the_agent_ended_fails_the_run(tmp_path: Path) -> None:
+    """A tripwire after on_agent_end gets an agent execution of its own that ends in error."""
+
+    @output_guardrail
+    def no_weather(
+        ctx: RunContextWrapper[Any], agent: Agent[Any], output: Any
+    ) -> GuardrailFunctionOutput:
+        return GuardrailFunctionOutput(output_info=None, tripwire_triggered=True)
+
+    agent = Agent(
+        name="weather", model=ScriptedResponses([[reply("Sunny.")]]), output_guardrails=[no_weather]
+    )
+    path = tmp_path / "agent.jsonl"
+    with (
+        Session.create(path) as session,
+        session.begin_run() as run,
+        pytest.raises(OutputGuardrailTripwireTriggered),
+    ):
+        asyncio.run(LoopscribeHooks(run).run(agent, "weather?", run_config=OFFLINE))
+    records = list(loopscribe.read(path))
+    ends = [
+        (r.execution.id, r.data["stop_reason"])
+        for r in of_type(records, "agent_end")
+        if r.execution
+    ]
+    assert ends == [("agent_1", "final_output"), ("agent_2", "guardrail_tripwire")]
+    (guardrail,) = of_type(records, "guardrail")
+    assert guardrail.execution is not None
+    assert (guardrail.execution.id, guardrail.data["triggered"]) == ("agent_2", True)
+    captured = captured_spans()
+    replay(path, captured.processor)
+    run_span = captured.named("invoke_agent weather")[0]
+    assert (run_span.attributes or {})["error.type"] == "OutputGuardrailTripwireTriggered"
+
+
+def test_a_failed_model_call_ends_every_open_execution(tmp_path: Path) -> None:
+    """When the model raises, its call, turn and agent end with that error, innermost first."""
+    model = ScriptedResponses([ConnectionError("provider unreachable")])
+    agent = Agent(name="weather", model=model)
+    path = tmp_path / "agent.jsonl"
+    with (
+        Session.create(path) as session,
+        session.begin_run() as run,
+        pytest.raises(ConnectionError),
+    ):
+        asyncio.run(LoopscribeHooks(run).run(agent, "hello", run_config=OFFLINE))
+    records = list(loopscribe.read(path))
+    ends = [
+        (r.type, r.data.get("error", {}).get("type")) for r in records if r.type.endswith("_end")
+    ]
+    assert ends == [
+        ("message_end", None),
+        ("model_exec_end", "ConnectionError"),
+        ("turn_end", "ConnectionError"),
+        ("agent_end", "ConnectionError"),
+    ]
+    captured = captured_spans()
+    replay(path, captured.processor)
+    (chat,) = captured.named("chat ScriptedResponses")
+    assert (chat.attributes or {})["error.type"] == "ConnectionError"
+    assert captured.named("invoke_agent weather")[0].status.status_code is StatusCode.ERROR
+
+
+def test_a_failing_recorder_never_breaks_the_agent(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Recording into a closed run fails quietly: the SDK run completes, failures are counted."""
+    agent = weather_agents()
+    with Session.create(tmp_path / "agent.jsonl") as session:
+        run = session.begin_run()
+        run.close()
+        hooks = LoopscribeHooks(run)
+        result = asyncio.run(hooks.run(agent, "hello", run_config=OFFLINE))
+    assert result.final_output == "It is 21C and sunny; the rocket did not launch."
+    assert hooks.errors > 10
+    errors = [
+        r for r in caplog.records if r.levelname == "ERROR" and r.name.startswith("loopscribe")
+    ]
+    assert len(errors) == 1  # the first failure, with its traceback; the rest at DEBUG
+    assert errors[0].exc_info is not None
+
+
+def test_a_bug_inside_a_hook_never_breaks_the_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception raised by the adapter's own code is contained in the hook that raised it."""
+
+    def broken(value: Any, *args: Any) -> Any:
+        raise TypeError("adapter bug")
+
+    monkeypatch.setattr("loopscribe.adapters.openai_agents._jsonable", broken)
+    with Session.create(tmp_path / "agent.jsonl") as session, session.begin_run() as run:
+        hooks = LoopscribeHooks(run)
+        result = asyncio.run(hooks.run(weather_agents(), "hello", run_config=OFFLINE))
+    assert result.final_output == "It is 21C and sunny; the rocket did not launch."
+    assert hooks.errors > 0
+    assert session.error is None
+
+
+# -- installing without the helper --------------------------------------------------------
+
+
+def test_plain_hooks_flag_a_tool_failure_without_the_run_config(tmp_path: Path) -> None:
+    """Passed to Runner.run alone, the hooks still flag the SDK's default failure output."""
+    model = ScriptedResponses(
+        [[tool_call("launch_rocket", {"target": ARGS_CANARY}, "call_1")], [reply("no launch")]]
+    )
+    agent = Agent(name="rockets", model=model, tools=[launch_rocket])
+    path = tmp_path / "agent.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        hooks = LoopscribeHooks(run)
+        asyncio.run(Runner.run(agent, "launch", hooks=hooks, run_config=OFFLINE))
+    (end,) = of_type(list(loopscribe.read(path)), "tool_exec_end")
+    assert end.data["is_error"] is True
+    assert "type" not in end.data["error"]
+    assert hooks.errors == 0
+
+
+def test_run_config_overrides_are_seen_and_the_hosts_formatter_kept(tmp_path: Path) -> None:
+    """hooks.run_config() learns the run's model and settings, and chains the host's formatter."""
+
+    class NamedModel(ScriptedResponses):
+        model = "scripted-4o"
+
+    async def formatter(args: ToolErrorFormatterArgs[Any]) -> str | None:
+        return f"{args.tool_name} failed; try later"
+
+    model = NamedModel(
+        [[tool_call("launch_rocket", {"target": "moon"}, "call_1")], [reply("no launch")]]
+    )
+    agent = Agent(
+        name="rockets",
+        model=ScriptedResponses([]),
+        model_settings=ModelSettings(temperature=0.5),
+        tools=[launch_rocket],
+    )
+    base = RunConfig(
+        model=model,
+        model_settings=ModelSettings(max_tokens=99),
+        tool_error_formatter=formatter,
+        tracing_disabled=True,
+    )
+    path = tmp_path / "agent.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        asyncio.run(LoopscribeHooks(run).run(agent, "launch", run_config=base))
+    records = list(loopscribe.read(path))
+    request = of_type(records, "model_request")[0].data
+    assert request["model"] == "scripted-4o"
+    assert (request["config"]["temperature"], request["config"]["max_tokens"]) == (0.5, 99)
+    (end,) = of_type(records, "tool_exec_end")
+    assert end.data["result"] == "launch_rocket failed; try later"
+    assert end.data["error"]["type"] == "RuntimeError"
+
+
+class _Collect(TracingProcessor):
+    """Keeps the SDK's finished spans in memory; exports nothing."""
+
+    def __init__(self) -> None:
+        self.spans: list[Span[Any]] = []
+
+    def on_trace_start(self, trace: Trace) -> None:
+        """Ignore traces."""
+
+    def on_trace_end(self, trace: Trace) -> None:
+        """Ignore traces."""
+
+    def on_span_start(self, span: Span[Any]) -> None:
+        """Ignore started spans."""
+
+    def on_span_end(self, span: Span[Any]) -> None:
+        """Keep the finished span."""
+        self.spans.append(span)
+
+    def shutdown(self) -> None:
+        """Nothing to release."""
+
+    def force_flush(self) -> None:
+        """Nothing buffered."""
+
+
+@pytest.fixture
+def local_tracing() -> Iterator[_Collect]:
+    """SDK tracing on, with a provider whose only processor keeps spans in memory."""
+    previous = get_trace_provider()
+    provider = DefaultTraceProvider()
+    provider.set_disabled(False)
+    collect = _Collect()
+    provider.register_processor(collect)
+    set_trace_provider(provider)
+    try:
+        yield collect
+    finally:
+        set_trace_provider(previous)
+
+
+def test_a_custom_failure_function_is_flagged_from_the_sdk_span(
+    tmp_path: Path, local_tracing: _Collect
+) -> None:
+    """With SDK tracing on, a failure a custom failure_error_function hid is read from its span."""
+
+    def apologise(ctx: RunContextWrapper[Any], error: Exception) -> str:
+        return "Sorry, the rocket stays home."
+
+    def launch(target: str) -> str:
+        """Launch a rocket at a target."""
+        raise RuntimeError(f"{ERROR_CANARY}: launch pad offline")
+
+    rocket = function_tool(launch, name_override="launch_rocket", failure_error_function=apologise)
+    model = ScriptedResponses(
+        [[tool_call("launch_rocket", {"target": "moon"}, "call_1")], [reply("no launch")]]
+    )
+    agent = Agent(name="rockets", model=model, tools=[rocket])
+    path = tmp_path / "agent.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        asyncio.run(Runner.run(agent, "launch", hooks=LoopscribeHooks(run)))
+    (end,) = of_type(list(loopscribe.read(path)), "tool_exec_end")
+    assert end.data["result"] == "Sorry, the rocket stays home."
+    assert end.data["is_error"] is True
+    assert end.data["error"]["message"].startswith("Error running tool")
+    assert any(s.error for s in local_tracing.spans)
+
+
+def test_streamed_runs_are_recorded_with_the_sdk_scripted_model(tmp_path: Path) -> None:
+    """Runner.run_streamed calls the same hooks; record_result adds the guardrails."""
+    model = ScriptedModel(
+        [
+            [function_call("get_weather", {"city": "Lima"}, call_id="call_lima")],
+            [assistant_message("Sunny in Lima.")],
+        ]
+    )
+    agent = Agent(name="weather", model=model, tools=[get_weather], input_guardrails=[polite_input])
+    path = tmp_path / "agent.jsonl"
+
+    async def stream(hooks: LoopscribeHooks) -> None:
+        result = Runner.run_streamed(
+            agent, "Lima?", hooks=hooks, run_config=hooks.run_config(OFFLINE)
+        )
+        async for _event in result.stream_events():
+            pass
+        hooks.record_result(result)
+
+    with Session.create(path) as session, session.begin_run() as run:
+        asyncio.run(stream(LoopscribeHooks(run)))
+    types = [r.type for r in loopscribe.read(path) if r.execution is not None]
+    assert types.count("model_exec_end") == 2
+    assert types.count("tool_exec_end") == 1
+    assert types.count("guardrail") == 1
+    assert types[-2:] == ["agent_end", "guardrail"]
+
+
+def test_importing_loopscribe_does_not_import_the_sdk() -> None:
+    """``import loopscribe`` (and its OTel bridge) leaves the Agents SDK unimported."""
+    code = "import sys, loopscribe, loopscribe.otel; sys.exit('agents' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
