@@ -48,6 +48,7 @@ from ._messages import (
 )
 from ._model import CallRef, Event, Execution, Record
 from ._reader import load_checkpoint, read
+from ._redact import COMMON_PATTERNS, Redactor
 from ._session import Actor, Observer, Run, Session
 from ._verify import BrokenLink, VerifyReport, verify
 from .workspace import SessionSummary, Workspace
@@ -55,6 +56,7 @@ from .workspace import SessionSummary, Workspace
 __version__ = "0.1.0"
 
 __all__ = [
+    "COMMON_PATTERNS",
     "FORMAT_VERSION",
     "Actor",
     "AgentLoop",
@@ -78,6 +80,7 @@ __all__ = [
     "Observer",
     "Record",
     "Recorder",
+    "Redactor",
     "Run",
     "RunStateError",
     "Session",

@@ -55,6 +55,7 @@ from ._errors import (
 from ._format import FORMAT_VERSION, Scanner, format_ts
 from ._freeze import freeze_config
 from ._model import CallRef, Event, Execution, Record
+from ._redact import LineRedactor
 
 logger = logging.getLogger("loopscribe")
 
@@ -173,6 +174,7 @@ class Session:
         size: int,
         checkpoint: tuple[int, int] | None = None,
         chain_head: str | None = None,
+        redact: LineRedactor | None = None,
     ) -> None:
         """Use :meth:`create` or :meth:`open`; this constructor is internal."""
         self._fd = fd
@@ -190,6 +192,7 @@ class Session:
         self._closed = False
         # The SHA-256 of the last line when the file is hash-chained, else None.
         self._chain_head = chain_head
+        self._redact = redact
         self.observer_errors = 0
         """How many times an observer raised (each was logged)."""
         # Close the descriptor (and so drop the lock) if the handle is lost unclosed.
@@ -208,6 +211,7 @@ class Session:
         metadata: Mapping[str, Any] | None = None,
         chain: bool = False,
         session_id: str | None = None,
+        redact: LineRedactor | None = None,
     ) -> Session:
         """Create a new session file with a fresh random ``session_id``.
 
@@ -222,6 +226,8 @@ class Session:
                 reordering or truncation of complete records.
             session_id: Use this ID (32 lowercase hex digits) instead of a
                 random one, for hosts that name files after their sessions.
+            redact: Scrubs each encoded line before it is written, for
+                application secrets (see :class:`loopscribe.Redactor`).
 
         Raises:
             SessionExistsError: ``path`` exists already.
@@ -258,6 +264,7 @@ class Session:
             next_seq=0,
             size=0,
             chain_head="" if chain else None,
+            redact=redact,
         )
         start: dict[str, Any] = {"format_version": FORMAT_VERSION}
         if chain:
@@ -279,6 +286,8 @@ class Session:
         path: str | os.PathLike[str],
         codec: Codec | None = None,
         observers: Iterable[Observer] = (),
+        *,
+        redact: LineRedactor | None = None,
     ) -> Session:
         """Open an existing session file for appending.
 
@@ -338,6 +347,7 @@ class Session:
             size=scanner.end_offset,
             checkpoint=checkpoint,
             chain_head=_chain_head(scanner.start, last),
+            redact=redact,
         )
 
     # -- properties ----------------------------------------------------
@@ -546,6 +556,12 @@ class Session:
                 line = self._codec.dumps(obj, newline=True)
             except EncodeError as exc:
                 raise self._fail(type(exc)(f"{self._path}: seq {seq} ({kind}): {exc}")) from None
+            if self._redact is not None:
+                scrubbed = self._redact(line)
+                if scrubbed != line:
+                    # Observers must not see what the file does not hold.
+                    line = scrubbed
+                    data = self._codec.loads(line)["data"]
             offset = self._size
             self._write_line(line, offset)
             self._next_seq = seq + 1
