@@ -101,6 +101,21 @@ def test_warm_listing_reads_no_unchanged_file_and_grown_files_advance(tmp_path: 
     assert ws.get(ids[0]).message_count == 2
 
 
+def test_messages_page_across_lines_longer_than_a_read_block(tmp_path: Path) -> None:
+    """Records far longer than the backward read block never hide or garble messages."""
+    ws = Workspace(tmp_path)
+    with ws.create() as s, s.begin_run() as run:
+        for i in range(40):
+            size = (i * 37_001) % 150_000  # around and across the 64 KiB block size
+            run.record(ev.message_end(None, UserMessage(f"m{i}:" + "x" * size)))
+            tool = Execution(f"c{i}", "tool")
+            run.record(ev.tool_exec_end(tool, "t", "y" * ((i * 65_536 + 1) % 140_001)))
+    page = ws.messages(s.id, last=25, skip=5)
+    expected = [f"m{i}" for i in range(10, 35)]
+    assert [t.split(":")[0] for t in texts(page.messages)] == expected
+    assert page.has_more
+
+
 def test_messages_page_backwards_with_has_more(tmp_path: Path) -> None:
     """last/skip pages come out oldest first, with has_more telling whether older ones exist."""
     ws = Workspace(tmp_path)
@@ -109,7 +124,9 @@ def test_messages_page_backwards_with_has_more(tmp_path: Path) -> None:
     page = ws.messages(s.id, last=3)
     assert texts(page.messages) == ["answer 3", "question 4", "answer 4"]
     assert page.has_more
-    assert page.total == 10
+    assert page.total is None  # unknown without reading the whole file
+    assert ws.get(s.id).message_count == 10
+    assert ws.messages(s.id, last=3).total == 10  # known once the summary is current
     older = ws.messages(s.id, last=3, skip=3)
     assert texts(older.messages) == ["question 2", "answer 2", "question 3"]
     assert older.has_more

@@ -375,8 +375,9 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         f"{summary.message_count} messages  tokens {summary.input_tokens}/{summary.output_tokens}"
     )
     if page.has_more:
-        shown = len(page.messages)
-        out.stdout.print(f"… {page.total - shown} earlier messages (use --last)", style="dim")
+        # The summary above was just folded, so the page's total is known.
+        earlier = (page.total or summary.message_count) - len(page.messages)
+        out.stdout.print(f"… {earlier} earlier messages (use --last)", style="dim")
     for message in page.messages:
         role, body = message_text(message)
         out.stdout.print(f"[bold cyan]{role}[/]")

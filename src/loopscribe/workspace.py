@@ -27,6 +27,7 @@ import itertools
 import os
 import secrets
 import shutil
+import stat
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -141,12 +142,15 @@ class MessagePage:
         messages: Oldest first. After a compaction the conversation starts
             with the summary (a ``SystemMessage``).
         has_more: Older visible messages exist before this window.
-        total: Visible messages in all (summary included).
+        total: Visible messages in all (summary included) when known without
+            reading the whole file: the page reached the conversation's start,
+            or the workspace's summary of the file is current. Otherwise
+            ``None``; ``Workspace.get(id).message_count`` counts them.
     """
 
     messages: list[Any]
     has_more: bool
-    total: int
+    total: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +251,7 @@ def _opt_str(value: Any) -> str | None:
 class _Cached:
     """A file's fold and where it stopped: enough to skip or extend the file."""
 
+    path: Path
     fold: _Fold
     scanner: Scanner
     offset: int
@@ -254,6 +259,13 @@ class _Cached:
     size: int
     mtime_ns: int
     inode: int
+    summary: SessionSummary | None = None
+
+    def fresh(self, st: os.stat_result) -> bool:
+        """Whether the file is exactly as it was when last folded."""
+        return (
+            self.inode == st.st_ino and self.size == st.st_size and self.mtime_ns == st.st_mtime_ns
+        )
 
 
 def _locked_inodes() -> set[tuple[int, int]] | None:
@@ -282,10 +294,11 @@ def _locked_inodes() -> set[tuple[int, int]] | None:
 
 
 def _is_locked(path: Path, st: os.stat_result, locked: set[tuple[int, int]] | None) -> bool:
+    if locked is not None:
+        # /proc/locks lists this process's own writers too.
+        return (st.st_dev, st.st_ino) in locked
     if open_handle(path) is not None:
         return True
-    if locked is not None:
-        return (st.st_dev, st.st_ino) in locked
     # No /proc/locks (not Linux): probe with a shared lock, released at once.
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
@@ -327,7 +340,9 @@ def _reverse_lines(fd: int, end: int) -> Iterator[tuple[int, bytes]]:
         # pieces[-1] is empty (block ends at a line boundary); pieces[0] may
         # continue in the block before, unless this block starts the file.
         first = 0 if pos == 0 else 1
-        carry = b"" if pos == 0 else pieces[0]
+        # The first piece is the end of a line that starts in the block before:
+        # carry it (with its newline) so that block also ends on a line boundary.
+        carry = b"" if pos == 0 else pieces[0] + b"\n"
         cursor = pos + len(block)
         for piece in reversed(pieces[first:-1]):
             cursor -= len(piece) + 1
@@ -357,7 +372,8 @@ class Workspace:
         self.root = Path(root).absolute()
         self.root.mkdir(parents=True, exist_ok=True)
         self.codec = codec or DEFAULT_CODEC
-        self._cache: dict[Path, _Cached] = {}
+        self._cache: dict[str, _Cached] = {}  # by file name
+        self._listed: tuple[tuple[int, ...], builtins.list[SessionSummary]] = ((), [])
         self._lock = threading.Lock()
         self.files_read = 0
         """How many times a file was (re)read for a summary: 0 on a warm, unchanged listing."""
@@ -429,28 +445,43 @@ class Workspace:
     def list(self, include_children: bool = False) -> list[SessionSummary]:
         """Summaries of the workspace's sessions, most recently updated first.
 
-        Files are read only when new or changed since the last call; a file
-        that grew is read from where the last call stopped. Files that are
-        not session files are skipped.
+        Files are read only when new or changed since the last call (one
+        ``stat`` each tells); a file that grew is read from where the last
+        call stopped. Files that are not session files are skipped.
 
         Args:
             include_children: Also list sessions with a ``parent_id``.
         """
         locked = _locked_inodes()
         summaries: list[SessionSummary] = []
-        paths = set(self.session_files())
+        seen: set[str] = set()
+        with os.scandir(self.root) as entries:
+            for entry in entries:
+                name = entry.name
+                if not name.endswith(".jsonl") or name.endswith(".otlp.jsonl"):
+                    continue
+                try:
+                    st = entry.stat()
+                    if not stat.S_ISREG(st.st_mode):
+                        continue
+                    seen.add(name)
+                    summary = self._summary(name, st, locked)
+                except (FormatError, OSError):
+                    continue
+                if include_children or summary.parent_id is None:
+                    summaries.append(summary)
         with self._lock:
-            for gone in set(self._cache) - paths:
+            for gone in self._cache.keys() - seen:
                 del self._cache[gone]
-        for path in paths:
-            try:
-                summary = self._summary(path, locked)
-            except (FormatError, OSError):
-                continue
-            if include_children or summary.parent_id is None:
-                summaries.append(summary)
-        summaries.sort(key=lambda s: (s.updated, s.id), reverse=True)
-        return summaries
+            # Summaries are rebuilt only when something changed: the same
+            # objects in the same scan order give the same sorted list.
+            identity = tuple(map(id, summaries))
+            if identity == self._listed[0]:
+                return list(self._listed[1])
+        summaries_sorted = sorted(summaries, key=lambda s: (s.updated, s.id), reverse=True)
+        with self._lock:
+            self._listed = (identity, summaries_sorted)
+        return list(summaries_sorted)
 
     def get(self, session_id: str) -> SessionSummary:
         """The summary of one session.
@@ -459,34 +490,39 @@ class Workspace:
             SessionNotFoundError: No such session.
             CorruptRecordError: Its file is damaged.
         """
-        return self._summary(self._existing(session_id), _locked_inodes())
+        path = self._existing(session_id)
+        return self._summary(path.name, path.stat(), _locked_inodes())
 
     def status(self, session_id: str) -> Status:
         """``running`` (a writer holds the lock), ``interrupted`` or ``idle``."""
         return self.get(session_id).status
 
-    def _summary(self, path: Path, locked: set[tuple[int, int]] | None) -> SessionSummary:
-        st = path.stat()
+    def summary_of_path(self, path: Path) -> SessionSummary:
+        """The summary of a session file given by path (in this workspace's folder)."""
+        return self._summary(path.name, (self.root / path.name).stat(), _locked_inodes())
+
+    def _summary(
+        self, name: str, st: os.stat_result, locked: set[tuple[int, int]] | None
+    ) -> SessionSummary:
+        # The warm path of list(): one dict lookup, no Path built, no file read.
         with self._lock:
-            cached = self._cache.get(path)
-            fresh = (
-                cached is not None
-                and cached.inode == st.st_ino
-                and cached.size == st.st_size
-                and cached.mtime_ns == st.st_mtime_ns
+            cached = self._cache.get(name)
+            if cached is None or not cached.fresh(st):
+                cached = self._advance(self.root / name, st, cached)
+            running = _is_locked(cached.path, st, locked)
+            status: Status = (
+                "running" if running else "interrupted" if cached.fold.run_open else "idle"
             )
-            if not fresh:
-                cached = self._advance(path, st, cached)
-            assert cached is not None
-        running = _is_locked(path, st, locked)
-        status: Status = "running" if running else "interrupted" if cached.fold.run_open else "idle"
-        return cached.fold.summary(path, status)
+            if cached.summary is None or cached.summary.status != status:
+                cached.summary = cached.fold.summary(cached.path, status)
+            return cached.summary
 
     def _advance(self, path: Path, st: os.stat_result, cached: _Cached | None) -> _Cached:
         """Extend a cached fold over the bytes a file grew by, or fold it anew."""
         grew = cached is not None and cached.inode == st.st_ino and st.st_size > cached.offset
         if cached is None or not grew:
-            cached = _Cached(_Fold(), Scanner(path), 0, 0, 0, 0, st.st_ino)
+            cached = _Cached(path, _Fold(), Scanner(path), 0, 0, 0, 0, st.st_ino)
+        cached.summary = None
         self.files_read += 1
         fold, scanner = cached.fold, cached.scanner
         with open(path, "rb", buffering=_BLOCK_BYTES) as stream:
@@ -507,7 +543,7 @@ class Workspace:
         if not fold.id:
             raise FormatError(f"{path}: not a session file (no session_start)", path=path)
         cached.size, cached.mtime_ns, cached.inode = st.st_size, st.st_mtime_ns, st.st_ino
-        self._cache[path] = cached
+        self._cache[path.name] = cached
         return cached
 
     # -- messages ------------------------------------------------------------
@@ -564,15 +600,16 @@ class Workspace:
         total = len(chronological) if reached_start else self._visible_total(path)
         return MessagePage(window, has_more, total)
 
-    def summary_of_path(self, path: Path) -> SessionSummary:
-        """The summary of a session file given by path."""
-        return self._summary(path.absolute(), _locked_inodes())
-
-    def _visible_total(self, path: Path) -> int:
-        summary = self.summary_of_path(path)
-        if summary.compaction is None:
-            return summary.message_count
-        return summary.message_count - summary.compaction.messages_before + 1
+    def _visible_total(self, path: Path) -> int | None:
+        """The visible message count, if known without reading the file."""
+        with self._lock:
+            cached = self._cache.get(path.name)
+            if cached is None or not cached.fresh(path.stat()):
+                return None  # counting would read the whole file: see get()
+            fold = cached.fold
+        if fold.compaction is None:
+            return fold.messages
+        return fold.messages - fold.compaction.messages_before + 1
 
     def _decode(self, path: Path, offset: int, raw: bytes) -> Any:
         try:
@@ -650,7 +687,7 @@ class Workspace:
         shutil.rmtree(self.artifact_dir(session_id), ignore_errors=True)
         path.unlink()
         with self._lock:
-            self._cache.pop(path, None)
+            self._cache.pop(path.name, None)
 
     def artifacts(self, session_id: str) -> builtins.list[Artifact]:
         """Files in the session's artifact folder, by name; empty if there is none."""
