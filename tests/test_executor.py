@@ -72,7 +72,9 @@ def test_call_publishes_start_request_stream_and_end() -> None:
     """A successful call publishes its facts in order and returns the accumulated message."""
     events: list[Event] = []
     model = Scripted("m-1", OK_CHUNKS)
+    model.provider = "acme"  # type: ignore[attr-defined]
     result = ModelExecutor(on_event=events.append).call(model, ModelExecution(EX, REQUEST))
+    assert events[0].data == {"model": "m-1", "provider": "acme"}
     assert types(events) == [
         "model_exec_start",
         "model_request",

@@ -23,6 +23,7 @@ from ._errors import (
     WriteError,
 )
 from ._executor import (
+    Chunk,
     LLMRequest,
     ModelExecution,
     ModelExecutor,
@@ -63,6 +64,7 @@ __all__ = [
     "AssistantMessage",
     "BrokenLink",
     "CallRef",
+    "Chunk",
     "Codec",
     "CorruptRecordError",
     "DecodeError",

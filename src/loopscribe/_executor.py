@@ -122,6 +122,12 @@ def model_name(model: Any) -> str:
     return type(model).__name__ if not inspect.isfunction(model) else model.__name__
 
 
+def model_provider(model: Any) -> str | None:
+    """A model's provider (``gen_ai.provider.name``), from its ``provider`` attribute."""
+    provider = getattr(model, "provider", None)
+    return provider if isinstance(provider, str) and provider else None
+
+
 def _open_stream(model: Any, request: LLMRequest) -> Any:
     stream = getattr(model, "stream", None)
     if callable(stream):
@@ -218,7 +224,7 @@ class ModelExecutor:
 
     def _prepare(self, model: Any, call: ModelExecution) -> tuple[LLMRequest, ModelResult | None]:
         ex = call.execution
-        self._publish(ev.model_exec_start(ex, model_name(model)))
+        self._publish(ev.model_exec_start(ex, model_name(model), provider=model_provider(model)))
         request = call.request
         for middleware in self.middlewares:
             outcome = middleware(request)

@@ -49,7 +49,14 @@ Content = TextContent | ImageContent | ThinkingContent | ToolCall
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token usage reported by a provider for one model call."""
+    """Token usage reported by a provider for one model call.
+
+    ``input_tokens`` counts every prompt token, cached ones included (as the
+    OpenTelemetry GenAI conventions do); ``cache_read_tokens`` and
+    ``cache_write_tokens`` say how many of them came from or went to a
+    prompt cache. Providers that report cached tokens apart (Anthropic) must
+    be added up when building a ``Usage``.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
