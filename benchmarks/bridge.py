@@ -1,0 +1,741 @@
+"""Benchmark: the OpenTelemetry bridge against baselines measured in the same run.
+
+1. Recording cost per event with a ``SpanBridge`` observer against the
+   recorder alone, for three processors: ``SimpleSpanProcessor`` with a no-op
+   exporter, ``BatchSpanProcessor`` with a discard exporter, and
+   ``default_processor`` writing OTLP JSON lines to ``/dev/null``. ``cpu`` is
+   the whole process's CPU time until the processor is flushed, so it
+   includes what batch processors do on their worker thread.
+2. Bridge cost per span against the SDK's own tracer creating the same spans
+   (``start_span(name, attributes=...)`` / ``end()``, same names, kinds,
+   attributes, times, parents and Resource, ``SimpleSpanProcessor`` with a
+   no-op exporter). The bridge is fed pre-built Records, read back from a
+   recorded file (as ``replay`` does) or captured live (typed data), so
+   recording is not timed: cost per span = feeding time / spans produced.
+3. OTLP protobuf bytes per model call against the same call exported the way
+   content-capturing instrumentations do it: its messages as span attributes,
+   either ``gen_ai.input.messages`` / ``gen_ai.output.messages`` JSON strings
+   or the older ``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*`` flattening.
+4. A collector that is down (a closed port on 127.0.0.1): per-event
+   recording latency with the bridge and ``default_processor`` against no
+   bridge, and how long ``session.close()`` and ``processor.shutdown()`` take
+   against the configured export timeout.
+
+Files live in a temporary folder; the only network traffic is connection
+attempts to a closed loopback port. Every processor, exporter and thread the
+benchmark starts is shut down before it returns.
+
+Run: ``.venv/bin/python benchmarks/bridge.py [--turns N] [--reps N] [--profile]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import gc
+import logging
+import os
+import pstats
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if not __package__:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import orjson
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import NonRecordingSpan, SpanKind
+from opentelemetry.util.types import AttributeValue
+
+from benchmarks._workload import build_events, median, percentile, scratch_dir
+from loopscribe import (
+    AssistantMessage,
+    Event,
+    Record,
+    Session,
+    SystemMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    read,
+)
+from loopscribe import events as ev
+from loopscribe.otel import SpanBridge, default_processor, default_resource
+
+SPAN_TARGET = 1.0
+"""Bridge cost per span at most the SDK tracer's."""
+BYTES_TARGET = 0.10
+"""OTLP bytes per model call at most 10% of the content-in-attributes export."""
+SHUTDOWN_TARGET = 1.2
+"""With the collector down, shutdown takes at most this many export timeouts."""
+NEVER_WAITED_S = 0.1
+"""A record slower than this (a tenth of a typical export timeout) waited on export."""
+BATCH_SPANS = 512
+"""Spans per OTLP request, as BatchSpanProcessor sends them by default."""
+
+_OTLP_VARIABLES = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+    "OTEL_SDK_DISABLED",
+)
+_LIFECYCLE_RECORDS = 3  # session_start, run_start, run_close
+_REF_PREFIX = "loopscribe."
+_REF_SUFFIX = "_ref"
+
+
+class NoopExporter(SpanExporter):
+    """Accepts every batch and keeps nothing: the cheapest exporter there is."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Discard ``spans``."""
+        return SpanExportResult.SUCCESS
+
+
+@contextlib.contextmanager
+def environ(values: Mapping[str, str | None]) -> Iterator[None]:
+    """Set (or, for ``None``, remove) environment variables; restore them afterwards."""
+    saved = {name: os.environ.get(name) for name in values}
+
+    def apply(items: Mapping[str, str | None]) -> None:
+        for name, value in items.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+    apply(values)
+    try:
+        yield
+    finally:
+        apply(saved)
+
+
+def us(ns: float) -> str:
+    """Nanoseconds as microseconds, for a table."""
+    return f"{ns / 1000:.1f}"
+
+
+def signed_us(ns: float) -> str:
+    """A difference in nanoseconds as signed microseconds."""
+    return f"{ns / 1000:+.1f}"
+
+
+# -- 1 and 4: recording passes -------------------------------------------------
+
+ProcessorFactory = Callable[[Path], SpanProcessor]
+
+
+@dataclass(slots=True)
+class Pass:
+    """What one recording pass measured."""
+
+    total_ns: int
+    cpu_ns: int
+    latencies_ns: list[int]
+    close_ns: int = 0
+    shutdown_ns: int = 0
+    spans: int = 0
+    not_exported: int | None = None
+
+
+def record_pass(
+    path: Path,
+    events: list[Event],
+    make_processor: ProcessorFactory | None,
+    *,
+    per_event: bool,
+    flush: bool,
+) -> Pass:
+    """Record ``events`` into a new file, with a bridge if ``make_processor`` is given.
+
+    Timed: the ``record`` calls (in total, or one by one with ``per_event``),
+    the process CPU until the processor is flushed (if ``flush``),
+    ``session.close()`` and ``processor.shutdown()``. Not timed: opening.
+    """
+    processor = None if make_processor is None else make_processor(path)
+    bridge = None if processor is None else SpanBridge(processor, file_uri=path)
+    session = Session.create(path, observers=() if bridge is None else (bridge,))
+    run = session.begin_run()
+    record = run.record
+    clock = time.perf_counter_ns
+    latencies: list[int] = []
+    gc.collect()
+    cpu_start = time.process_time_ns()
+    if per_event:
+        append = latencies.append
+        for event in events:
+            start = clock()
+            record(event)
+            append(clock() - start)
+        total = sum(latencies)
+    else:
+        start = clock()
+        for event in events:
+            record(event)
+        total = clock() - start
+    if flush and processor is not None:
+        processor.force_flush()
+    cpu = time.process_time_ns() - cpu_start
+    start = clock()
+    session.close()
+    close_ns = clock() - start
+    result = Pass(total, cpu, latencies, close_ns)
+    if session.next_seq != len(events) + _LIFECYCLE_RECORDS:
+        expected = len(events) + _LIFECYCLE_RECORDS
+        raise RuntimeError(f"{path}: {session.next_seq} records written, expected {expected}")
+    if processor is not None and bridge is not None:
+        start = clock()
+        processor.shutdown()
+        result.shutdown_ns = clock() - start
+        if bridge.failed_records or bridge.dropped_spans:
+            raise RuntimeError(
+                f"bridge failed on {bridge.failed_records} records, {bridge.dropped_spans} spans"
+            )
+        result.spans = bridge.spans_emitted
+        # default_processor's BatchSpanProcessor counts what never left the process.
+        dropped: Any = getattr(processor, "dropped_spans", None)
+        result.not_exported = dropped if isinstance(dropped, int) else None
+    path.unlink()
+    return result
+
+
+def bench_recording(folder: Path, events: list[Event], reps: int) -> None:
+    """Section 1: recording cost per event with and without the bridge (no target)."""
+    setups: list[tuple[str, ProcessorFactory | None]] = [
+        ("recorder alone", None),
+        (
+            "bridge + SimpleSpanProcessor(no-op exporter)",
+            lambda _: SimpleSpanProcessor(NoopExporter()),
+        ),
+        (
+            "bridge + BatchSpanProcessor(discard exporter)",
+            lambda _: BatchSpanProcessor(NoopExporter()),
+        ),
+        (
+            "bridge + default_processor (OTLP JSON > /dev/null)",
+            lambda path: default_processor(path, export_path=os.devnull),
+        ),
+    ]
+    path = folder / "record.jsonl"
+    n = len(events)
+    for _, make in setups:  # warm-up: imports, caches, allocator, file-system paths
+        record_pass(path, events, make, per_event=False, flush=True)
+    wall: list[list[float]] = [[] for _ in setups]
+    cpu: list[list[float]] = [[] for _ in setups]
+    spans = 0
+    for _ in range(reps):
+        # Interleaved, so drift in the machine's speed hits every setup alike.
+        for index, (_, make) in enumerate(setups):
+            measured = record_pass(path, events, make, per_event=False, flush=True)
+            wall[index].append(measured.total_ns / n)
+            cpu[index].append(measured.cpu_ns / n)
+            spans = max(spans, measured.spans)
+    base_wall, base_cpu = median(wall[0]), median(cpu[0])
+    print(
+        f"1. recording cost per event: median of {reps} interleaved passes "
+        "(cpu: whole process until the processor is flushed)"
+    )
+    for index, (label, _) in enumerate(setups):
+        w, c = median(wall[index]), median(cpu[index])
+        line = f"  {label:<52} {us(w):>6} us/event, cpu {us(c):>6} us"
+        if index:
+            line += (
+                f"  -> {w / base_wall:.2f}x ({signed_us(w - base_wall)} us/event, "
+                f"{signed_us((w - base_wall) * n / spans)} us/span; cpu {c / base_cpu:.2f}x)"
+            )
+        print(line)
+    bridge_wall = median(wall[1])
+    print(
+        f"bridge per event: {us(bridge_wall)} us vs recorder alone {us(base_wall)} us -> "
+        f"{bridge_wall / base_wall:.2f}x ({signed_us(bridge_wall - base_wall)} us/event; no target)"
+    )
+
+
+# -- 2: per span against the SDK tracer ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SpanArgs:
+    """What ``Tracer.start_span`` needs to make the same span the bridge made."""
+
+    name: str
+    context: Context
+    kind: SpanKind
+    attributes: dict[str, AttributeValue]
+    start_ns: int
+    end_ns: int
+
+
+def sdk_args(spans: Sequence[ReadableSpan]) -> list[SpanArgs]:
+    """The tracer's arguments for ``spans``; the parent contexts are built here, untimed."""
+    out = []
+    for span in spans:
+        parent = span.parent
+        context = (
+            Context() if parent is None else trace.set_span_in_context(NonRecordingSpan(parent))
+        )
+        out.append(
+            SpanArgs(
+                span.name,
+                context,
+                span.kind,
+                dict(span.attributes or {}),
+                span.start_time or 0,
+                span.end_time or 0,
+            )
+        )
+    return out
+
+
+def sdk_pass(tracer: trace.Tracer, args: list[SpanArgs]) -> int:
+    """Create and end every span with the SDK tracer; total ns."""
+    start_span = tracer.start_span
+    clock = time.perf_counter_ns
+    gc.collect()
+    start = clock()
+    for a in args:
+        span = start_span(
+            a.name, context=a.context, kind=a.kind, attributes=a.attributes, start_time=a.start_ns
+        )
+        span.end(end_time=a.end_ns)
+    return clock() - start
+
+
+def bridge_pass(
+    records: list[Record], resource: Resource, file_uri: Path, expected_spans: int
+) -> int:
+    """Feed ``records`` through a fresh bridge with a no-op exporter; total ns."""
+    bridge = SpanBridge(SimpleSpanProcessor(NoopExporter()), resource=resource, file_uri=file_uri)
+    clock = time.perf_counter_ns
+    gc.collect()
+    start = clock()
+    for record in records:
+        bridge(record)
+    elapsed = clock() - start
+    if bridge.spans_emitted != expected_spans or bridge.failed_records:
+        raise RuntimeError(
+            f"bridge made {bridge.spans_emitted} spans, expected {expected_spans}; "
+            f"{bridge.failed_records} records failed"
+        )
+    return elapsed
+
+
+@dataclass(slots=True)
+class Reference:
+    """One recorded file and what the bridge made of it."""
+
+    path: Path
+    live: list[Record] = field(default_factory=list)
+    replayed: list[Record] = field(default_factory=list)
+    decoded: list[Record] = field(default_factory=list)
+    spans: list[ReadableSpan] = field(default_factory=list)
+    resource: Resource = field(default_factory=default_resource)
+
+
+def reference(folder: Path, events: list[Event]) -> Reference:
+    """Record ``events`` once, capturing the live Records and the bridge's spans."""
+    ref = Reference(folder / "reference.jsonl")
+    captured = InMemorySpanExporter()
+    processor = SimpleSpanProcessor(captured)
+    bridge = SpanBridge(processor, resource=ref.resource, file_uri=ref.path)
+    with (
+        Session.create(ref.path, observers=(ref.live.append, bridge)) as session,
+        session.begin_run() as run,
+    ):
+        for event in events:
+            run.record(event)
+    processor.shutdown()
+    ref.spans = list(captured.get_finished_spans())
+    ref.replayed = list(read(ref.path, decode=False))
+    ref.decoded = list(read(ref.path))
+    if len(ref.live) != len(ref.replayed) or not ref.spans:
+        raise RuntimeError("reference recording is incomplete")
+    return ref
+
+
+def bench_spans(ref: Reference, reps: int, *, profile: bool) -> bool:
+    """Section 2: bridge cost per span against the SDK tracer's; whether the target was met."""
+    n_spans = len(ref.spans)
+    args = sdk_args(ref.spans)
+    provider = TracerProvider(resource=ref.resource, shutdown_on_exit=False)
+    provider.add_span_processor(SimpleSpanProcessor(NoopExporter()))
+    tracer = provider.get_tracer("loopscribe.benchmarks")
+    passes: dict[str, Callable[[], int]] = {
+        "sdk": lambda: sdk_pass(tracer, args),
+        "replay": lambda: bridge_pass(ref.replayed, ref.resource, ref.path, n_spans),
+        "live": lambda: bridge_pass(ref.live, ref.resource, ref.path, n_spans),
+    }
+    results: dict[str, list[float]] = {name: [] for name in passes}
+    for run in passes.values():  # warm-up
+        run()
+    for _ in range(reps):
+        for name, run in passes.items():
+            results[name].append(run() / n_spans)
+    provider.shutdown()
+    sdk = median(results["sdk"])
+    print(
+        f"2. cost per span: {n_spans} spans from {len(ref.replayed)} records "
+        f"({len(ref.replayed) / n_spans:.1f} records/span), median of {reps} interleaved passes; "
+        f"best: replay {us(min(results['replay']))}, live {us(min(results['live']))}, "
+        f"SDK {us(min(results['sdk']))} us"
+    )
+    failed = False
+    for name, label in (("replay", "records read back"), ("live", "live records")):
+        cost = median(results[name])
+        ratio = cost / sdk
+        verdict = "PASS" if ratio <= SPAN_TARGET else "FAIL"
+        failed = failed or verdict == "FAIL"
+        print(
+            f"bridge per span ({label}): {us(cost)} us vs SDK tracer {us(sdk)} us -> "
+            f"{ratio:.2f}x (target <= {SPAN_TARGET}x) {verdict}"
+        )
+    if profile or failed:
+        profile_bridge(ref)
+    return not failed
+
+
+def profile_bridge(ref: Reference) -> None:
+    """cProfile the bridge over the read-back records and print where the time goes."""
+    profiler = cProfile.Profile()
+    bridges = [
+        SpanBridge(SimpleSpanProcessor(NoopExporter()), resource=ref.resource, file_uri=ref.path)
+        for _ in range(5)
+    ]
+    profiler.enable()
+    for bridge in bridges:
+        for record in ref.replayed:
+            bridge(record)
+    profiler.disable()
+    print("  profile of the bridge over the read-back records (5 passes), by own time:")
+    stats = pstats.Stats(profiler, stream=sys.stdout)
+    stats.strip_dirs().sort_stats("tottime").print_stats(16)
+
+
+# -- 3: bytes per model call -----------------------------------------------------
+
+
+def _parts(content: Any) -> list[dict[str, Any]]:
+    """GenAI-convention message parts of a message's content."""
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        if isinstance(block, TextContent):
+            parts.append({"type": "text", "content": block.text})
+        elif isinstance(block, ThinkingContent):
+            parts.append({"type": "reasoning", "content": block.thinking})
+        elif isinstance(block, ToolCall):
+            parts.append(
+                {
+                    "type": "tool_call",
+                    "id": block.id,
+                    "name": block.name,
+                    "arguments": block.arguments,
+                }
+            )
+        else:
+            raise TypeError(f"no GenAI part for {type(block).__name__}")
+    return parts
+
+
+def genai_message(message: Any) -> dict[str, Any]:
+    """A recorded message in the ``gen_ai.input.messages`` shape."""
+    if isinstance(message, ToolResultMessage):
+        text = "".join(part["content"] for part in _parts(message.content))
+        response = {"type": "tool_call_response", "id": message.tool_call_id, "response": text}
+        return {"role": "tool", "parts": [response]}
+    if isinstance(message, UserMessage | AssistantMessage | SystemMessage):
+        return {"role": message.role, "parts": _parts(message.content)}
+    if isinstance(message, Mapping) and message.get("role") == "tool":
+        response = {
+            "type": "tool_call_response",
+            "id": message["tool_call_id"],
+            "response": message["content"],
+        }
+        return {"role": "tool", "parts": [response]}
+    if isinstance(message, Mapping):
+        return {"role": message["role"], "parts": _parts(message["content"])}
+    raise TypeError(f"no GenAI message for {type(message).__name__}")
+
+
+def messages_attributes(
+    history: Sequence[Any], reply: Any, finish_reason: str
+) -> dict[str, AttributeValue]:
+    """Content as current instrumentations capture it: two JSON strings."""
+    output = {**genai_message(reply), "finish_reason": finish_reason}
+    return {
+        "gen_ai.input.messages": orjson.dumps([genai_message(m) for m in history]).decode(),
+        "gen_ai.output.messages": orjson.dumps([output]).decode(),
+    }
+
+
+def _flatten(prefix: str, message: dict[str, Any], out: dict[str, AttributeValue]) -> None:
+    out[f"{prefix}.role"] = message["role"]
+    texts = [p["content"] for p in message["parts"] if p["type"] in ("text", "reasoning")]
+    if texts:
+        out[f"{prefix}.content"] = "".join(texts)
+    calls = [p for p in message["parts"] if p["type"] == "tool_call"]
+    for index, call in enumerate(calls):
+        out[f"{prefix}.tool_calls.{index}.id"] = call["id"]
+        out[f"{prefix}.tool_calls.{index}.name"] = call["name"]
+        out[f"{prefix}.tool_calls.{index}.arguments"] = orjson.dumps(call["arguments"]).decode()
+    for part in message["parts"]:
+        if part["type"] == "tool_call_response":
+            out[f"{prefix}.tool_call_id"] = part["id"]
+            out[f"{prefix}.content"] = part["response"]
+
+
+def flattened_attributes(
+    history: Sequence[Any], reply: Any, finish_reason: str
+) -> dict[str, AttributeValue]:
+    """Content the older way: ``gen_ai.prompt.N.*`` and ``gen_ai.completion.0.*``."""
+    out: dict[str, AttributeValue] = {}
+    for index, message in enumerate(history):
+        _flatten(f"gen_ai.prompt.{index}", genai_message(message), out)
+    _flatten("gen_ai.completion.0", genai_message(reply), out)
+    out["gen_ai.completion.0.finish_reason"] = finish_reason
+    return out
+
+
+ContentAttributes = Callable[[Sequence[Any], Any, str], dict[str, AttributeValue]]
+
+
+def with_content(span: ReadableSpan, content: dict[str, AttributeValue]) -> ReadableSpan:
+    """The same span as a content-capturing instrumentation would export it.
+
+    It keeps the GenAI labels (model, provider, usage, finish reasons,
+    conversation) and drops loopscribe's references (``loopscribe.*``,
+    ``*_ref``, ``session.id``), which such an instrumentation does not have,
+    so the baseline is as small as it can be.
+    """
+    attributes = {
+        key: value
+        for key, value in (span.attributes or {}).items()
+        if not key.startswith(_REF_PREFIX) and not key.endswith(_REF_SUFFIX) and key != "session.id"
+    }
+    attributes.update(content)
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=attributes,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
+
+
+def otlp_bytes(spans: Sequence[ReadableSpan]) -> int:
+    """Bytes of the OTLP protobuf requests for ``spans``, sent in batches as BSP does."""
+    total = 0
+    for start in range(0, len(spans), BATCH_SPANS):
+        total += len(encode_spans(spans[start : start + BATCH_SPANS]).SerializeToString())
+    return total
+
+
+def bench_bytes(ref: Reference) -> bool:
+    """Section 3: OTLP bytes per model call, references against content; target met?"""
+    requests: dict[str, Any] = {}
+    replies: dict[str, tuple[Any, str]] = {}
+    for record in ref.decoded:
+        if record.execution is None or record.execution.kind != "model":
+            continue
+        if record.type == ev.MODEL_REQUEST:
+            requests[record.execution.id] = record.data["messages"]
+        elif record.type == ev.MODEL_EXEC_END:
+            reason = record.data.get("stop_reason") or "stop"
+            replies[record.execution.id] = (record.data["message"], str(reason))
+    chats = [s for s in ref.spans if (s.attributes or {}).get("gen_ai.operation.name") == "chat"]
+    calls = len(chats)
+    if calls != len(requests) or calls != len(replies):
+        raise RuntimeError(f"{calls} chat spans for {len(requests)} model requests")
+    ours = otlp_bytes(chats) / calls
+    history = median([float(len(messages)) for messages in requests.values()])
+    print(
+        f"3. OTLP protobuf bytes per model call: {calls} calls, median history "
+        f"{history:.0f} messages, requests of up to {BATCH_SPANS} spans"
+    )
+    baselines: list[tuple[str, ContentAttributes]] = [
+        ("gen_ai.input/output.messages", messages_attributes),
+        ("gen_ai.prompt.N flattening", flattened_attributes),
+    ]
+    passed = True
+    for label, make in baselines:
+        content_spans = []
+        for span in chats:
+            execution_id = str((span.attributes or {})["loopscribe.execution.id"])
+            reply, reason = replies[execution_id]
+            content_spans.append(with_content(span, make(requests[execution_id], reply, reason)))
+        theirs = otlp_bytes(content_spans) / calls
+        ratio = ours / theirs
+        verdict = "PASS" if ratio <= BYTES_TARGET else "FAIL"
+        passed = passed and verdict == "PASS"
+        print(
+            f"bytes per model call: bridge {ours:,.0f} B vs content in {label} {theirs:,.0f} B "
+            f"-> {ratio:.1%} (target <= {BYTES_TARGET:.0%}) {verdict}"
+        )
+    all_bytes = otlp_bytes(ref.spans)
+    records = len(ref.replayed)
+    file_bytes = ref.path.stat().st_size
+    print(
+        f"  all {len(ref.spans)} bridge spans: {all_bytes / records:,.0f} B per record "
+        f"({all_bytes / file_bytes:.2%} of the session file's {file_bytes / records:,.0f} B "
+        "per record)"
+    )
+    return passed
+
+
+# -- 4: collector down ------------------------------------------------------------
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 where nothing listens (a connection is refused)."""
+    for _ in range(10):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(("127.0.0.1", port))
+            except ConnectionRefusedError:
+                return port
+    raise RuntimeError("found no closed port on 127.0.0.1")
+
+
+def bench_collector_down(folder: Path, events: list[Event], reps: int, timeout_s: float) -> bool:
+    """Section 4: recording latency and shutdown time with the collector down; targets met?"""
+    port = closed_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    protocols = ("http/protobuf", "grpc")
+    path = folder / "down.jsonl"
+
+    def make(protocol: str) -> ProcessorFactory:
+        def factory(session_path: Path) -> SpanProcessor:
+            variables = {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+                "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
+                "OTEL_EXPORTER_OTLP_TIMEOUT": f"{timeout_s:g}",
+            }
+            with environ(variables):
+                return default_processor(session_path)
+
+        return factory
+
+    setups: list[tuple[str, ProcessorFactory | None]] = [("no bridge", None)]
+    setups += [(protocol, make(protocol)) for protocol in protocols]
+    results: list[list[Pass]] = [[] for _ in setups]
+    # The exporters log every failed export; the counts are reported below instead.
+    logging.disable(logging.ERROR)
+    try:
+        for rep in range(reps + 1):  # the first round warms up imports and connections
+            for index, (_, factory) in enumerate(setups):
+                measured = record_pass(path, events, factory, per_event=True, flush=False)
+                if rep:
+                    results[index].append(measured)
+    finally:
+        logging.disable(logging.NOTSET)
+    print(
+        f"4. collector down: OTLP to {endpoint} (closed), OTEL_EXPORTER_OTLP_TIMEOUT="
+        f"{timeout_s:g} s, {reps} passes of {len(events)} events each (latencies pooled)"
+    )
+    base = sorted(lat for p in results[0] for lat in p.latencies_ns)
+    base_p50, base_p99 = percentile(base, 0.5), percentile(base, 0.99)
+    base_close = median([float(p.close_ns) for p in results[0]])
+    print(
+        f"  no bridge: p50 {us(base_p50)} us, p99 {us(base_p99)} us, max {us(base[-1])} us, "
+        f"session.close() {base_close / 1e6:.1f} ms"
+    )
+    passed = True
+    for index in range(1, len(setups)):
+        protocol, passes = setups[index][0], results[index]
+        lat = sorted(latency for p in passes for latency in p.latencies_ns)
+        p50, p99, worst = percentile(lat, 0.5), percentile(lat, 0.99), lat[-1]
+        waited = "PASS" if worst < NEVER_WAITED_S * 1e9 else "FAIL"
+        passed = passed and waited == "PASS"
+        print(
+            f"collector down ({protocol}): recording p50 {us(p50)} us vs no bridge "
+            f"{us(base_p50)} us ({signed_us(p50 - base_p50)} us), p99 {us(p99)} vs "
+            f"{us(base_p99)} us ({signed_us(p99 - base_p99)} us); max {us(worst)} us "
+            f"(never waits on export: < {NEVER_WAITED_S * 1000:.0f} ms) {waited}"
+        )
+        close = median([float(p.close_ns) for p in passes])
+        shutdowns = [float(p.shutdown_ns) for p in passes]
+        shutdown = median(shutdowns)
+        ratio = max(shutdowns) / (timeout_s * 1e9)
+        verdict = "PASS" if ratio <= SHUTDOWN_TARGET else "FAIL"
+        passed = passed and verdict == "PASS"
+        spans = passes[0].spans
+        lost = [p.not_exported for p in passes]
+        print(
+            f"collector down ({protocol}): session.close() {close / 1e6:.1f} ms "
+            f"(no bridge {base_close / 1e6:.1f} ms), processor.shutdown() median "
+            f"{shutdown / 1e9:.2f} s, max {max(shutdowns) / 1e9:.2f} s vs export timeout "
+            f"{timeout_s:g} s -> {ratio:.2f}x (target <= {SHUTDOWN_TARGET}x) {verdict}; "
+            f"spans not exported {lost} of {spans} per pass"
+        )
+    return passed
+
+
+def main() -> int:
+    """Run the four comparisons; return 0 if every target is met."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=200, help="agent turns per pass")
+    parser.add_argument("--reps", type=int, default=7, help="timed passes of each kind")
+    parser.add_argument("--down-reps", type=int, default=3, help="passes with the collector down")
+    parser.add_argument(
+        "--timeout", type=float, default=1.0, help="export timeout (s) with the collector down"
+    )
+    parser.add_argument("--profile", action="store_true", help="cProfile the bridge")
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    events = build_events(args.turns)
+    # Sections 1-3 must not reach any collector the environment names.
+    with environ(dict.fromkeys(_OTLP_VARIABLES)), scratch_dir() as folder:
+        ref = reference(folder, events)
+        size = ref.path.stat().st_size
+        print(
+            f"workload: {args.turns} turns, {len(events)} events, {len(ref.spans)} spans, "
+            f"{size / 2**20:.1f} MiB ({size / len(events) / 1024:.1f} KiB/event)"
+        )
+        bench_recording(folder, events, args.reps)
+        passed = [
+            bench_spans(ref, max(15, 2 * args.reps), profile=args.profile),
+            bench_bytes(ref),
+            bench_collector_down(folder, events, args.down_reps, args.timeout),
+        ]
+    print(
+        f"finished in {time.perf_counter() - started:.0f} s: "
+        f"{'every target met' if all(passed) else 'a target was missed'}"
+    )
+    return 0 if all(passed) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
