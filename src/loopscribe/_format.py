@@ -21,6 +21,11 @@ FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({FORMAT_VERSION})
 
 
+# The last second formatted and its text, replaced as one tuple so that
+# threads recording into different sessions never pair a second with another's text.
+_last_second: list[tuple[tuple[int, ...], str]] = [((), "")]
+
+
 def format_ts(dt: datetime | None) -> tuple[datetime, str]:
     """Normalize a source timestamp to UTC; return it and its stored form.
 
@@ -30,7 +35,13 @@ def format_ts(dt: datetime | None) -> tuple[datetime, str]:
         dt = datetime.now(UTC)
     elif dt.tzinfo is not UTC:
         dt = dt.astimezone(UTC)
-    return dt, dt.isoformat(timespec="microseconds")[:-6] + "Z"
+    # Records come many per second: format the second once, the microseconds each time.
+    second = (dt.second, dt.minute, dt.hour, dt.day, dt.month, dt.year)
+    cached, text = _last_second[0]
+    if cached != second:
+        text = dt.replace(microsecond=0, tzinfo=None).isoformat()
+        _last_second[0] = (second, text)
+    return dt, f"{text}.{dt.microsecond:06d}Z"
 
 
 def parse_ts(value: str) -> datetime:

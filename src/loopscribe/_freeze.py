@@ -92,6 +92,12 @@ def _config_items(config: Any) -> Iterable[tuple[str, Any]]:
     )
 
 
+class FrozenConfig(dict[str, Any]):
+    """A config that went through :func:`freeze_config`: freezing it again is a no-op."""
+
+    __slots__ = ()
+
+
 def freeze_config(config: Any, codec: Codec = DEFAULT_CODEC) -> dict[str, Any]:
     """Freeze a per-call config: secrets removed, JSON values pinned, bad values diagnosed.
 
@@ -102,7 +108,9 @@ def freeze_config(config: Any, codec: Codec = DEFAULT_CODEC) -> dict[str, Any]:
     Returns:
         A new dict; JSON-valued fields are ``orjson.Fragment`` (raw JSON).
     """
-    frozen: dict[str, Any] = {}
+    if type(config) is FrozenConfig:
+        return config
+    frozen = FrozenConfig()
     for key, value in _config_items(config):
         if is_secret_key(key) or value is None:
             continue

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -126,3 +126,22 @@ class Record:
         if self.execution is None or self.run_id is None:
             return None
         return CallRef(self.session_id, self.run_id, self.execution.id, self.execution.attempt)
+
+
+def _record_factory() -> Callable[..., Record]:
+    """A constructor for Record that skips the frozen dataclass ``__init__``.
+
+    A frozen dataclass sets each field through ``object.__setattr__``; the
+    writer builds one Record per line, so it sets the slots directly instead
+    (the same values, the same immutable object afterwards).
+    """
+    names = [f.name for f in fields(Record)]
+    namespace: dict[str, Any] = {"new": object.__new__, "Record": Record}
+    namespace.update({f"set_{n}": getattr(Record, n).__set__ for n in names})
+    body = "\n".join(f"    set_{n}(r, {n})" for n in names)
+    exec(f"def make({', '.join(names)}):\n    r = new(Record)\n{body}\n    return r", namespace)
+    factory: Callable[..., Record] = namespace["make"]
+    return factory
+
+
+new_record = _record_factory()

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from ._codec import DEFAULT_CODEC, TAG_BYTES, Codec
+from ._codec import DEFAULT_CODEC, TAG_BYTES, TAG_KEY_BYTES, Codec
 from ._errors import DecodeError
 from ._format import Scanner, parse_ts
 from ._model import Execution, Record
@@ -34,7 +34,7 @@ def to_record(
         elif type(data) is not dict:
             raise TypeError("'data' must be an object")
         if codec is not None and TAG_BYTES in raw:
-            data = codec.decode(data)
+            data = codec.decode(data, raw.count(TAG_KEY_BYTES))
         return Record(
             obj["session_id"],
             obj["seq"],

@@ -53,8 +53,8 @@ from ._errors import (
     WriteError,
 )
 from ._format import FORMAT_VERSION, Scanner, format_ts
-from ._freeze import freeze_config
-from ._model import CallRef, Event, Execution, Record
+from ._freeze import FrozenConfig, freeze_config
+from ._model import CallRef, Event, Execution, Record, new_record
 from ._redact import LineRedactor
 
 logger = logging.getLogger("loopscribe")
@@ -69,6 +69,11 @@ propagated into the agent loop.
 
 _SCAN_BUFFER_BYTES = 1 << 16
 _SESSION_ID = re.compile(r"[0-9a-f]{32}")
+
+# Bumped in every forked child: a handle created before the fork is the
+# parent's. Cheaper than an os.getpid() system call on every record.
+_forks = [0]
+os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
 CHAIN_ALGORITHM = "sha256"
 
 # The Session handles open in this process, by path: lets the workspace append
@@ -187,6 +192,7 @@ class Session:
         self._checkpoint = checkpoint
         self._lock = threading.RLock()
         self._pid = os.getpid()
+        self._forks = _forks[0]
         self._run: Run | None = None
         self._error: LoopscribeError | None = None
         self._closed = False
@@ -521,7 +527,7 @@ class Session:
         self._check_open()
         if self._error is not None:
             raise self._error
-        if os.getpid() != self._pid:
+        if _forks[0] != self._forks:
             raise ForkedWriterError(
                 f"{self._path}: this Session handle belongs to process {self._pid}; "
                 "a forked child must not append through it (open its own session file)"
@@ -540,7 +546,8 @@ class Session:
         timestamp: Any,
     ) -> Record:
         with self._lock:
-            self._check_usable()
+            if self._closed or self._error is not None or _forks[0] != self._forks:
+                self._check_usable()  # raises the reason
             ts, ts_text = format_ts(timestamp)
             seq = self._next_seq
             obj: dict[str, Any] = {"session_id": self._id, "seq": seq, "type": kind}
@@ -568,7 +575,7 @@ class Session:
             self._size = offset + len(line)
             if self._chain_head is not None:
                 self._chain_head = hashlib.sha256(line).hexdigest()
-            record = Record(self._id, seq, kind, ts, run_id, execution, data, offset, len(line))
+            record = new_record(self._id, seq, kind, ts, run_id, execution, data, offset, len(line))
             if kind == ev.CHECKPOINT:
                 self._checkpoint = (offset, len(line))
             for observer in self._observers:
@@ -583,6 +590,8 @@ class Session:
         written = 0
         try:
             written = os.write(self._fd, line)
+            if written == len(line):
+                return
             while written < len(line):
                 # A short write (signal, full disk): finish the line or fail below.
                 more = os.write(self._fd, line[written:])
@@ -662,10 +671,10 @@ class Run:
             if self._session.error is not None:
                 raise self._session.error
             return None
-        if event.type == ev.MODEL_REQUEST and "config" in data:
+        if event.type == ev.MODEL_REQUEST and type(data.get("config")) is not FrozenConfig:
             # Requests built with events.model_request are frozen already; freeze
             # hand-built ones too, so no credential reaches the file either way.
-            data = {**data, "config": freeze_config(data["config"], self._session.codec)}
+            data = {**data, "config": freeze_config(data.get("config"), self._session.codec)}
         return self._session._append(event.type, self._id, event.execution, data, event.timestamp)
 
     def save_checkpoint(self, snapshot: Any) -> Record:
