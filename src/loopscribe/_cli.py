@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -172,7 +173,9 @@ def find_records(
                     yield path, record
         except FormatError as exc:
             if not out.json:
-                out.stderr.print(f"skipped {path}: {exc}", highlight=False, style="yellow")
+                out.stderr.print(
+                    f"skipped {path}: {exc}", highlight=False, markup=False, style="yellow"
+                )
 
 
 def cmd_find(args: argparse.Namespace, out: Out) -> int:
@@ -273,7 +276,7 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
             table.add_row(str(r.path), str(r.sent), str(r.skipped), str(r.failed), r.destination)
         out.stdout.print(table)
     for error in errors:
-        out.stderr.print(f"loopscribe: error: {error}", highlight=False, style="red")
+        out.stderr.print(f"loopscribe: error: {error}", highlight=False, markup=False, style="red")
     return 1 if errors or any(r.failed for r in results) else 0
 
 
@@ -337,9 +340,9 @@ def cmd_ls(args: argparse.Namespace, out: Out) -> int:
     for s in summaries:
         table.add_row(
             s.id[:12],
-            s.title or "",
+            escape(s.title or ""),
             f"[{colours[s.status]}]{s.status}[/]",
-            s.model or "",
+            escape(s.model or ""),
             str(s.message_count),
             f"{s.input_tokens}/{s.output_tokens}",
             s.updated.strftime("%Y-%m-%d %H:%M:%S"),
@@ -371,7 +374,8 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         )
         return 0
     out.stdout.print(
-        f"[bold]{summary.title or summary.id}[/]  {summary.status}  model {summary.model or '-'}  "
+        f"[bold]{escape(summary.title or summary.id)}[/]  {summary.status}  "
+        f"model {escape(summary.model or '-')}  "
         f"{summary.message_count} messages  tokens {summary.input_tokens}/{summary.output_tokens}"
     )
     if page.has_more:
@@ -380,7 +384,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         out.stdout.print(f"… {earlier} earlier messages (use --last)", style="dim")
     for message in page.messages:
         role, body = message_text(message)
-        out.stdout.print(f"[bold cyan]{role}[/]")
+        out.stdout.print(f"[bold cyan]{escape(role)}[/]")
         out.stdout.print(body, markup=False, highlight=False)
     return 0
 
@@ -404,7 +408,9 @@ def cmd_tail(args: argparse.Namespace, out: Out) -> int:
         ex = record.execution
         where = f" {ex.kind} {ex.id}#{ex.attempt}" if ex else ""
         ts = record.ts.strftime("%H:%M:%S.%f")[:-3]
-        out.stdout.print(f"{record.seq:>6} {ts} [bold]{record.type}[/]{where}", highlight=False)
+        out.stdout.print(
+            f"{record.seq:>6} {ts} [bold]{escape(record.type)}[/]{escape(where)}", highlight=False
+        )
     return 0
 
 
@@ -518,6 +524,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", metavar="FILE")
     p.set_defaults(handler=cmd_verify)
+
+    # Imported here: the viewer's CLI module imports this one.
+    from .viewer._cli import add_viewer_parsers
+
+    add_viewer_parsers(sub)
     return parser
 
 
@@ -536,5 +547,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except (CliError, LoopscribeError, OSError) as exc:
-        out.stderr.print(f"loopscribe: error: {exc}", highlight=False, style="red")
+        out.stderr.print(f"loopscribe: error: {exc}", highlight=False, markup=False, style="red")
         return 1

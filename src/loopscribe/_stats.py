@@ -1,0 +1,290 @@
+"""Statistics of session files: per session and run, what a person debugging asks first.
+
+Duration, model calls, tool calls, errors, retries, tokens by model and the
+slowest executions, folded from the same run timeline the viewer draws (so
+every number matches a span): each execution attempt counts as one call, a
+retry is an attempt after the first, an error is an attempt whose terminal
+record carries ``error`` or ``is_error``. The slowest executions are the
+slowest attempts that contain no other execution, because an agent or a turn
+would otherwise always win.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._errors import FormatError
+
+if TYPE_CHECKING:
+    from .viewer._timeline import RunTimeline, SessionTimeline
+
+# loopscribe.viewer re-exports this module's API, and its timeline is what
+# this module folds: importing the timeline when it is first used, not at
+# import time, keeps the two from importing each other in a circle.
+
+__all__ = ["ModelTokens", "RunStats", "SessionStats", "SlowExecution", "session_stats"]
+
+DEFAULT_TOP = 5
+"""How many slowest executions are kept per run."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTokens:
+    """Token usage of one model in a run."""
+
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class SlowExecution:
+    """One of a run's slowest execution attempts."""
+
+    execution_id: str
+    kind: str
+    attempt: int
+    name: str
+    duration_us: int
+    state: str
+    span_id: str
+    first_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunStats:
+    """The numbers of one run."""
+
+    run_id: str
+    trace_id: str
+    agent: str | None
+    start: datetime
+    end: datetime | None
+    duration_us: int
+    state: str
+    model_calls: int
+    tool_calls: int
+    errors: int
+    retries: int
+    tokens: tuple[ModelTokens, ...]
+    slowest: tuple[SlowExecution, ...]
+
+    @property
+    def input_tokens(self) -> int:
+        """Input tokens of every model."""
+        return sum(t.input_tokens for t in self.tokens)
+
+    @property
+    def output_tokens(self) -> int:
+        """Output tokens of every model."""
+        return sum(t.output_tokens for t in self.tokens)
+
+    def to_json(self) -> dict[str, Any]:
+        """The run's numbers as JSON."""
+        from .viewer._timeline import iso
+
+        return {
+            "run_id": self.run_id,
+            "trace_id": self.trace_id,
+            "agent": self.agent,
+            "start": iso(self.start),
+            "end": iso(self.end),
+            "duration_us": self.duration_us,
+            "state": self.state,
+            "model_calls": self.model_calls,
+            "tool_calls": self.tool_calls,
+            "errors": self.errors,
+            "retries": self.retries,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "tokens_by_model": [
+                {
+                    "model": t.model,
+                    "calls": t.calls,
+                    "input_tokens": t.input_tokens,
+                    "output_tokens": t.output_tokens,
+                }
+                for t in self.tokens
+            ],
+            "slowest": [
+                {
+                    "execution_id": s.execution_id,
+                    "kind": s.kind,
+                    "attempt": s.attempt,
+                    "name": s.name,
+                    "duration_us": s.duration_us,
+                    "state": s.state,
+                    "span_id": s.span_id,
+                    "seq": s.first_seq,
+                }
+                for s in self.slowest
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStats:
+    """The numbers of one session file, run by run."""
+
+    session_id: str
+    path: Path
+    title: str | None
+    records: int
+    runs: tuple[RunStats, ...]
+
+    @property
+    def duration_us(self) -> int:
+        """Time spent in runs (their durations added up)."""
+        return sum(r.duration_us for r in self.runs)
+
+    def total(self, name: str) -> int:
+        """A count added up over the runs: ``model_calls``, ``errors``, ``input_tokens``, ..."""
+        return sum(int(getattr(r, name)) for r in self.runs)
+
+    def tokens_by_model(self) -> tuple[ModelTokens, ...]:
+        """Token usage per model over every run."""
+        merged: dict[str, list[int]] = {}
+        for run in self.runs:
+            for t in run.tokens:
+                acc = merged.setdefault(t.model, [0, 0, 0])
+                acc[0] += t.calls
+                acc[1] += t.input_tokens
+                acc[2] += t.output_tokens
+        return tuple(ModelTokens(m, c, i, o) for m, (c, i, o) in sorted(merged.items()))
+
+    def to_json(self) -> dict[str, Any]:
+        """The session's numbers as JSON (one object, runs nested)."""
+        return {
+            "session_id": self.session_id,
+            "file": str(self.path),
+            "title": self.title,
+            "records": self.records,
+            "duration_us": self.duration_us,
+            "model_calls": self.total("model_calls"),
+            "tool_calls": self.total("tool_calls"),
+            "errors": self.total("errors"),
+            "retries": self.total("retries"),
+            "input_tokens": self.total("input_tokens"),
+            "output_tokens": self.total("output_tokens"),
+            "tokens_by_model": [
+                {
+                    "model": t.model,
+                    "calls": t.calls,
+                    "input_tokens": t.input_tokens,
+                    "output_tokens": t.output_tokens,
+                }
+                for t in self.tokens_by_model()
+            ],
+            "runs": [r.to_json() for r in self.runs],
+        }
+
+
+def run_stats(run: RunTimeline, *, top: int = DEFAULT_TOP) -> RunStats:
+    """The numbers of one run's timeline."""
+    bars = list(run.bars.values())
+    tokens: dict[str, list[int]] = {}
+    for bar in bars:
+        if bar.execution.kind != "model":
+            continue
+        acc = tokens.setdefault(bar.response_model or bar.model or "(unknown model)", [0, 0, 0])
+        acc[0] += 1
+        acc[1] += bar.input_tokens or 0
+        acc[2] += bar.output_tokens or 0
+    parents = {bar.execution.parent_id for bar in bars}
+    now = run.final_ts
+    leaves = [bar for bar in bars if bar.execution.id not in parents]
+    leaves.sort(key=lambda b: (-b.duration_us(now), b.order))
+    counts = run.counts()
+    return RunStats(
+        run_id=run.run_id,
+        trace_id=f"{run.trace_id:032x}",
+        agent=run.agent,
+        start=run.start,
+        end=run.end,
+        duration_us=run.duration_us(),
+        state=run.state,
+        model_calls=counts["model_calls"],
+        tool_calls=counts["tool_calls"],
+        errors=counts["errors"],
+        retries=counts["retries"],
+        tokens=tuple(ModelTokens(m, c, i, o) for m, (c, i, o) in sorted(tokens.items())),
+        slowest=tuple(
+            SlowExecution(
+                execution_id=b.execution.id,
+                kind=b.execution.kind,
+                attempt=b.execution.attempt,
+                name=b.name,
+                duration_us=b.duration_us(now),
+                state=b.state,
+                span_id=f"{b.span_id:016x}",
+                first_seq=b.seq_first,
+            )
+            for b in leaves[: max(top, 0)]
+        ),
+    )
+
+
+def timeline_stats(timeline: SessionTimeline, *, top: int = DEFAULT_TOP) -> SessionStats:
+    """The numbers of a folded session file."""
+    return SessionStats(
+        session_id=timeline.session_id,
+        path=timeline.path,
+        title=timeline.title,
+        records=timeline.records,
+        runs=tuple(run_stats(r, top=top) for r in timeline.iter_runs()),
+    )
+
+
+def session_stats(path: str | os.PathLike[str], *, top: int = DEFAULT_TOP) -> SessionStats:
+    """The numbers of one session file.
+
+    Args:
+        path: The session file.
+        top: How many slowest executions to keep per run.
+
+    Raises:
+        CorruptRecordError: A complete line is damaged.
+        FormatError: The file is not a session file.
+        OSError: The file cannot be read.
+    """
+    from .viewer._timeline import load_timeline
+
+    return timeline_stats(load_timeline(path), top=top)
+
+
+def many_stats(
+    paths: Iterable[Path],
+    *,
+    top: int = DEFAULT_TOP,
+    on_file: Callable[[Path, int], None] | None = None,
+) -> Iterator[SessionStats | tuple[Path, Exception]]:
+    """Stats of several files, one at a time; a file that fails yields ``(path, error)``.
+
+    Args:
+        paths: Session files.
+        top: How many slowest executions to keep per run.
+        on_file: Called with each path and its size once it was read (progress).
+    """
+    for path in paths:
+        try:
+            stats = session_stats(path, top=top)
+        except (FormatError, OSError) as exc:
+            yield path, exc
+            continue
+        if on_file is not None:
+            on_file(path, stats_size(path))
+        yield stats
+
+
+def stats_size(path: Path) -> int:
+    """A file's size, 0 if it vanished."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

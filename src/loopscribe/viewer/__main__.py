@@ -1,0 +1,8 @@
+"""``python -m loopscribe.viewer serve|report|stats``: the viewer without the main CLI."""
+
+import sys
+
+from ._cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

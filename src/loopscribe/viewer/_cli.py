@@ -1,0 +1,400 @@
+"""``loopscribe serve``, ``loopscribe report`` and ``loopscribe stats``.
+
+``loopscribe._cli.build_parser`` hooks these in with::
+
+    from .viewer._cli import add_viewer_parsers
+    add_viewer_parsers(sub)
+
+``serve`` needs the optional web framework (``pip install 'loopscribe[serve]'``)
+and imports it only when it runs; ``report`` and ``stats`` need nothing extra.
+``python -m loopscribe.viewer`` runs the three on their own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import ipaddress
+import logging
+import os
+import socket
+import sys
+import webbrowser
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .._cli import CliError, Out, session_files
+from .._errors import FormatError, LoopscribeError
+from .._stats import DEFAULT_TOP, SessionStats, many_stats, stats_size
+
+__all__ = ["DEFAULT_PORT", "add_viewer_parsers", "main"]
+
+DEFAULT_PORT = 8765
+"""Where ``loopscribe serve`` listens unless told otherwise (the collector configs link here)."""
+
+SERVE_EXTRA_HINT = "pip install 'loopscribe[serve]'"
+
+
+def add_viewer_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``serve``, ``report`` and ``stats`` to the ``loopscribe`` parser."""
+    p = sub.add_parser(
+        "serve",
+        help="a read-only web viewer of a folder of sessions (run timelines, bodies)",
+        description=(
+            "Serve a read-only web viewer of the session files below DIR: the sessions, "
+            "their runs, each run's timeline, and the records behind every bar. "
+            "Trace backends link to /trace/TRACE_ID/span/SPAN_ID. Listens on 127.0.0.1 "
+            f"unless --host says otherwise. Needs the web framework: {SERVE_EXTRA_HINT}"
+        ),
+    )
+    p.add_argument("dir", metavar="DIR", help="a folder of session files, or one file")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; anything else exposes the bodies)",
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"port (default {DEFAULT_PORT}; 0 picks a free one and prints it)",
+    )
+    p.add_argument("--open", action="store_true", help="open the viewer in a web browser")
+    p.set_defaults(handler=cmd_serve)
+
+    p = sub.add_parser(
+        "report",
+        help="a session's run timelines as one self-contained HTML file",
+        description=(
+            "Write the run timelines of a session file, with the records behind every bar, "
+            "as one HTML file that needs no server and no network: attach it to a bug report."
+        ),
+    )
+    p.add_argument("file", metavar="FILE", help="a session file")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="HTML",
+        help="where to write the report (default: FILE's name with .report.html, here)",
+    )
+    p.add_argument(
+        "--run",
+        action="append",
+        default=[],
+        metavar="RUN_ID",
+        help="only this run (repeatable; default: every run)",
+    )
+    p.add_argument(
+        "--full", action="store_true", help="keep every body whole (default: cut long strings)"
+    )
+    p.set_defaults(handler=cmd_report)
+
+    p = sub.add_parser(
+        "stats",
+        help="per session and run: duration, calls, errors, retries, tokens, slowest",
+        description=(
+            "Per session and run: duration, model calls, tool calls, errors, retries, "
+            "tokens by model and the slowest executions."
+        ),
+    )
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="session files or folders")
+    p.add_argument(
+        "--top",
+        type=int,
+        default=DEFAULT_TOP,
+        metavar="N",
+        help=f"slowest executions shown per run (default {DEFAULT_TOP})",
+    )
+    p.set_defaults(handler=cmd_stats)
+
+
+# -- formatting ----------------------------------------------------------------------
+
+
+def duration(us: int) -> str:
+    """Microseconds as a short human duration."""
+    if us < 1_000:
+        return f"{us} µs"
+    if us < 1_000_000:
+        return f"{us / 1000:.1f} ms"
+    if us < 60_000_000:
+        return f"{us / 1e6:.2f} s"
+    minutes, rest = divmod(us, 60_000_000)
+    return f"{minutes} m {rest / 1e6:.0f} s"
+
+
+_STATE_STYLE = {"ok": "green", "error": "red", "open": "yellow", "incomplete": "yellow"}
+
+
+def _count(n: int, bad: bool = False) -> str:
+    return f"[red]{n}[/]" if bad and n else str(n)
+
+
+# -- serve ------------------------------------------------------------------------------
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    bare = host.strip("[]")
+    family = socket.AF_INET6 if ":" in bare else socket.AF_INET
+    try:
+        return socket.create_server((bare, port), family=family, backlog=128)
+    except OSError as exc:
+        hint = " (it is in use; pick another with --port, or --port 0)" if port else ""
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
+
+
+def cmd_serve(args: argparse.Namespace, out: Out) -> int:
+    """Serve the viewer until Ctrl-C or SIGTERM."""
+    missing = [m for m in ("starlette", "uvicorn") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise CliError(
+            f"`loopscribe serve` needs the web framework ({' and '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not installed): {SERVE_EXTRA_HINT}"
+        )
+    import uvicorn
+
+    from ._app import LOOPBACK_HOSTS, create_app
+    from ._store import Catalog, NotFoundError
+
+    root = Path(args.dir)
+    try:
+        catalog = Catalog(root)
+        files = catalog.files()
+    except NotFoundError as exc:
+        raise CliError(str(exc)) from None
+    # Index before listening, so the first page is quick; a bar for large folders.
+    sizes = {p: stats_size(p) for p in files}
+    with out.progress(sum(sizes.values())) as bar:
+        task = bar.add_task("indexing", total=sum(sizes.values()))
+        catalog.refresh(on_file=lambda p: bar.advance(task, sizes.get(p, 0)))
+    loopback = _is_loopback(args.host)
+    if not loopback:
+        out.stderr.print(
+            f"warning: listening on {args.host}: anyone who can reach it reads every prompt, "
+            "message and tool output in these sessions",
+            style="yellow",
+            highlight=False,
+            markup=False,
+        )
+    app = create_app(root, catalog=catalog, allowed_hosts=LOOPBACK_HOSTS if loopback else None)
+    sock = _listen(args.host, args.port)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}/"
+    sessions = len(catalog.sessions())
+    if out.json:
+        out.emit({"url": url, "root": str(catalog.root), "sessions": sessions})
+    else:
+        out.stdout.print(
+            f"loopscribe viewer on {url} — {sessions} session(s) in {catalog.root} "
+            "(read-only; Ctrl-C stops it)",
+            highlight=False,
+            markup=False,
+        )
+    sys.stdout.flush()
+    if args.open:
+        webbrowser.open(url)
+    verbose = logging.getLogger().isEnabledFor(logging.INFO)
+    config = uvicorn.Config(
+        app,
+        log_level="info" if verbose else "warning",
+        access_log=verbose,
+        lifespan="off",
+        server_header=False,
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+    return 0
+
+
+# -- report --------------------------------------------------------------------------------
+
+
+def cmd_report(args: argparse.Namespace, out: Out) -> int:
+    """Write a self-contained HTML report of a session file."""
+    from ._report import write_report
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise CliError(f"{path}: no such file")
+    target = Path(args.output) if args.output else Path(path.name).with_suffix(".report.html")
+    if target.resolve() == path.resolve():
+        raise CliError(f"{target}: that is the session file; choose another --output")
+    total = stats_size(path)
+    with out.progress(total) as bar:
+        task = bar.add_task(path.name, total=total)
+        try:
+            written = write_report(
+                path,
+                target,
+                run_ids=tuple(args.run),
+                full=args.full,
+                on_progress=lambda offset: bar.update(task, completed=offset),
+            )
+        except LookupError as exc:
+            raise CliError(str(exc).strip("'\"")) from None
+    size = written.stat().st_size
+    if out.json:
+        out.emit({"file": str(path), "report": str(written), "bytes": size})
+    else:
+        out.stdout.print(
+            f"report written to {written} ({size:,} bytes)", highlight=False, markup=False
+        )
+    return 0
+
+
+# -- stats -------------------------------------------------------------------------------------
+
+
+def cmd_stats(args: argparse.Namespace, out: Out) -> int:
+    """Print per-session and per-run statistics."""
+    files: list[Path] = []
+    for name in args.paths:
+        files.extend(session_files(Path(name)))
+    if not files:
+        raise CliError(f"no session files in {', '.join(args.paths)}")
+    results: list[SessionStats] = []
+    total = sum(stats_size(p) for p in files)
+    with out.progress(total) as bar:
+        task = bar.add_task("reading", total=total)
+        for item in many_stats(
+            files, top=args.top, on_file=lambda _p, size: bar.advance(task, size)
+        ):
+            if isinstance(item, SessionStats):
+                results.append(item)
+                if out.json:
+                    out.emit(item.to_json())
+                continue
+            path, exc = item
+            out.stderr.print(
+                f"skipped {path}: {exc}", style="yellow", highlight=False, markup=False
+            )
+    if not results:
+        raise CliError(f"none of the {len(files)} file(s) could be read as a session")
+    if not out.json:
+        _print_stats(out.stdout, results)
+    return 0
+
+
+def _session_name(s: SessionStats) -> str:
+    return s.title or s.session_id[:12]
+
+
+def _print_stats(console: Console, results: list[SessionStats]) -> None:
+    for number, s in enumerate(results):
+        if number:
+            console.print()
+        console.print(
+            f"[bold]{escape(_session_name(s))}[/]  [dim]session {s.session_id} · "
+            f"{len(s.runs)} run(s) · {s.records} records · {escape(str(s.path))}[/]",
+            highlight=False,
+        )
+        if not s.runs:
+            console.print("no runs", style="dim")
+            continue
+        runs = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+        runs.add_column("run", no_wrap=True)
+        runs.add_column("agent", min_width=11, overflow="fold")
+        runs.add_column("state", no_wrap=True)
+        runs.add_column("duration", justify="right", no_wrap=True)
+        for column in ("model\ncalls", "tool\ncalls", "errors", "retries", "tokens\nin/out"):
+            runs.add_column(column, justify="right", no_wrap=True)
+        for r in s.runs:
+            runs.add_row(
+                r.run_id[:8],
+                escape(r.agent or ""),
+                f"[{_STATE_STYLE.get(r.state, '')}]{r.state}[/]",
+                duration(r.duration_us),
+                str(r.model_calls),
+                str(r.tool_calls),
+                _count(r.errors, bad=True),
+                _count(r.retries, bad=True),
+                f"{r.input_tokens:,}/{r.output_tokens:,}",
+            )
+        console.print(runs)
+        by_model = s.tokens_by_model()
+        if by_model:
+            tokens = Table(
+                "model",
+                box=box.SIMPLE_HEAD,
+                show_edge=False,
+                pad_edge=False,
+                title="tokens by model",
+                title_justify="left",
+            )
+            for column in ("calls", "input tokens", "output tokens"):
+                tokens.add_column(column, justify="right", no_wrap=True)
+            for t in by_model:
+                tokens.add_row(
+                    escape(t.model), str(t.calls), f"{t.input_tokens:,}", f"{t.output_tokens:,}"
+                )
+            console.print(tokens)
+        slow = Table(
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            title="slowest executions",
+            title_justify="left",
+        )
+        slow.add_column("run", no_wrap=True)
+        slow.add_column("execution")
+        slow.add_column("attempt", justify="right", no_wrap=True)
+        slow.add_column("state", no_wrap=True)
+        slow.add_column("duration", justify="right", no_wrap=True)
+        slow.add_column("seq", justify="right", no_wrap=True)
+        for r in s.runs:
+            for e in r.slowest:
+                slow.add_row(
+                    r.run_id[:8],
+                    f"{escape(e.name)} [dim]{escape(e.execution_id)}[/]",
+                    str(e.attempt),
+                    f"[{_STATE_STYLE.get(e.state, '')}]{e.state}[/]",
+                    duration(e.duration_us),
+                    str(e.first_seq),
+                )
+        if slow.row_count:
+            console.print(slow)
+
+
+# -- python -m loopscribe.viewer ----------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m loopscribe.viewer serve|report|stats ...``; returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m loopscribe.viewer",
+        description="The loopscribe web viewer, HTML report and statistics.",
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable JSON lines output")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_viewer_parsers(sub)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="loopscribe: %(levelname)s: %(message)s",
+    )
+    out = Out(Console(soft_wrap=True), Console(stderr=True, soft_wrap=True), args.json)
+    handler: Callable[[argparse.Namespace, Out], int] = args.handler
+    try:
+        return handler(args, out)
+    except BrokenPipeError:  # pragma: no cover - e.g. `... stats DIR | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except (CliError, LoopscribeError, FormatError, OSError) as exc:
+        # markup=False: a message may hold brackets ('loopscribe[serve]', paths).
+        out.stderr.print(f"loopscribe: error: {exc}", highlight=False, style="red", markup=False)
+        return 1

@@ -1,0 +1,68 @@
+"""The one HTML page both the server and the report render: a shell, JSON data, one script.
+
+The page's content is built in the browser by ``static/viewer.js`` from the
+JSON embedded in ``<script id="ls-data" type="application/json">``. The
+server links the script and stylesheet; the report inlines them, so the
+report needs no network and no server.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import orjson
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
+"""Host headers the viewer answers when it listens on a loopback address."""
+
+_SLOT = re.compile(r"\{\{(\w+)\}\}")
+
+
+@cache
+def asset(name: str) -> str:
+    """The text of a packaged file (``static/viewer.js``, ``templates/page.html``, ...)."""
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def embed_json(data: Any) -> str:
+    """JSON that is safe inside ``<script type="application/json">``.
+
+    ``<`` only occurs inside JSON strings, where ``\\u003c`` means the same,
+    so no ``</script>`` or ``<!--`` in a body can end the element early.
+    """
+    return orjson.dumps(data).decode().replace("<", "\\u003c")
+
+
+def render(title: str, data: Any, *, inline: bool, csp: str | None = None) -> str:
+    """The page: ``title``, the embedded ``data``, and the viewer's assets.
+
+    Args:
+        title: The document title (escaped here).
+        data: What the script renders (see ``viewer.js``).
+        inline: Inline the stylesheet and script (the report) instead of linking them.
+        csp: A Content-Security-Policy for a ``<meta>`` element (the report's).
+    """
+    if inline:
+        # "</" cannot occur in our own assets; guard it anyway so an edit cannot break out.
+        css = asset("static/viewer.css").replace("</", "<\\/")
+        js = asset("static/viewer.js").replace("</", "<\\/")
+        head = f"<style>\n{css}\n</style>"
+        scripts = f"<script>\n{js}\n</script>"
+    else:
+        head = '<link rel="stylesheet" href="/static/viewer.css">'
+        scripts = '<script src="/static/viewer.js" defer></script>'
+    if csp:
+        policy = html.escape(csp, quote=False).replace('"', "&quot;")
+        head = f'<meta http-equiv="Content-Security-Policy" content="{policy}">\n{head}'
+    values = {
+        "title": html.escape(title),
+        "head": head,
+        "data": embed_json(data),
+        "scripts": scripts,
+    }
+    # One pass: text put into a slot is never scanned for slots again.
+    return _SLOT.sub(lambda m: values[m[1]], asset("templates/page.html"))

@@ -1,0 +1,552 @@
+"""The run timeline: every execution attempt of a run as a bar, folded from records.
+
+One fold serves the web viewer, ``loopscribe report`` and ``loopscribe
+stats``, and it reads the records the way :class:`~loopscribe.otel.SpanBridge`
+does, so a bar is exactly a span:
+
+* a bar starts at its attempt's first record and ends at its terminal record
+  (``model_exec_end``, ``tool_exec_end``, ``turn_end``, ``agent_end``,
+  ``context_transform_end``); its span ID is derived from the same
+  coordinates, and its parent is the latest attempt of ``parent_id`` seen
+  when it started (else the run);
+* its outcome is ``error`` when the terminal record has ``error`` or
+  ``is_error``, ``incomplete`` when ``run_close`` came first, ``open`` while
+  nothing has ended it yet (the run is still being written, or was
+  interrupted), else ``ok``;
+* records after the terminal one (``retry_scheduled``, a late
+  ``message_end``) still belong to the bar's records, not to its time range.
+
+The fold never keeps a body: only labels (model, tool, agent names, token
+counts, ``error.type``), sequence numbers, and each record's byte offset and
+size, so a record can be read back alone with ``os.pread``.
+:class:`SessionTimeline` advances from where it stopped as its file grows.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from .. import events as ev
+from .._errors import FormatError
+from .._fields import field as get_field
+from .._fields import plain, text, token_usage
+from .._format import Scanner
+from .._model import Execution, Record
+from .._reader import to_record
+from ..otel._bridge import TERMINAL_TYPES, _error_type
+from ..otel._ids import parse_traceparent, run_span_id, span_id, trace_id
+
+__all__ = ["Bar", "BarState", "RunTimeline", "SessionTimeline", "load_timeline"]
+
+BarState = Literal["ok", "error", "open", "incomplete"]
+
+_BLOCK_BYTES = 1 << 16
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def epoch_us(ts: datetime) -> int:
+    """Microseconds since the Unix epoch (integer arithmetic, no float rounding)."""
+    return (ts - _EPOCH) // _MICROSECOND
+
+
+def iso(ts: datetime | None) -> str | None:
+    """A timestamp as stored in session files (UTC, ``Z``)."""
+    return None if ts is None else ts.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+@dataclass(slots=True)
+class Bar:
+    """One execution attempt: a span in the trace backend, a bar on the timeline."""
+
+    execution: Execution
+    span_id: int
+    parent_span_id: int
+    order: int
+    start: datetime
+    seq_first: int
+    seq_last: int
+    end: datetime | None = None
+    state: BarState = "open"
+    error_type: str | None = None
+    seqs: list[int] = field(default_factory=list)
+    model: str | None = None
+    response_model: str | None = None
+    provider: str | None = None
+    tool: str | None = None
+    agent: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    retried: bool = False
+    """A later attempt of the same execution exists."""
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """``(execution id, attempt)``."""
+        return self.execution.id, self.execution.attempt
+
+    @property
+    def name(self) -> str:
+        """The span's name, as the bridge gives it."""
+        ex = self.execution
+        if ex.kind == "model":
+            model = self.model or self.response_model
+            return f"chat {model}" if model else "chat"
+        if ex.kind == "tool":
+            return f"execute_tool {self.tool}" if self.tool else "execute_tool"
+        return f"{ex.kind} {ex.id}"
+
+    @property
+    def label(self) -> str:
+        """A short label for a timeline row."""
+        ex = self.execution
+        if ex.kind == "model":
+            return self.response_model or self.model or ex.id
+        if ex.kind == "tool":
+            return self.tool or ex.id
+        if ex.kind == "agent" and self.agent:
+            return self.agent
+        return ex.id
+
+    def duration_us(self, now: datetime) -> int:
+        """Microseconds from start to end (or to ``now`` while open); never negative."""
+        return max(0, epoch_us(self.end or now) - epoch_us(self.start))
+
+    def absorb(self, record: Record) -> None:
+        """Take the labels a record holds (never a body), like the span bridge."""
+        data = record.data
+        kind = record.type
+        if kind in (ev.MODEL_EXEC_START, ev.MODEL_ROUTE, ev.MODEL_REQUEST):
+            self.model = text(plain(data.get("model"))) or self.model
+            self.provider = text(plain(data.get("provider"))) or self.provider
+        elif kind == ev.MODEL_EXEC_END:
+            message = plain(data.get("message"))
+            if message is None:
+                message = plain(data.get("partial_message"))
+            self.response_model = (
+                text(plain(data.get("model")))
+                or text(get_field(message, "model"))
+                or self.response_model
+            )
+            self.provider = (
+                self.provider
+                or text(plain(data.get("provider")))
+                or text(get_field(message, "provider"))
+            )
+            usage = token_usage(plain(data.get("usage")))
+            if usage is None:
+                usage = token_usage(get_field(message, "usage"))
+            if usage is not None:
+                self.input_tokens = usage.input_tokens
+                self.output_tokens = usage.output_tokens
+        elif kind in (ev.TOOL_EXEC_START, ev.TOOL_INVOKE_START, ev.TOOL_EXEC_END):
+            self.tool = text(plain(data.get("tool"))) or self.tool
+        elif kind in (ev.AGENT_START, ev.AGENT_END):
+            self.agent = self.agent or text(plain(data.get("agent")))
+
+
+@dataclass(slots=True)
+class RunTimeline:
+    """One run: its trace, its bars in start order, and its own records."""
+
+    session_id: str
+    run_id: str
+    trace_id: int
+    span_id: int
+    host_span_id: int | None
+    start: datetime
+    seq_first: int
+    seq_last: int
+    last_ts: datetime
+    end: datetime | None = None
+    agent: str | None = None
+    error_type: str | None = None
+    bars: dict[tuple[str, int], Bar] = field(default_factory=dict)
+    records: list[int] = field(default_factory=list)
+    """Seqs of the run's records outside any execution (run_start, checkpoints, ...)."""
+    latest: dict[str, int] = field(default_factory=dict)
+    by_span: dict[int, tuple[str, int]] = field(default_factory=dict)
+
+    @property
+    def closed(self) -> bool:
+        """``run_close`` was written."""
+        return self.end is not None
+
+    @property
+    def state(self) -> BarState:
+        """The run's outcome: ``error`` from the top-level agent, ``open`` until run_close."""
+        if self.error_type:
+            return "error"
+        return "ok" if self.closed else "open"
+
+    @property
+    def first_ts(self) -> datetime:
+        """The earliest time on the run's timeline (source clocks may precede run_start)."""
+        starts = [bar.start for bar in self.bars.values()]
+        return min([self.start, *starts])
+
+    @property
+    def final_ts(self) -> datetime:
+        """The latest time on the run's timeline: run_close, or the newest record so far."""
+        ends = [bar.end for bar in self.bars.values() if bar.end is not None]
+        return max([self.end or self.last_ts, self.last_ts, *ends])
+
+    def duration_us(self) -> int:
+        """Microseconds covered by the timeline."""
+        return max(0, epoch_us(self.final_ts) - epoch_us(self.first_ts))
+
+    def bar_of_span(self, span: int) -> Bar | None:
+        """The bar of an execution span ID, or ``None``."""
+        key = self.by_span.get(span)
+        return None if key is None else self.bars.get(key)
+
+    def rows(self) -> list[tuple[int, str, list[Bar]]]:
+        """Timeline rows, depth first: ``(depth, execution id, its attempts)``.
+
+        All attempts of one execution share a row, so a retry sits beside the
+        attempt it replaces; children follow their parent, in start order.
+        """
+        attempts: dict[str, list[Bar]] = {}
+        for bar in sorted(self.bars.values(), key=lambda b: b.order):
+            attempts.setdefault(bar.execution.id, []).append(bar)
+        children: dict[str | None, list[str]] = {}
+        for exec_id, bars in attempts.items():
+            parent = bars[0].execution.parent_id
+            if parent is not None and (parent not in attempts or parent == exec_id):
+                parent = None  # the parent left no record: show it at the top
+            children.setdefault(parent, []).append(exec_id)
+        out: list[tuple[int, str, list[Bar]]] = []
+        seen: set[str] = set()
+        stack = [(0, exec_id) for exec_id in reversed(children.get(None, []))]
+        while stack:
+            depth, exec_id = stack.pop()
+            if exec_id in seen:
+                continue
+            seen.add(exec_id)
+            out.append((depth, exec_id, attempts[exec_id]))
+            stack.extend((depth + 1, c) for c in reversed(children.get(exec_id, [])))
+        # Executions only reachable through a parent cycle: still show them.
+        out.extend((0, e, attempts[e]) for e in attempts if e not in seen)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The run as the viewer's timeline JSON: references and labels, never bodies."""
+        t0 = epoch_us(self.first_ts)
+        final = self.final_ts
+        has_children = {bar.execution.parent_id for bar in self.bars.values()}
+        rows = []
+        for depth, exec_id, bars in self.rows():
+            rows.append(
+                {
+                    "id": exec_id,
+                    "kind": bars[0].execution.kind,
+                    "depth": depth,
+                    "label": bars[-1].label,
+                    "leaf": exec_id not in has_children,
+                    "bars": [_bar_json(bar, t0, final) for bar in bars],
+                }
+            )
+        return {
+            "session_id": self.session_id,
+            "run_id": self.run_id,
+            "trace_id": f"{self.trace_id:032x}",
+            "span_id": f"{self.span_id:016x}",
+            "host_span_id": None if self.host_span_id is None else f"{self.host_span_id:016x}",
+            "start": iso(self.start),
+            "end": iso(self.end),
+            "t0": iso(self.first_ts),
+            "duration_us": self.duration_us(),
+            "closed": self.closed,
+            "state": self.state,
+            "agent": self.agent,
+            "error_type": self.error_type,
+            "seq_first": self.seq_first,
+            "seq_last": self.seq_last,
+            "records": list(self.records),
+            "rows": rows,
+            "counts": self.counts(),
+        }
+
+    def counts(self) -> dict[str, int]:
+        """Model calls, tool calls, errors and retries (each attempt counts)."""
+        bars = self.bars.values()
+        return {
+            "executions": len(bars),
+            "model_calls": sum(1 for b in bars if b.execution.kind == "model"),
+            "tool_calls": sum(1 for b in bars if b.execution.kind == "tool"),
+            "errors": sum(1 for b in bars if b.state == "error"),
+            "retries": sum(1 for b in bars if b.execution.attempt > 1),
+        }
+
+
+def _bar_json(bar: Bar, t0: int, final: datetime) -> dict[str, Any]:
+    ex = bar.execution
+    return {
+        "id": ex.id,
+        "kind": ex.kind,
+        "attempt": ex.attempt,
+        "parent_id": ex.parent_id,
+        "span_id": f"{bar.span_id:016x}",
+        "parent_span_id": f"{bar.parent_span_id:016x}",
+        "name": bar.name,
+        "label": bar.label,
+        "start_us": epoch_us(bar.start) - t0,
+        "end_us": epoch_us(bar.end or final) - t0,
+        "start": iso(bar.start),
+        "end": iso(bar.end),
+        "state": bar.state,
+        "error_type": bar.error_type,
+        "retried": bar.retried,
+        "seq_first": bar.seq_first,
+        "seq_last": bar.seq_last,
+        "seqs": list(bar.seqs),
+        "model": bar.response_model or bar.model,
+        "provider": bar.provider,
+        "tool": bar.tool,
+        "agent": bar.agent,
+        "input_tokens": bar.input_tokens,
+        "output_tokens": bar.output_tokens,
+    }
+
+
+class SessionTimeline:
+    """A session file's runs, bars and record offsets, advanced as the file grows.
+
+    Build it with :meth:`refresh` (or :func:`load_timeline`); call
+    :meth:`refresh` again to take in records appended since. A file that was
+    replaced or shrank below what was read is folded anew.
+
+    Attributes:
+        path: The session file.
+        session_id: From its ``session_start`` (empty until that is read).
+        metadata: ``session_start`` metadata updated by ``session_update`` records.
+        runs: By run ID, in the order they started.
+        session_records: Seqs of records outside any run.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._reset(None)
+
+    def _reset(self, st: os.stat_result | None) -> None:
+        self.session_id = ""
+        self.created: datetime | None = None
+        self.updated: datetime | None = None
+        self.metadata: dict[str, Any] = {}
+        self.runs: dict[str, RunTimeline] = {}
+        self.session_records: list[int] = []
+        self._offsets = array("q")
+        self._sizes = array("q")
+        self._scanner = Scanner(self.path)
+        self._end = 0
+        self._lines = 0
+        self._order = 0
+        self._stamp: tuple[int, int, int] | None = None
+        self._inode = None if st is None else st.st_ino
+
+    # -- reading ------------------------------------------------------------------
+
+    @property
+    def records(self) -> int:
+        """Complete records read so far."""
+        return len(self._offsets)
+
+    @property
+    def end_offset(self) -> int:
+        """Where the last complete record read ends."""
+        return self._end
+
+    def locate(self, seq: int) -> tuple[int, int] | None:
+        """``(offset, size)`` of record ``seq``, or ``None`` if it has not been read."""
+        if 0 <= seq < len(self._offsets):
+            return self._offsets[seq], self._sizes[seq]
+        return None
+
+    def refresh(self, st: os.stat_result | None = None) -> bool:
+        """Read what was appended since the last call.
+
+        Args:
+            st: A fresh ``os.stat`` of the file, if the caller has one.
+
+        Returns:
+            Whether the file changed since the last call.
+
+        Raises:
+            CorruptRecordError: A complete line is damaged.
+            UnsupportedVersionError: The file's format version is not supported.
+            FormatError: The file is not a session file.
+            OSError: The file cannot be read.
+        """
+        st = st or self.path.stat()
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if stamp == self._stamp:
+            return False
+        if self._inode != st.st_ino or st.st_size < self._end:
+            self._reset(st)  # replaced or cut below what was read: fold it anew
+        self._advance(st)
+        return True
+
+    def _advance(self, st: os.stat_result) -> None:
+        try:
+            with open(self.path, "rb", buffering=_BLOCK_BYTES) as stream:
+                stream.seek(self._end)
+                for number, offset, raw, obj in self._scanner.lines(
+                    stream, offset=self._end, first_line=self._lines + 1
+                ):
+                    self._feed(to_record(self._scanner, number, offset, raw, obj, None))
+                    self._lines = number
+                self._end = self._scanner.end_offset
+        except BaseException:
+            self._stamp = None  # fold anew next time rather than trust a half-read state
+            self._reset(st)
+            raise
+        if not self.session_id:
+            raise FormatError(f"{self.path}: not a session file (no session_start)", path=self.path)
+        self._stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def _feed(self, record: Record) -> None:
+        self._offsets.append(record.offset)
+        self._sizes.append(record.size)
+        self.updated = record.ts
+        if record.type == ev.SESSION_START:
+            self.session_id, self.created = record.session_id, record.ts
+            self.metadata.update(_mapping(record.data.get("metadata")))
+        elif record.type == ev.SESSION_UPDATE:
+            self.metadata.update(_mapping(record.data.get("fields")))
+        run_id = record.run_id
+        if run_id is None:
+            self.session_records.append(record.seq)
+            return
+        run = self.runs.get(run_id)
+        if record.type == ev.RUN_START or run is None:
+            run = self.runs[run_id] = self._new_run(record)
+        run.seq_last = record.seq
+        run.last_ts = max(run.last_ts, record.ts)
+        execution = record.execution
+        if execution is None:
+            run.records.append(record.seq)
+            if record.type == ev.RUN_CLOSE:
+                self._close_run(run, record)
+            return
+        if record.type in (ev.AGENT_START, ev.AGENT_END) and execution.parent_id is None:
+            run.agent = run.agent or text(plain(record.data.get("agent")))
+            if record.type == ev.AGENT_END:
+                run.error_type = _error_type(record.data)
+        key = (execution.id, execution.attempt)
+        bar = run.bars.get(key)
+        if bar is None:
+            bar = self._new_bar(run, record, execution)
+        bar.seqs.append(record.seq)
+        if bar.state != "open":
+            return  # a late record (retry_scheduled, message_end): listed, not timed
+        bar.seq_last = record.seq
+        bar.absorb(record)
+        if record.type in TERMINAL_TYPES:
+            bar.end = record.ts
+            bar.error_type = _error_type(record.data)
+            bar.state = "error" if bar.error_type else "ok"
+
+    def _new_run(self, record: Record) -> RunTimeline:
+        session_id, run_id = record.session_id, record.run_id or ""
+        host = None
+        if record.type == ev.RUN_START:
+            host = parse_traceparent(record.data.get("traceparent"))
+        tid = trace_id(session_id, run_id) if host is None else host.trace_id
+        return RunTimeline(
+            session_id=session_id,
+            run_id=run_id,
+            trace_id=tid,
+            span_id=run_span_id(session_id, run_id),
+            host_span_id=None if host is None else host.span_id,
+            start=record.ts,
+            seq_first=record.seq,
+            seq_last=record.seq,
+            last_ts=record.ts,
+        )
+
+    def _new_bar(self, run: RunTimeline, record: Record, execution: Execution) -> Bar:
+        sid = span_id(run.session_id, run.run_id, execution.id, execution.attempt)
+        parent = run.span_id
+        if execution.parent_id is not None and execution.parent_id in run.latest:
+            psid = span_id(
+                run.session_id, run.run_id, execution.parent_id, run.latest[execution.parent_id]
+            )
+            parent = run.span_id if psid == sid else psid
+        bar = Bar(execution, sid, parent, self._order, record.ts, record.seq, record.seq)
+        self._order += 1
+        for earlier in range(1, execution.attempt):
+            previous = run.bars.get((execution.id, earlier))
+            if previous is not None:
+                previous.retried = True
+        run.latest[execution.id] = execution.attempt
+        run.bars[bar.key] = bar
+        run.by_span[sid] = bar.key
+        return bar
+
+    @staticmethod
+    def _close_run(run: RunTimeline, record: Record) -> None:
+        run.end = record.ts
+        for bar in run.bars.values():
+            if bar.state == "open":
+                bar.state = "incomplete"
+                bar.end = record.ts
+                bar.seq_last = record.seq
+
+    # -- views ---------------------------------------------------------------------
+
+    @property
+    def title(self) -> str | None:
+        """The session's title, if it has one."""
+        return text(self.metadata.get("title"))
+
+    def iter_runs(self) -> Iterator[RunTimeline]:
+        """The runs, in the order they started."""
+        return iter(self.runs.values())
+
+    def find_span(self, trace: int, span: int) -> tuple[RunTimeline, Bar | None] | None:
+        """The run (and bar, for an execution span) behind a trace and span ID."""
+        for run in self.runs.values():
+            if run.trace_id != trace:
+                continue
+            if run.span_id == span:
+                return run, None
+            bar = run.bar_of_span(span)
+            if bar is not None:
+                return run, bar
+        return None
+
+    def run_of_seq(self, seq: int) -> tuple[RunTimeline | None, Bar | None]:
+        """The run and bar a record belongs to (linear in the run's bars; for one record)."""
+        for run in self.runs.values():
+            if not run.seq_first <= seq <= run.seq_last:
+                continue
+            if seq in run.records:
+                return run, None
+            for bar in run.bars.values():
+                if seq in bar.seqs:
+                    return run, bar
+        return None, None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def load_timeline(path: str | os.PathLike[str]) -> SessionTimeline:
+    """Fold a session file into its timeline.
+
+    Raises:
+        CorruptRecordError: A complete line is damaged.
+        UnsupportedVersionError: The file's format version is not supported.
+        FormatError: The file is not a session file.
+        OSError: The file cannot be read.
+    """
+    timeline = SessionTimeline(path)
+    timeline.refresh()
+    return timeline

@@ -1,0 +1,154 @@
+"""`loopscribe serve|report|stats` on the command line: tables, --json, clear errors."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+import orjson
+import pytest
+
+from loopscribe.viewer import _cli as viewer_cli
+from loopscribe.viewer._cli import add_viewer_parsers, main
+
+from .conftest import TOOL_OUTPUT, Demo
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run the viewer's commands in-process and capture their output."""
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_the_parsers_hook_into_a_loopscribe_parser() -> None:
+    """`add_viewer_parsers(sub)` is all `loopscribe._cli.build_parser` needs."""
+    parser = argparse.ArgumentParser(prog="loopscribe")
+    parser.add_argument("--json", action="store_true")
+    add_viewer_parsers(parser.add_subparsers(dest="command", required=True))
+    serve = parser.parse_args(["serve", "sessions"])
+    assert (serve.handler, serve.host, serve.port) == (viewer_cli.cmd_serve, "127.0.0.1", 8765)
+    report = parser.parse_args(["report", "s.jsonl", "-o", "r.html", "--run", "a", "--run", "b"])
+    assert (report.output, report.run, report.full) == ("r.html", ["a", "b"], False)
+    stats = parser.parse_args(["--json", "stats", "a.jsonl", "dir", "--top", "3"])
+    assert (stats.paths, stats.top, stats.json) == (["a.jsonl", "dir"], 3, True)
+
+
+def test_stats_table(demo: Demo, capsys: pytest.CaptureFixture[str]) -> None:
+    """Per session and run, in tables; no colour codes when stdout is not a terminal."""
+    code, out, err = run_cli(capsys, "stats", str(demo.path.parent))
+    assert code == 0, err
+    assert "research demo" in out
+    assert demo.run_id[:8] in out
+    assert "tokens by model" in out
+    assert "gpt-demo" in out
+    assert "slowest executions" in out
+    assert "chat gpt-demo" in out
+    assert "\x1b[" not in out
+
+
+def test_stats_json(demo: Demo, capsys: pytest.CaptureFixture[str]) -> None:
+    """--json: one object per session, runs nested, every number of the issue."""
+    code, out, _ = run_cli(capsys, "--json", "stats", str(demo.path), "--top", "3")
+    assert code == 0
+    (line,) = out.splitlines()
+    stats = orjson.loads(line)
+    assert stats["session_id"] == demo.session_id
+    assert (stats["model_calls"], stats["tool_calls"], stats["errors"], stats["retries"]) == (
+        4,
+        3,
+        2,
+        1,
+    )
+    assert stats["tokens_by_model"] == [
+        {"model": "gpt-demo", "calls": 4, "input_tokens": 3974, "output_tokens": 223}
+    ]
+    (run,) = stats["runs"]
+    assert run["duration_us"] > 3_000_000
+    slowest = [(s["execution_id"], s["attempt"]) for s in run["slowest"]]
+    assert slowest == [("model_3", 1), ("model_2", 2), ("model_1", 1)]
+    assert run["slowest"][0]["span_id"] == demo.span_hex("model_3")
+
+
+def test_stats_skips_what_is_not_a_session(
+    demo: Demo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stray .jsonl is named on stderr; with nothing readable the exit status is 1."""
+    stray = demo.path.parent / "notes.jsonl"
+    stray.write_text('{"a": 1}\n')
+    code, out, err = run_cli(capsys, "--json", "stats", str(demo.path.parent))
+    assert code == 0
+    assert len(out.splitlines()) == 1
+    assert "skipped" in err
+    assert "notes.jsonl" in err
+    code, _, err = run_cli(capsys, "stats", str(stray))
+    assert code == 1
+    assert "could be read as a session" in err
+    code, _, err = run_cli(capsys, "stats", str(tmp_path / "missing"))
+    assert code == 1
+    assert "no such file or folder" in err
+
+
+def test_report_writes_one_html_file(
+    demo: Demo, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """-o names the file; without it the report lands here, named after the session file."""
+    target = tmp_path / "report.html"
+    code, out, err = run_cli(capsys, "report", str(demo.path), "-o", str(target))
+    assert code == 0, err
+    assert f"report written to {target}" in out
+    assert TOOL_OUTPUT in target.read_text()
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_cli(capsys, "--json", "report", str(demo.path))
+    assert code == 0
+    written = orjson.loads(out)
+    assert written["report"] == "research.report.html"
+    assert (tmp_path / "research.report.html").is_file()
+
+
+def test_report_errors_are_one_clear_line(
+    demo: Demo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unknown run, a missing file, or the session file as output: exit status 1."""
+    code, _, err = run_cli(capsys, "report", str(demo.path), "--run", "nope", "-o", "x.html")
+    assert code == 1
+    assert f"no run nope (its runs: {demo.run_id})" in err
+    code, _, err = run_cli(capsys, "report", str(tmp_path / "missing.jsonl"))
+    assert (code, "no such file" in err) == (1, True)
+    code, _, err = run_cli(capsys, "report", str(demo.path), "-o", str(demo.path))
+    assert (code, "that is the session file" in err) == (1, True)
+
+
+def test_serve_without_the_extra_names_the_install_command(
+    demo: Demo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without Starlette and uvicorn, serve says: pip install 'loopscribe[serve]'."""
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, package: str | None = None) -> object:
+        return None if name in ("starlette", "uvicorn") else real(name, package)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    code, _, err = run_cli(capsys, "serve", str(demo.path.parent))
+    assert code == 1
+    assert "pip install 'loopscribe[serve]'" in err
+
+
+def test_serve_refuses_a_missing_folder_and_a_busy_port(
+    demo: Demo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both are one line on stderr, before anything listens."""
+    code, _, err = run_cli(capsys, "serve", str(tmp_path / "nowhere"))
+    assert code == 1
+    assert "no such folder" in err
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code, _, err = run_cli(capsys, "serve", str(demo.path.parent), "--port", str(port))
+    assert code == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in err
+    assert not list(tmp_path.glob("nowhere*"))  # a read-only viewer creates nothing

@@ -1,0 +1,89 @@
+"""`loopscribe report`: one self-contained HTML file, no network, bodies embedded."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from loopscribe import Execution, Session
+from loopscribe import events as ev
+from loopscribe.viewer import build_report, write_report
+from loopscribe.viewer._report import REPORT_STRING_LIMIT_CHARS
+
+from .conftest import TOOL_OUTPUT, Demo, record_demo
+
+
+def embedded(html: str) -> dict[str, Any]:
+    """The data the report's script draws."""
+    match = re.search(r'<script id="ls-data" type="application/json">(.*?)</script>', html, re.S)
+    assert match is not None
+    data: dict[str, Any] = orjson.loads(match[1])
+    return data
+
+
+def test_the_report_needs_nothing_from_the_network(demo: Demo) -> None:
+    """Script and style are inline; the CSP forbids every request; no URL is loaded."""
+    html = build_report(demo.path)
+    assert "default-src 'none'" in html
+    assert not re.search(r"<script[^>]*\bsrc=", html)
+    assert not re.search(r'<link[^>]*rel="stylesheet"', html)
+    assert not re.search(r'(?:src|href)="(?:https?:)?//', html)
+    assert "RunView" in html  # the viewer's script, inline
+
+
+def test_the_report_embeds_timeline_and_records(demo: Demo) -> None:
+    """Every run's timeline and every record behind its bars, bodies decoded."""
+    data: dict[str, Any] = embedded(build_report(demo.path))
+    assert data["mode"] == "report"
+    (run,) = data["runs"]
+    assert run["trace_id"] == demo.trace_hex
+    records = data["records"]
+    assert isinstance(records, dict)
+    seqs = {s for row in run["rows"] for bar in row["bars"] for s in bar["seqs"]}
+    assert seqs | set(run["records"]) == {int(k) for k in records}
+    results = [r for r in records.values() if r["type"] == "tool_exec_end"]
+    assert any(r["data"]["result"]["content"][0]["text"] == TOOL_OUTPUT for r in results)
+
+
+def test_long_bodies_are_cut_unless_full(tmp_path: Path) -> None:
+    """A report keeps strings up to a limit; --full keeps them whole."""
+    big = "y" * (REPORT_STRING_LIMIT_CHARS * 3)
+    demo = record_demo(tmp_path / "s.jsonl", big_output=big)
+    clipped = build_report(demo.path)
+    assert big not in clipped
+    assert len(clipped) < len(big)
+    whole = write_report(demo.path, tmp_path / "full.html", full=True)
+    assert big in whole.read_text()
+    assert not list(tmp_path.glob(".*.partial"))
+
+
+def test_a_body_cannot_close_the_data_element(tmp_path: Path) -> None:
+    """`</script>` inside a recorded body stays data."""
+    path = tmp_path / "s.jsonl"
+    evil = "</script><script>alert(1)</script><!--"
+    with Session.create(path) as session, session.begin_run() as run:
+        run.record(ev.tool_exec_end(Execution("t", "tool"), "echo", evil))
+    html = build_report(path)
+    assert html.count("</script>") == 2  # the data element and the viewer's script
+    records = embedded(html)["records"]
+    assert isinstance(records, dict)
+    assert any(r["data"].get("result") == evil for r in records.values())
+
+
+def test_only_the_runs_asked_for(tmp_path: Path) -> None:
+    """run_ids picks runs; an unknown one is a LookupError naming the runs there are."""
+    path = tmp_path / "two.jsonl"
+    with Session.create(path) as session:
+        ids = []
+        for n in range(2):
+            with session.begin_run() as run:
+                run.record(ev.tool_exec_end(Execution("t", "tool"), "echo", f"run-{n}"))
+                ids.append(run.id)
+    data = embedded(build_report(path, run_ids=(ids[1],)))
+    assert [r["run_id"] for r in data["runs"]] == [ids[1]]
+    with pytest.raises(LookupError, match=ids[0]):
+        build_report(path, run_ids=("nope",))
