@@ -33,9 +33,14 @@ e2e: $(STAMP)
 	PYTHON=$(PYTHON) bash scripts/e2e-setup.sh $(PHOENIX_VENV)
 	LOOPSCRIBE_PHOENIX=$(PHOENIX_VENV)/bin/phoenix $(BIN)/pytest tests/e2e
 
+# Speed and memory targets (not tests): each prints ratios against a baseline
+# measured in the same run.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/record.py
 	$(BIN)/python benchmarks/read.py
+	$(BIN)/python benchmarks/bridge.py
+	$(BIN)/python benchmarks/workspace.py
+	$(BIN)/python benchmarks/importers.py
 
 clean:
 	rm -rf $(VENV) $(PHOENIX_VENV) .mypy_cache .pytest_cache .ruff_cache
