@@ -233,3 +233,28 @@ def test_no_implicit_snapshot_at_lifecycle_events(session_path: Path) -> None:
     assert b"CANARY-STATE" not in session_path.read_bytes()
     assert all(r.type != "checkpoint" for r in read(session_path))
     assert load_checkpoint(session_path) is None
+
+
+def test_a_detached_run_resumes_in_a_later_process_as_the_same_run(session_path: Path) -> None:
+    """detach leaves the run open without run_close; resume_run continues it, with source times."""
+    began = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    with Session.create(session_path) as s:
+        run = s.begin_run(timestamp=began)
+        run.record(Event("turn_start", Execution("t1", "turn")))
+        run.detach()
+        assert s.run is None
+    assert [r.type for r in read(session_path)][-1] == "turn_start"
+    with Session.open(session_path) as again:
+        with pytest.raises(RunStateError, match="not the file's last open run"):
+            again.resume_run("0" * 16)
+        resumed = again.resume_run(run.id)
+        resumed.record(Event("turn_end", Execution("t1", "turn")))
+        resumed.close(timestamp=began + timedelta(seconds=3))
+        with pytest.raises(RunStateError):
+            again.resume_run(run.id)  # closed now
+    records = list(read(session_path))
+    assert {r.run_id for r in records if r.run_id} == {run.id}
+    assert [r.type for r in records].count("run_start") == 1
+    assert records[1].ts == began
+    assert records[-1].type == "run_close"
+    assert records[-1].ts == began + timedelta(seconds=3)

@@ -526,9 +526,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_verify)
 
     # Imported here: the viewer's CLI module imports this one.
+    from .importers._cli import add_import_parser
     from .viewer._cli import add_viewer_parsers
 
     add_viewer_parsers(sub)
+    add_import_parser(sub)
     return parser
 
 

@@ -32,6 +32,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -180,6 +181,7 @@ class Session:
         checkpoint: tuple[int, int] | None = None,
         chain_head: str | None = None,
         redact: LineRedactor | None = None,
+        open_run: str | None = None,
     ) -> None:
         """Use :meth:`create` or :meth:`open`; this constructor is internal."""
         self._fd = fd
@@ -190,6 +192,8 @@ class Session:
         self._next_seq = next_seq
         self._size = size
         self._checkpoint = checkpoint
+        # The file's last run when it has no run_close: the one resume_run() may continue.
+        self._open_run_id = open_run
         self._lock = threading.RLock()
         self._pid = os.getpid()
         self._forks = _forks[0]
@@ -315,12 +319,18 @@ class Session:
             _lock(fd, path)
             scanner = Scanner(path)
             checkpoint: tuple[int, int] | None = None
+            open_run: str | None = None
             last = b""
             with open(path, "rb", buffering=_SCAN_BUFFER_BYTES) as stream:
                 for _number, offset, raw, obj in scanner.lines(stream):
                     last = raw
-                    if obj["type"] == ev.CHECKPOINT:
+                    kind = obj["type"]
+                    if kind == ev.CHECKPOINT:
                         checkpoint = (offset, len(raw))
+                    elif kind == ev.RUN_START:
+                        open_run = obj.get("run_id")
+                    elif kind == ev.RUN_CLOSE and obj.get("run_id") == open_run:
+                        open_run = None
             if scanner.session_id is None:
                 raise FormatError(
                     f"{path}: no complete session_start record; the file is empty or was "
@@ -354,6 +364,7 @@ class Session:
             checkpoint=checkpoint,
             chain_head=_chain_head(scanner.start, last),
             redact=redact,
+            open_run=open_run,
         )
 
     # -- properties ----------------------------------------------------
@@ -410,7 +421,13 @@ class Session:
 
     # -- runs and checkpoints ------------------------------------------
 
-    def begin_run(self, *, parent: str | Context | None = None, actor: Actor | None = None) -> Run:
+    def begin_run(
+        self,
+        *,
+        parent: str | Context | None = None,
+        actor: Actor | None = None,
+        timestamp: datetime | None = None,
+    ) -> Run:
         """Start a run with a fresh random ``run_id`` and write ``run_start``.
 
         Args:
@@ -419,6 +436,8 @@ class Session:
                 It is stored in ``run_start``, so live export and replay both
                 put the run in the host's trace.
             actor: Who the run is attributed to (stored in ``run_start``).
+            timestamp: When the run began at the source (an importer's
+                transcript line); ``None`` means now.
 
         Raises:
             RunStateError: A run is already open on this Session.
@@ -437,7 +456,34 @@ class Session:
                     "beginning another (one open run per Session)"
                 )
             run = Run(self, secrets.token_hex(8))
-            self._append(ev.RUN_START, run.id, None, start, None)
+            self._append(ev.RUN_START, run.id, None, start, timestamp)
+            self._run = run
+            self._open_run_id = run.id
+            return run
+
+    def resume_run(self, run_id: str) -> Run:
+        """Continue the file's last run, left open by :meth:`Run.detach` (or a crash).
+
+        Nothing is written: the records that follow carry ``run_id`` again, so
+        readers and a replaying SpanBridge see one run. Importers use it to
+        continue a turn that a later import of the transcript completes.
+
+        Raises:
+            RunStateError: A run is open on this Session, or ``run_id`` is not
+                the file's last run or that run is closed.
+        """
+        with self._lock:
+            self._check_usable()
+            if self._run is not None:
+                raise RunStateError(
+                    f"{self._path}: run {self._run.id} is still open; close or detach it first"
+                )
+            if run_id != self._open_run_id:
+                raise RunStateError(
+                    f"{self._path}: run {run_id} is not the file's last open run "
+                    f"({self._open_run_id or 'every run is closed'}); begin a new run instead"
+                )
+            run = Run(self, run_id)
             self._run = run
             return run
 
@@ -482,18 +528,21 @@ class Session:
             if self._error is not None:
                 raise self._error
 
-    def annotate(self, kind: str, data: Mapping[str, Any]) -> Record:
+    def annotate(
+        self, kind: str, data: Mapping[str, Any], *, timestamp: datetime | None = None
+    ) -> Record:
         """Append a session-level record (no run): metadata, todos, compaction.
 
         ``loopscribe.Workspace`` uses it; ``kind`` must be one of
-        ``events.SESSION_FACTS``.
+        ``events.SESSION_FACTS``. ``timestamp`` is when it happened at the
+        source (``None``: now).
         """
         if kind not in ev.SESSION_FACTS:
             raise ValueError(
                 f"{kind!r} is not a session-level record type; use one of "
                 f"{sorted(ev.SESSION_FACTS)}, or record host events through a run"
             )
-        return self._append(kind, None, None, data, None)
+        return self._append(kind, None, None, data, timestamp)
 
     def _release(self) -> None:
         self._closed = True
@@ -690,8 +739,11 @@ class Run:
             self._session._sync()
             return record
 
-    def close(self) -> None:
+    def close(self, *, timestamp: datetime | None = None) -> None:
         """Write ``run_close`` and fsync. Closing twice is harmless.
+
+        Args:
+            timestamp: When the run ended at the source; ``None`` means now.
 
         Raises:
             LoopscribeError: The sticky recording error, if recording failed.
@@ -702,8 +754,25 @@ class Run:
                 return
             self._closed = True
             session._run = None
+            session._open_run_id = None
             session._check_open()
-            session._append(ev.RUN_CLOSE, self._id, None, {}, None)
+            session._append(ev.RUN_CLOSE, self._id, None, {}, timestamp)
+            session._sync()
+
+    def detach(self) -> None:
+        """Stop recording into this run without closing it: no ``run_close``.
+
+        The records so far are fsynced; the run stays open in the file, as
+        after a crash, until :meth:`Session.resume_run` continues it (in this
+        or a later process). ``Session.close`` then leaves it open too.
+        """
+        session = self._session
+        with session._lock:
+            if self._closed:
+                return
+            self._closed = True
+            session._run = None
+            session._check_open()
             session._sync()
 
     def _check_open(self) -> None:

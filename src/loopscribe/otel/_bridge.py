@@ -26,7 +26,10 @@ Attributes, all optional ones present only when the records say so:
   ERROR with ``error.type`` when the top-level ``agent_end`` carries an error;
 * every execution span: ``loopscribe.execution.id``, ``.kind``,
   ``.parent_id``, ``loopscribe.attempt``, and ``loopscribe.incomplete`` when
-  ``run_close`` ended it; ERROR with ``error.type`` (``_OTHER`` when the
+  ``run_close`` ended it; ``loopscribe.source.file`` and
+  ``loopscribe.source.line`` when its records name the transcript line they
+  were imported from (``data.source = {"file": ..., "line": ...}`` of the
+  first record that has one); ERROR with ``error.type`` (``_OTHER`` when the
   failure has no type) when its terminal record has ``error`` or ``is_error``;
 * model (``chat {model}``, kind CLIENT): ``gen_ai.operation.name=chat``,
   ``gen_ai.request.model``, ``gen_ai.response.model``,
@@ -87,6 +90,7 @@ from opentelemetry.util.types import AttributeValue
 
 from .. import events as ev
 from .._fields import TokenUsage as _Usage
+from .._fields import count as _count
 from .._fields import field as _get
 from .._fields import plain as _plain
 from .._fields import text as _str
@@ -131,6 +135,8 @@ LS_SEQ_FIRST = "loopscribe.seq.first"
 LS_SEQ_LAST = "loopscribe.seq.last"
 LS_FILE = "loopscribe.file"
 LS_INCOMPLETE = "loopscribe.incomplete"
+LS_SOURCE_FILE = "loopscribe.source.file"
+LS_SOURCE_LINE = "loopscribe.source.line"
 
 OTHER_ERROR = "_OTHER"
 """``error.type`` when a failure carries no usable type (the conventions' fallback)."""
@@ -237,6 +243,8 @@ class _Attempt:
     tool: str | None = None
     agent: str | None = None
     error_type: str | None = None
+    source_file: str | None = None
+    source_line: int | None = None
 
 
 @dataclass(slots=True)
@@ -494,6 +502,8 @@ class SpanBridge:
         attrs[LS_SEQ_LAST] = attempt.seq_last
         if self._file:
             attrs[LS_FILE] = self._file
+        _put(attrs, LS_SOURCE_FILE, attempt.source_file)
+        _put(attrs, LS_SOURCE_LINE, attempt.source_line)
         if incomplete:
             attrs[LS_INCOMPLETE] = True
         _put(attrs, ERROR_TYPE, attempt.error_type)
@@ -579,6 +589,8 @@ def _update(attempt: _Attempt, record: Record) -> None:
     """Take the references and labels a record holds; never a body."""
     data = record.data
     kind = record.type
+    if attempt.source_file is None:
+        _take_source(attempt, data)
     if kind in (ev.MODEL_EXEC_START, ev.MODEL_ROUTE, ev.MODEL_REQUEST):
         # Later records refine earlier ones: a router's choice wins over the
         # model the call started with.
@@ -610,6 +622,15 @@ def _update(attempt: _Attempt, record: Record) -> None:
         attempt.agent = attempt.agent or _str(_plain(data.get("agent")))
     if kind in TERMINAL_TYPES:
         attempt.error_type = _error_type(data)
+
+
+def _take_source(attempt: _Attempt, data: Mapping[str, Any]) -> None:
+    """The transcript line an imported execution came from: its first ``data.source``."""
+    source = _plain(data.get("source"))
+    file = _str(_get(source, "file"))
+    line = _count(_get(source, "line"))
+    if file is not None and line is not None:
+        attempt.source_file, attempt.source_line = file, line
 
 
 def replay(

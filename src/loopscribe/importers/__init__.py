@@ -1,0 +1,17 @@
+"""Import coding-agent transcripts into loopscribe sessions.
+
+* :mod:`loopscribe.importers.claude_code` reads Claude Code transcripts
+  (``~/.claude/projects/<project>/<session>.jsonl`` and their subagents);
+* :mod:`loopscribe.importers.codex` reads OpenAI Codex CLI rollouts
+  (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``).
+
+Both stream the transcript, write one destination session per transcript
+(``<out>/<name>.jsonl``) and keep a cursor beside it
+(``<out>/<name>.jsonl.import-cursor``), so importing again appends only
+what is new and never writes a record twice. See ``docs/importers.md`` for
+what is mapped, what is not, and why.
+"""
+
+from ._common import CURSOR_SUFFIX, SOURCE_EVENT, Cursor, ImportReport, ImportStateError
+
+__all__ = ["CURSOR_SUFFIX", "SOURCE_EVENT", "Cursor", "ImportReport", "ImportStateError"]

@@ -1,0 +1,282 @@
+"""``loopscribe import claude-code|codex [DIR]``: the importers on the command line.
+
+``loopscribe._cli.build_parser`` hooks this in with::
+
+    from .importers._cli import add_import_parser
+    add_import_parser(sub)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType, ModuleType
+from typing import Any
+
+from rich.table import Table
+
+from .._cli import CliError, Out
+from .._errors import LoopscribeError
+from . import claude_code, codex
+from ._common import DEFAULT_SETTLE_SECONDS, Cursor, ImportReport, cursor_path
+
+AGENTS: dict[str, tuple[ModuleType, str]] = {
+    "claude-code": (claude_code, "Claude Code"),
+    "codex": (codex, "OpenAI Codex CLI"),
+}
+
+
+def default_out(agent: str) -> Path:
+    """Where imported sessions go by default: ``$XDG_DATA_HOME/loopscribe/import/<agent>``."""
+    base = os.environ.get("XDG_DATA_HOME")
+    root = Path(base) if base else Path.home() / ".local" / "share"
+    return root / "loopscribe" / "import" / agent
+
+
+def add_import_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``import claude-code`` and ``import codex`` to the ``loopscribe`` parser."""
+    parser = sub.add_parser(
+        "import",
+        help="import Claude Code or Codex transcripts as loopscribe sessions",
+        description=(
+            "Import coding-agent transcripts into loopscribe sessions, one per transcript. "
+            "A cursor beside each session remembers what was imported, so running again "
+            "imports only what is new."
+        ),
+    )
+    agents = parser.add_subparsers(dest="agent", required=True, metavar="AGENT")
+    for name, (module, label) in AGENTS.items():
+        p = agents.add_parser(
+            name,
+            help=f"import {label} transcripts",
+            description=(
+                f"Import {label} transcripts into loopscribe sessions, one per transcript. "
+                "A cursor beside each session remembers what was imported: running again "
+                "imports only what is new, and never writes a record twice."
+            ),
+        )
+        p.add_argument(
+            "dir",
+            nargs="?",
+            metavar="DIR",
+            help=f"a folder of transcripts, or one transcript (default: {module.default_dir()})",
+        )
+        p.add_argument(
+            "--out",
+            metavar="DIR",
+            help=f"folder of the imported sessions (default: {default_out(name)})",
+        )
+        p.add_argument(
+            "--export",
+            action="store_true",
+            help="send the new spans at once (OTEL_EXPORTER_OTLP_* or a file beside each session)",
+        )
+        p.add_argument(
+            "--settle",
+            type=float,
+            default=DEFAULT_SETTLE_SECONDS,
+            metavar="SECONDS",
+            help=(
+                "a transcript unchanged for this long is finished: its last turn is closed "
+                f"(default {DEFAULT_SETTLE_SECONDS:g}; 0 closes every transcript now)"
+            ),
+        )
+        p.set_defaults(handler=cmd_import)
+
+
+@contextmanager
+def _stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGINT/SIGTERM, so an import stops between lines and saves its cursor."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _new_bytes(path: Path, out_dir: Path) -> int:
+    """Bytes of ``path`` after its cursor: the work left, for the progress bar."""
+    try:
+        size = path.stat().st_size
+        cursor = Cursor.load(cursor_path(out_dir / f"{path.stem}.jsonl"))
+    except (OSError, LoopscribeError):
+        return 0
+    return max(0, size - (cursor.offset if cursor is not None else 0))
+
+
+def cmd_import(args: argparse.Namespace, out: Out) -> int:
+    """Import the transcripts under DIR; print a summary table (or JSON lines)."""
+    module, label = AGENTS[args.agent]
+    root = Path(args.dir) if args.dir else module.default_dir()
+    if not root.exists():
+        raise CliError(
+            f"{root}: no such file or folder; give the folder of your {label} transcripts"
+        )
+    out_dir = Path(args.out) if args.out else default_out(args.agent)
+    files: list[Path] = module.find_transcripts(root)
+    work = [(path, _new_bytes(path, out_dir)) for path in files]
+    total = sum(size for _, size in work)
+    reports: list[ImportReport] = []
+    errors: list[str] = []
+    importer: Callable[..., ImportReport] = module.import_transcript
+    with _stop_on_signals() as stop, out.progress(total) as bar:
+        task = bar.add_task(f"importing {label}", total=total)
+        done = 0
+        for path, size in work:
+            if stop.is_set():
+                break
+            base = done
+
+            def advance(n: int, base: int = base) -> None:
+                bar.update(task, completed=base + n)
+
+            try:
+                report = importer(
+                    path, out_dir, settle_seconds=args.settle, stop=stop, on_progress=advance
+                )
+            except (LoopscribeError, OSError) as exc:
+                errors.append(str(exc))
+                continue
+            finally:
+                done += size
+            reports.append(report)
+    exported = _export(reports, errors) if args.export else {}
+    if out.json:
+        for report in reports:
+            obj = report.to_json()
+            if report.destination in exported:
+                obj["export"] = exported[report.destination]
+            out.emit(obj)
+    else:
+        _print_summary(out, reports, exported, len(files), out_dir)
+    for error in errors:
+        out.stderr.print(f"loopscribe: error: {error}", highlight=False, style="red")
+    if stop.is_set():
+        out.stderr.print(
+            "loopscribe: stopped; run the same command again to continue", highlight=False
+        )
+    return 1 if errors else 0
+
+
+def _export(reports: list[ImportReport], errors: list[str]) -> dict[Path, dict[str, Any]]:
+    """Send the spans of every destination that got new records."""
+    from .._shipper import Shipper
+
+    exported: dict[Path, dict[str, Any]] = {}
+    for report in reports:
+        if not report.records:
+            continue
+        try:
+            result = Shipper(report.destination).run()
+        except (LoopscribeError, OSError) as exc:
+            errors.append(f"exporting {report.destination}: {exc}")
+            continue
+        exported[report.destination] = result.to_json()
+        if result.failed:
+            errors.append(
+                f"exporting {report.destination}: {result.failed} spans not sent to "
+                f"{result.destination}; run `loopscribe export {report.destination}` to retry"
+            )
+    return exported
+
+
+def _tokens(n: int) -> str:
+    """A token count for the table: 950, 12.4k, 1.39M."""
+    if n < 10_000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1_000_000:.2f}M"
+
+
+def _row(name: str, c: Counter[str], *, exported: bool) -> list[str]:
+    row = [
+        name,
+        str(c["records"]),
+        str(c["model_calls"]),
+        f"{c['tool_results']}/{c['tool_calls']}",
+        _tokens(c["input_tokens"]),
+        _tokens(c["output_tokens"]),
+        str(c["unknown"]),
+        str(c["pending"]),
+    ]
+    if exported:
+        row.append(str(c["sent"]))
+    return row
+
+
+def _print_summary(
+    out: Out,
+    reports: list[ImportReport],
+    exported: dict[Path, dict[str, Any]],
+    found: int,
+    out_dir: Path,
+) -> None:
+    changed = [r for r in reports if not r.up_to_date]
+    table = Table(title=f"imported into {out_dir}", title_justify="left")
+    table.add_column("session", overflow="fold")
+    for name in ("records", "model calls", "tool results/calls", "tokens in", "tokens out"):
+        table.add_column(name, justify="right")
+    table.add_column("unknown", justify="right")
+    table.add_column("open calls", justify="right")
+    if exported:
+        table.add_column("spans sent", justify="right")
+    totals: Counter[str] = Counter()
+    for r in changed:
+        unknown = sum(r.unknown.values()) + r.invalid_lines
+        sent = exported.get(r.destination, {}).get("sent", 0)
+        counts = Counter(
+            records=r.records,
+            model_calls=r.model_calls,
+            tool_calls=r.tool_calls,
+            tool_results=r.tool_results,
+            input_tokens=r.input_tokens,
+            output_tokens=r.output_tokens,
+            unknown=unknown,
+            pending=r.pending_calls,
+            sent=sent,
+        )
+        totals.update(counts)
+        table.add_row(*_row(r.source.stem, counts, exported=bool(exported)))
+    if len(changed) > 1:
+        table.add_section()
+        table.add_row(*_row("total", totals, exported=bool(exported)), style="bold")
+    if changed:
+        out.stdout.print(table)
+    current = len(reports) - len(changed)
+    out.stdout.print(
+        f"{len(changed)} of {found} transcripts had new lines; {current} were up to date",
+        highlight=False,
+    )
+    unknown_types: Counter[str] = Counter()
+    for r in reports:
+        unknown_types.update(r.unknown)
+        if r.invalid_lines:
+            unknown_types["invalid_line"] += r.invalid_lines
+    if unknown_types:
+        listed = ", ".join(f"{k} x{v}" for k, v in sorted(unknown_types.items()))
+        out.stdout.print(
+            f"kept as source_event records (types the importer does not map): {listed}",
+            highlight=False,
+        )
+    unpaired = sum(r.unpaired_calls for r in reports)
+    if unpaired:
+        out.stdout.print(
+            f"{unpaired} tool calls ended without a result (their turn ended first)",
+            highlight=False,
+        )

@@ -1,0 +1,886 @@
+"""What every transcript importer shares: source lines, the destination session, the cursor.
+
+An importer is a state machine fed one source line at a time. It emits
+operations (begin a run, record an event, close a run, append a session-level
+fact) to a :class:`Destination`, which turns each into exactly one record of
+the destination session file. Between imports the state machine's pairing
+state (the open model response, tool calls still waiting for results, ...)
+is kept in the cursor beside the destination, so the next import continues
+as if the transcript had been read in one go:
+
+* the source is read from the byte offset after the last complete line that
+  was imported; an unfinished final line is left for the next import;
+* a run still open at the end of an import stays open in the file (no
+  ``run_close``) and the next import appends to it, so a turn split over two
+  imports is one run, one trace, with the same spans as a single import;
+* the cursor is replaced atomically after the destination is fsynced. If an
+  import dies between the two, the next import finds more records in the
+  destination than the cursor knows, replays the same source lines without
+  writing until it has matched them one by one, and continues from there:
+  records are never written twice.
+
+Cursor file ``<destination>.import-cursor`` (JSON)::
+
+    {"version": 1, "importer": "claude-code", "source": "/abs/x.jsonl",
+     "head": "<sha256 of the source's first line>", "offset": 1234, "line": 17,
+     "session_id": "<destination session>", "dest_seq": 42, "dest_size": 9876,
+     "run_id": "<open run>" | null, "finished": false, "last_ts": "...",
+     "state": {...importer-specific pairing state...}}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+import orjson
+
+from .. import events as ev
+from .._errors import LoopscribeError
+from .._model import Event, Execution, Record
+from .._reader import read
+from .._session import Run, Session
+
+logger = logging.getLogger("loopscribe.importers")
+
+CURSOR_SUFFIX = ".import-cursor"
+CURSOR_VERSION = 1
+SOURCE_EVENT = "source_event"
+"""Record type of a source line the importer keeps as it is (an unknown type)."""
+DEFAULT_SETTLE_SECONDS = 1800.0
+"""A transcript unchanged for this long is taken as finished (see ``finished=``)."""
+
+_BUFFER_BYTES = 1 << 16
+_TAG_KEY = b'"$ls"'
+_PROGRESS_STEP = 1 << 20
+
+
+class ImportStateError(LoopscribeError, ValueError):
+    """The source, the destination and the cursor beside it do not agree.
+
+    The message names the files and what to do, usually: delete the
+    destination and its cursor and import the transcript again.
+    """
+
+
+def cursor_path(destination: Path) -> Path:
+    """Where the import cursor of a destination session file lives: beside it."""
+    return destination.with_name(destination.name + CURSOR_SUFFIX)
+
+
+def parse_ts(value: Any) -> datetime | None:
+    """A source timestamp (ISO 8601, ``Z`` allowed) as an aware datetime; ``None`` if absent."""
+    if type(value) is not str:
+        return None
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return dt if dt.tzinfo is not None else None
+
+
+def format_ts(value: datetime | None) -> str | None:
+    """The inverse of :func:`parse_ts`, for the cursor."""
+    return None if value is None else value.isoformat()
+
+
+def head_digest(path: Path) -> str | None:
+    """SHA-256 of the first complete line of ``path``, which identifies a transcript."""
+    with open(path, "rb") as stream:
+        first = stream.readline()
+    if not first.endswith(b"\n"):
+        return None
+    return hashlib.sha256(first).hexdigest()
+
+
+def read_lines(path: Path, offset: int, line: int) -> Iterator[tuple[int, int, bytes]]:
+    """Yield ``(line_number, end_offset, raw)`` for each complete line after ``offset``.
+
+    Reading stops before a final line without ``\\n``: the agent is still
+    writing it, and the next import reads it whole.
+    """
+    with open(path, "rb", buffering=_BUFFER_BYTES) as stream:
+        if offset:
+            stream.seek(offset)
+        for raw in stream:
+            if raw[-1:] != b"\n":
+                return
+            offset += len(raw)
+            line += 1
+            yield line, offset, raw
+
+
+def nested_type(raw: bytes, marker: bytes) -> bytes | None:
+    """The ``type`` of the first nested object of a line, if it directly follows ``marker``.
+
+    ``marker`` is the raw JSON text before that object, e.g.
+    ``b'"type":"progress","data":'``. The answer is certain, not a guess:
+    when the first ``{`` after the line's opening one is the object right
+    after ``marker``, nothing before it is nested, so ``marker`` is at the top
+    level of the line (inside a JSON string its quotes would be escaped).
+    Returns ``None`` when that does not hold; the caller then parses the line.
+    """
+    at = raw.find(marker)
+    if at < 0:
+        return None
+    brace = at + len(marker)
+    if raw.find(b"{", 1) != brace or not raw.startswith(b'{"type":"', brace):
+        return None
+    name_start = brace + 9
+    name_end = raw.find(b'"', name_start)
+    return raw[name_start:name_end] if name_end > name_start else None
+
+
+def strip_reserved(value: Any) -> Any:
+    """Rename the codec's reserved key ``$ls`` wherever a transcript uses it."""
+    if isinstance(value, dict):
+        return {
+            ("$ls (renamed by the importer)" if k == "$ls" else k): strip_reserved(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [strip_reserved(v) for v in value]
+    return value
+
+
+# -- the report -------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ImportReport:
+    """What one import of one transcript did.
+
+    Token counts follow the OpenTelemetry GenAI conventions: ``input_tokens``
+    includes cached prompt tokens (read and written), which are also given
+    apart. Usage repeated across the lines of one response is counted once.
+    """
+
+    importer: str
+    source: Path
+    destination: Path
+    session_id: str | None = None
+    lines: int = 0
+    """Source lines read (main transcript and subagent files)."""
+    bytes: int = 0
+    """Source bytes read."""
+    records: int = 0
+    """Records written to the destination."""
+    model_calls: int = 0
+    messages: int = 0
+    tool_calls: int = 0
+    tool_results: int = 0
+    unpaired_calls: int = 0
+    """Tool calls that will never get a result (their turn ended without one)."""
+    unpaired_results: int = 0
+    """Tool results whose call was not seen."""
+    pending_calls: int = 0
+    """Tool calls still waiting for a result when this import stopped."""
+    subagents: int = 0
+    compactions: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    invalid_lines: int = 0
+    """Complete source lines that were not JSON objects (kept as source events)."""
+    skipped: Counter[str] = field(default_factory=Counter)
+    """Source lines not recorded on purpose, by type (see docs/importers.md)."""
+    unknown: Counter[str] = field(default_factory=Counter)
+    """Source lines of types the importer does not know, kept as ``source_event`` records."""
+    finished: bool = False
+    """The transcript was taken as finished: its last run is closed."""
+    stopped: bool = False
+    """The import was asked to stop early; the next import continues."""
+
+    @property
+    def up_to_date(self) -> bool:
+        """Nothing new was found in the transcript."""
+        return self.records == 0 and self.lines == 0
+
+    def add_usage(self, usage: Mapping[str, Any] | None, *, anthropic: bool) -> None:
+        """Count one response's usage."""
+        if not usage:
+            return
+        inp = _int(usage.get("input_tokens"))
+        out = _int(usage.get("output_tokens"))
+        if anthropic:
+            read_ = _int(usage.get("cache_read_input_tokens"))
+            created = _int(usage.get("cache_creation_input_tokens"))
+            inp += read_ + created
+        else:
+            read_ = _int(usage.get("cached_input_tokens"))
+            created = 0
+        self.input_tokens += inp
+        self.output_tokens += out
+        self.cache_read_tokens += read_
+        self.cache_creation_tokens += created
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as a JSON object."""
+        return {
+            "importer": self.importer,
+            "source": str(self.source),
+            "destination": str(self.destination),
+            "session_id": self.session_id,
+            "lines": self.lines,
+            "bytes": self.bytes,
+            "records": self.records,
+            "model_calls": self.model_calls,
+            "messages": self.messages,
+            "tool_calls": self.tool_calls,
+            "tool_results": self.tool_results,
+            "unpaired_calls": self.unpaired_calls,
+            "unpaired_results": self.unpaired_results,
+            "pending_calls": self.pending_calls,
+            "subagents": self.subagents,
+            "compactions": self.compactions,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_creation_tokens": self.cache_creation_tokens,
+            "invalid_lines": self.invalid_lines,
+            "skipped": dict(sorted(self.skipped.items())),
+            "unknown": dict(sorted(self.unknown.items())),
+            "finished": self.finished,
+            "stopped": self.stopped,
+        }
+
+
+def _int(value: Any) -> int:
+    return value if type(value) is int and value > 0 else 0
+
+
+# -- the cursor -------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Cursor:
+    """How far one transcript was imported, and the pairing state at that point."""
+
+    importer: str
+    source: str
+    head: str | None = None
+    offset: int = 0
+    line: int = 0
+    session_id: str | None = None
+    dest_seq: int = 0
+    dest_size: int = 0
+    run_id: str | None = None
+    finished: bool = False
+    last_ts: str | None = None
+    record_ts: str | None = None
+    state: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path) -> Cursor | None:
+        """Read a cursor file; ``None`` when there is none."""
+        try:
+            obj = orjson.loads(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except orjson.JSONDecodeError as exc:
+            raise ImportStateError(
+                f"{path}: the import cursor is damaged ({exc}); delete it and the session "
+                f"file beside it ({path.name.removesuffix(CURSOR_SUFFIX)}) to import the "
+                "transcript again"
+            ) from None
+        if not isinstance(obj, dict) or obj.get("version") != CURSOR_VERSION:
+            raise ImportStateError(
+                f"{path}: not an import cursor of version {CURSOR_VERSION}; delete it and the "
+                "session file beside it to import the transcript again"
+            )
+        return cls(
+            importer=str(obj.get("importer")),
+            source=str(obj.get("source")),
+            head=obj.get("head"),
+            offset=int(obj.get("offset", 0)),
+            line=int(obj.get("line", 0)),
+            session_id=obj.get("session_id"),
+            dest_seq=int(obj.get("dest_seq", 0)),
+            dest_size=int(obj.get("dest_size", 0)),
+            run_id=obj.get("run_id"),
+            finished=bool(obj.get("finished", False)),
+            last_ts=obj.get("last_ts"),
+            record_ts=obj.get("record_ts"),
+            state=dict(obj.get("state") or {}),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The cursor as it is stored."""
+        return {
+            "version": CURSOR_VERSION,
+            "importer": self.importer,
+            "source": self.source,
+            "head": self.head,
+            "offset": self.offset,
+            "line": self.line,
+            "session_id": self.session_id,
+            "dest_seq": self.dest_seq,
+            "dest_size": self.dest_size,
+            "run_id": self.run_id,
+            "finished": self.finished,
+            "last_ts": self.last_ts,
+            "record_ts": self.record_ts,
+            "state": self.state,
+        }
+
+    def save(self, path: Path) -> None:
+        """Replace the cursor file atomically (write, fsync, rename)."""
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as stream:
+            stream.write(orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2))
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(tmp, path)
+
+
+# -- the destination --------------------------------------------------------------
+
+
+class Destination:
+    """The destination session file, opened on the first operation.
+
+    Every operation writes exactly one record. After an interrupted import
+    (records written, cursor not saved) the first operations are checked
+    against the records already there instead of being written again.
+
+    Run lifecycle records carry source timestamps and an open run can be
+    continued by a later import; the Session API does not offer either yet,
+    so the two *core shims* at the end of this class reach into the Session.
+    ``Session.begin_run(timestamp=)``, ``Run.close(timestamp=)``,
+    ``Session.annotate(timestamp=)``, ``Session.resume_run()`` and
+    ``Run.detach()`` replace them once the Session has them.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        cursor: Cursor | None,
+        metadata: Callable[[], Mapping[str, Any]],
+        report: ImportReport,
+    ) -> None:
+        self.path = path
+        self._cursor = cursor
+        self._metadata = metadata
+        self._report = report
+        self._session: Session | None = None
+        self._run_id: str | None = None if cursor is None else cursor.run_id
+        self._run: Run | None = None
+        self._replay: Iterator[Record] | None = None
+        self._skip = 0
+        self.writing: Run | None = None
+        """The open run while records are written (not matched after a crash): the fast path."""
+
+    @property
+    def opened(self) -> bool:
+        """Whether any operation reached the destination."""
+        return self._session is not None
+
+    @property
+    def run_open(self) -> bool:
+        """Whether records currently go into an open run."""
+        return self._run_id is not None
+
+    @property
+    def run_id(self) -> str | None:
+        """The open run, if any."""
+        return self._run_id
+
+    def ensure_open(self) -> Session:
+        """Open (or create) the destination session now."""
+        if self._session is not None:
+            return self._session
+        cursor = self._cursor
+        if cursor is None:
+            if self.path.exists():
+                raise ImportStateError(
+                    f"{self.path}: exists, but has no import cursor beside it "
+                    f"({cursor_path(self.path).name}); it was not written by this importer or "
+                    "its cursor was lost. Move it away or delete it, then import again"
+                )
+            session = Session.create(self.path, metadata=self._metadata())
+        else:
+            if not self.path.exists():
+                raise ImportStateError(
+                    f"{self.path}: missing, but its import cursor exists; delete "
+                    f"{cursor_path(self.path)} to import the transcript again"
+                )
+            session = Session.open(self.path)
+            if session.id != cursor.session_id or session.next_seq < cursor.dest_seq:
+                session.close()
+                raise ImportStateError(
+                    f"{self.path}: does not match its import cursor (session "
+                    f"{session.id}, {session.next_seq} records; the cursor expects session "
+                    f"{cursor.session_id} with at least {cursor.dest_seq}); delete the file "
+                    "and its cursor to import the transcript again"
+                )
+            if session.next_seq > cursor.dest_seq:
+                # An earlier import wrote these records but died before saving the cursor.
+                self._skip = session.next_seq - cursor.dest_seq
+                self._replay = (
+                    r for r in read(self.path, decode=False) if r.seq >= cursor.dest_seq
+                )
+                logger.warning(
+                    "%s: %d records after the cursor (an interrupted import); matching them "
+                    "against the transcript instead of writing them again",
+                    self.path,
+                    self._skip,
+                )
+        self._session = session
+        self._update_writing()
+        return session
+
+    def _replayed(self, kind: str, execution: Execution | None) -> Record | None:
+        """The existing record an operation corresponds to, while recovering."""
+        if not self._skip:
+            return None
+        assert self._replay is not None
+        record = next(self._replay, None)
+        same_execution = execution is None or (
+            record is not None
+            and record.execution is not None
+            and record.execution.id == execution.id
+        )
+        if record is None or record.type != kind or not same_execution:
+            found = "nothing" if record is None else f"seq {record.seq} ({record.type})"
+            raise ImportStateError(
+                f"{self.path}: the records left by an interrupted import do not match the "
+                f"transcript (expected {kind}, found {found}); delete the file and its cursor "
+                "to import the transcript again"
+            )
+        self._skip -= 1
+        return record
+
+    @property
+    def unmatched(self) -> int:
+        """Records of an interrupted import not matched yet (the cursor must not move)."""
+        return self._skip
+
+    def _update_writing(self) -> None:
+        """Once nothing is left to match, continue the open run for real."""
+        if self._skip or self._session is None:
+            self.writing = None
+            return
+        if self._run_id is not None and self._run is None:
+            self._run = self._resume_run(self._session, self._run_id)
+        self.writing = self._run
+
+    def record(self, event: Event) -> None:
+        """Record a host event in the open run."""
+        self.ensure_open()
+        if self._run_id is None:
+            raise AssertionError("importer bug: a record outside a run")
+        if self._replayed(event.type, event.execution) is not None:
+            self._update_writing()
+            return
+        assert self._run is not None
+        self._run.record(event)
+        self._report.records += 1
+
+    def begin_run(self, timestamp: datetime | None) -> None:
+        """Start a run whose ``run_start`` carries the source timestamp."""
+        session = self.ensure_open()
+        if self._run_id is not None:
+            raise AssertionError("importer bug: a run is already open")
+        existing = self._replayed(ev.RUN_START, None)
+        if existing is not None:
+            assert existing.run_id is not None
+            self._run_id = existing.run_id
+        else:
+            self._run = session.begin_run(timestamp=timestamp)
+            self._run_id = self._run.id
+            self._report.records += 1
+        self._update_writing()
+
+    def close_run(self, timestamp: datetime | None) -> None:
+        """Write ``run_close`` with the source timestamp."""
+        self.ensure_open()
+        if self._run_id is None:
+            raise AssertionError("importer bug: no run to close")
+        if self._replayed(ev.RUN_CLOSE, None) is None:
+            assert self._run is not None
+            self._run.close(timestamp=timestamp)
+            self._report.records += 1
+        self._run = None
+        self._run_id = None
+        self._update_writing()
+
+    def annotate(self, kind: str, data: Mapping[str, Any], timestamp: datetime | None) -> None:
+        """Append a session-level fact (``compaction``) with the source timestamp."""
+        session = self.ensure_open()
+        if self._replayed(kind, None) is None:
+            session.annotate(kind, data, timestamp=timestamp)
+            self._report.records += 1
+        self._update_writing()
+
+    def close(self) -> tuple[int, int]:
+        """Leave an open run open, fsync and close; returns ``(next_seq, size)``."""
+        session = self._session
+        if session is None:
+            raise AssertionError("importer bug: closing an unopened destination")
+        if self._skip:
+            logger.warning(
+                "%s: %d records of an interrupted import are not matched yet; the cursor "
+                "stays where it was, and the next import matches them again",
+                self.path,
+                self._skip,
+            )
+        if self._run is not None:
+            self._run.detach()
+        session.close()
+        return session.next_seq, session.size
+
+    def abort(self) -> None:
+        """Close without saving anything more (after an error)."""
+        if self._session is not None and not self._session.closed:
+            try:
+                self._session.close()
+            except LoopscribeError:
+                logger.exception("%s: closing after a failed import", self.path)
+
+    @property
+    def session(self) -> Session | None:
+        """The open Session, once opened."""
+        return self._session
+
+    # -- core shims --------------------------------------------------------------
+    # Proposed public API (see the report): Session.begin_run(timestamp=...),
+    # Run.close(timestamp=...), Session.resume_run(run_id) / Run.detach(), and a
+    # timestamp for Session.annotate(). Until then these write the lifecycle
+    # records directly. A Run made here is not the Session's registered run, so
+    # Session.close() leaves it open in the file, which is what a continued
+    # import needs.
+
+    def _append(
+        self,
+        session: Session,
+        kind: str,
+        run_id: str | None,
+        data: Mapping[str, Any],
+        timestamp: datetime | None,
+    ) -> None:
+        session._append(kind, run_id, None, data, timestamp)
+        self._report.records += 1
+
+    @staticmethod
+    def _resume_run(session: Session, run_id: str) -> Run:
+        return session.resume_run(run_id)
+
+
+# -- the engine -------------------------------------------------------------------
+
+
+Source = dict[str, Any]
+"""A record's reference to its source line: ``{"file": ..., "line": ...}``."""
+
+
+class Importer:
+    """Reads one transcript from its cursor and feeds the lines to :meth:`handle`.
+
+    Subclasses implement the mapping; this class owns reading, the cursor,
+    the destination, the decision that a transcript is finished, and stopping.
+    """
+
+    name: ClassVar[str] = ""
+    anthropic_usage: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        source: Path,
+        destination: Path,
+        *,
+        finished: bool | None = None,
+        settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+        stop: threading.Event | None = None,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self.source = source.absolute()
+        self.file = str(self.source)
+        self.destination = destination.absolute()
+        self.cursor_path = cursor_path(self.destination)
+        self._finished = finished
+        self._settle_seconds = settle_seconds
+        self._stop = stop
+        self._on_progress = on_progress
+        self.report = ImportReport(self.name, self.source, self.destination)
+        self.last_ts: datetime | None = None
+        """The latest source timestamp read: for lines that have none."""
+        self.record_ts: datetime | None = None
+        """The latest timestamp recorded: where a run without a closing line closes."""
+        self.meta: dict[str, Any] = {}
+        self.dest: Destination
+
+    # -- for subclasses ------------------------------------------------------------
+
+    def handle(self, obj: Any, line: int, raw: bytes, source: Source) -> None:
+        """Map one parsed source line (``obj`` may be any JSON value)."""
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        """The transcript is finished: end what is open and close the last run."""
+        raise NotImplementedError
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Restore the pairing state saved by :meth:`dump_state`."""
+        raise NotImplementedError
+
+    def dump_state(self) -> dict[str, Any]:
+        """The pairing state to keep in the cursor (JSON values only)."""
+        raise NotImplementedError
+
+    def pending_calls(self) -> int:
+        """Tool calls still waiting for a result."""
+        raise NotImplementedError
+
+    def metadata(self) -> dict[str, Any]:
+        """``session_start`` metadata of a new destination."""
+        return {"source": self.name, "import": {"file": self.file, **self.meta}}
+
+    # -- helpers for subclasses ----------------------------------------------------
+
+    def emit(
+        self,
+        kind: str,
+        execution: Execution | None,
+        data: dict[str, Any],
+        timestamp: datetime | None,
+    ) -> None:
+        """Record an event, opening a run first when none is open."""
+        run = self.dest.writing
+        if run is not None:
+            run.record(Event(kind, execution, data, timestamp))
+            self.report.records += 1
+        else:
+            if not self.dest.run_open:
+                self.begin_run(timestamp)
+            self.dest.record(Event(kind, execution, data, timestamp))
+        if timestamp is not None and (self.record_ts is None or timestamp > self.record_ts):
+            self.record_ts = timestamp
+
+    def begin_run(self, timestamp: datetime | None) -> None:
+        """Start a run (a turn of the agent) at ``timestamp``."""
+        self.dest.begin_run(timestamp)
+        if timestamp is not None and (self.record_ts is None or timestamp > self.record_ts):
+            self.record_ts = timestamp
+
+    def source_event(
+        self,
+        kind: str,
+        obj: Any,
+        source: Source,
+        timestamp: datetime | None,
+        execution: Execution | None = None,
+    ) -> None:
+        """Keep a source line the importer does not map, and count its type."""
+        self.report.unknown[kind] += 1
+        self.emit(
+            SOURCE_EVENT,
+            execution,
+            {"agent": self.name, "type": kind, "line": obj, "source": source},
+            timestamp,
+        )
+
+    def line_ts(self, value: Any) -> datetime | None:
+        """The timestamp of a line: its own, else the last one seen (never wall-clock time)."""
+        ts = parse_ts(value)
+        if ts is not None:
+            self.last_ts = ts
+            return ts
+        return self.last_ts
+
+    # -- the run -------------------------------------------------------------------
+
+    def run(self) -> ImportReport:
+        """Import what is new in the transcript.
+
+        Raises:
+            ImportStateError: The source, destination and cursor disagree.
+            OSError: A file cannot be read or written.
+        """
+        cursor = Cursor.load(self.cursor_path)
+        size = self.source.stat().st_size
+        head = head_digest(self.source) if size else None
+        if cursor is not None:
+            self._check_source(cursor, size, head)
+            self.load_state(cursor.state)
+            self.last_ts = parse_ts(cursor.last_ts)
+            self.record_ts = parse_ts(cursor.record_ts)
+            self.report.session_id = cursor.session_id
+            self.report.finished = cursor.finished
+        offset = 0 if cursor is None else cursor.offset
+        line = 0 if cursor is None else cursor.line
+        self.dest = Destination(self.destination, cursor, self.metadata, self.report)
+        finished = self._decide_finished(size)
+        try:
+            offset, line, new_lines = self._read(offset, line)
+            reopened = cursor is not None and not cursor.finished
+            if finished and not self.report.stopped and (new_lines or reopened):
+                self.finish()
+                self.report.finished = True
+            elif new_lines:
+                self.report.finished = False
+            if not self.dest.opened and cursor is None and new_lines:
+                # Every line mapped to nothing: still create the session, so the
+                # cursor remembers the transcript.
+                self.dest.ensure_open()
+            if not self.dest.opened:
+                self._save_if_moved(cursor, offset, line, head)
+                return self._done()
+            dest_seq, dest_size = self.dest.close()
+        except BaseException:
+            self.dest.abort()
+            raise
+        session = self.dest.session
+        assert session is not None
+        self.report.session_id = session.id
+        if self.dest.unmatched:
+            # The transcript does not (yet) explain every record there; keep the
+            # old cursor so the next import starts matching from the same place.
+            return self._done()
+        new = Cursor(
+            importer=self.name,
+            source=self.file,
+            head=head if head is not None else (cursor.head if cursor else None),
+            offset=offset,
+            line=line,
+            session_id=session.id,
+            dest_seq=dest_seq,
+            dest_size=dest_size,
+            run_id=self.dest.run_id,
+            finished=self.report.finished,
+            last_ts=format_ts(self.last_ts),
+            record_ts=format_ts(self.record_ts),
+            state=self.dump_state(),
+        )
+        new.save(self.cursor_path)
+        return self._done()
+
+    def _done(self) -> ImportReport:
+        self.report.pending_calls = self.pending_calls()
+        return self.report
+
+    def _save_if_moved(
+        self, cursor: Cursor | None, offset: int, line: int, head: str | None
+    ) -> None:
+        """Nothing was written: advance the cursor only if skipped lines moved it."""
+        if cursor is None or (cursor.offset == offset and cursor.finished == self.report.finished):
+            return
+        cursor.offset, cursor.line = offset, line
+        cursor.finished = self.report.finished
+        cursor.last_ts = format_ts(self.last_ts)
+        cursor.record_ts = format_ts(self.record_ts)
+        cursor.head = head or cursor.head
+        cursor.state = self.dump_state()
+        cursor.save(self.cursor_path)
+
+    def _check_source(self, cursor: Cursor, size: int, head: str | None) -> None:
+        fix = f"delete {self.destination} and {self.cursor_path} to import the transcript again"
+        if cursor.importer != self.name:
+            raise ImportStateError(
+                f"{self.cursor_path}: written by the {cursor.importer} importer, not {self.name}; "
+                f"import into another --out folder, or {fix}"
+            )
+        if size < cursor.offset:
+            raise ImportStateError(
+                f"{self.source}: is {size} bytes, shorter than the {cursor.offset} bytes "
+                f"imported before (line {cursor.line}); the transcript was rewritten: {fix}"
+            )
+        if cursor.head is not None and head != cursor.head:
+            raise ImportStateError(
+                f"{self.source}:1: the first line differs from the transcript imported into "
+                f"{self.destination}; it was replaced: {fix}"
+            )
+
+    def _decide_finished(self, size: int) -> bool:
+        if self._finished is not None:
+            return self._finished
+        if size == 0:
+            return False
+        age = time.time() - self.source.stat().st_mtime
+        return age >= self._settle_seconds
+
+    def _read(self, offset: int, line: int) -> tuple[int, int, bool]:
+        """Feed every new complete line to :meth:`handle`; returns the new position."""
+        report = self.report
+        file = self.file
+        loads = orjson.loads
+        skip = self.skip_line
+        skipped = report.skipped
+        progress = self._on_progress
+        stop = self._stop
+        start = offset
+        next_progress = offset + _PROGRESS_STEP
+        count = 0
+        for number, end, raw in read_lines(self.source, offset, line):
+            if stop is not None and stop.is_set():
+                report.stopped = True
+                break
+            count += 1
+            offset, line = end, number
+            label = skip(raw)
+            if label is not None:
+                skipped[label] += 1
+                continue
+            try:
+                obj = loads(raw)
+            except orjson.JSONDecodeError as exc:
+                self.invalid_line(number, raw, exc)
+            else:
+                if _TAG_KEY in raw:
+                    obj = strip_reserved(obj)
+                self.handle(obj, number, raw, {"file": file, "line": number})
+            if progress is not None and end >= next_progress:
+                progress(end - start)
+                next_progress = end + _PROGRESS_STEP
+        report.lines += count
+        report.bytes += offset - start
+        if progress is not None and count:
+            progress(offset - start)
+        return offset, line, count > 0
+
+    def skip_line(self, raw: bytes) -> str | None:
+        """A label for a line that is skipped without parsing it, or ``None`` to parse it.
+
+        Only for line types that are never recorded and whose type can be
+        told from the raw bytes with certainty (see :func:`top_level_type`).
+        """
+        return None
+
+    def invalid_line(self, number: int, raw: bytes, exc: Exception) -> None:
+        """Keep a complete line that is not JSON as a source event, and warn."""
+        logger.warning(
+            "%s:%d: not valid JSON (%s); kept as a source_event record. The transcript "
+            "was damaged or is not a %s transcript",
+            self.source,
+            number,
+            exc,
+            self.name,
+        )
+        self.report.invalid_lines += 1
+        self.source_event(
+            "invalid_line",
+            raw.decode("utf-8", "replace").rstrip("\n"),
+            {"file": self.file, "line": number},
+            self.last_ts,
+        )
+
+
+def result_of(
+    importer: type[Importer],
+    source: Path,
+    out_dir: Path,
+    name: str,
+    **options: Any,
+) -> ImportReport:
+    """Import ``source`` into ``out_dir/<name>.jsonl`` with ``importer``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return importer(source, out_dir / f"{name}.jsonl", **options).run()

@@ -1,0 +1,769 @@
+"""Import Claude Code transcripts (``~/.claude/projects/<project>/<session>.jsonl``).
+
+One transcript becomes one loopscribe session, one run per turn (a user
+prompt and everything the agent did until the next prompt, or until
+``system/turn_duration``). Subagents, whose lines Claude Code writes to
+``<session>/subagents/agent-<id>.jsonl``, are nested under the ``Task`` tool
+call that started them; when a transcript has no such file, the subagent's
+messages are taken from the ``agent_progress`` lines of the main transcript.
+
+================================  =================================================
+source line                       records
+================================  =================================================
+``user`` prompt                   closes the previous turn's run, begins a run, then
+                                  ``message_end`` (no execution)
+``user`` other text (meta,        ``message_end`` in the current run (a subagent's
+interruption, subagent prompt)    under its ``agent`` execution)
+``user`` ``tool_result`` blocks   ``tool_exec_end`` of the ``tool`` execution with the
+                                  same id: result, ``is_error``, small ``details``
+``user`` compact summary          session-level ``compaction`` record (its summary)
+``assistant`` (``message.id``)    first line of a response: ``model_request``
+                                  (model, request id); each line: ``message_end``
+                                  of its text/thinking blocks, ``tool_exec_start``
+                                  per ``tool_use`` block; when the response is over:
+                                  ``model_exec_end`` with model, the usage of its last
+                                  line (counted once) and the stop reason
+``system/compact_boundary``       ``context_transform_start``/``_end`` of a
+                                  ``context`` execution, the summarizing subagent
+                                  (``agent-acompact-*``) nested in it
+``system/turn_duration``          ends the turn: ``run_close``
+``progress/agent_progress``       a subagent's messages, when it has no file
+other ``progress``, ``file-       not recorded, counted in ``report.skipped``
+history-snapshot``,
+``queue-operation``
+anything else                     ``source_event`` with the whole line, counted in
+                                  ``report.unknown``
+================================  =================================================
+
+Every record's data has ``source: {"file", "line", "uuid"}`` naming the line
+it came from. A response is over when another response, a prompt, a
+compaction or the end of the turn follows: until then it stays open, also
+across imports (its state is kept in the cursor).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .. import events as ev
+from .._model import Execution
+from ._common import (
+    DEFAULT_SETTLE_SECONDS,
+    Importer,
+    ImportReport,
+    Source,
+    format_ts,
+    nested_type,
+    parse_ts,
+    read_lines,
+    result_of,
+    strip_reserved,
+)
+
+__all__ = [
+    "ClaudeCodeImporter",
+    "default_dir",
+    "find_transcripts",
+    "import_transcript",
+]
+
+NAME = "claude-code"
+TASK_TOOLS = frozenset({"Task", "Agent"})
+"""Tool names that start a subagent."""
+SKIPPED_TYPES = frozenset({"file-history-snapshot", "queue-operation"})
+
+# toolUseResult is Claude Code's own structured copy of a tool's result (for
+# an edit it holds the whole original file). Only these small facts are kept.
+_DETAIL_STRINGS = frozenset(
+    {
+        "type",
+        "filePath",
+        "status",
+        "agentId",
+        "mode",
+        "url",
+        "codeText",
+        "retrieval_status",
+        "returnCodeInterpretation",
+        "backgroundTaskId",
+    }
+)
+_INTERRUPTED = "[Request interrupted by user"
+
+
+def default_dir() -> Path:
+    """Where Claude Code keeps transcripts: ``~/.claude/projects``.
+
+    ``$CLAUDE_CONFIG_DIR`` replaces ``~/.claude`` when it is set.
+    """
+    base = os.environ.get("CLAUDE_CONFIG_DIR")
+    return (Path(base) if base else Path.home() / ".claude") / "projects"
+
+
+def find_transcripts(root: Path) -> list[Path]:
+    """The transcripts under ``root`` (or ``root`` itself), without subagent files."""
+    if root.is_file():
+        return [root]
+    return sorted(p for p in root.rglob("*.jsonl") if p.parent.name != "subagents" and p.is_file())
+
+
+def import_transcript(
+    path: Path,
+    out_dir: Path,
+    *,
+    finished: bool | None = None,
+    settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+    **options: Any,
+) -> ImportReport:
+    """Import what is new in one Claude Code transcript into ``out_dir/<session>.jsonl``.
+
+    Args:
+        path: The transcript (``<session id>.jsonl``); its subagents are read
+            from ``<session id>/subagents/`` beside it.
+        out_dir: The folder of destination sessions (created if missing).
+        finished: Whether the transcript is complete, so its last response
+            and run can be closed. ``None`` decides by age: unchanged for
+            ``settle_seconds``.
+        settle_seconds: See ``finished``.
+        options: ``stop`` (a ``threading.Event``) and ``on_progress`` (called
+            with the bytes read so far).
+
+    Returns:
+        What was imported.
+
+    Raises:
+        ImportStateError: The transcript, destination and cursor disagree.
+        OSError: A file cannot be read or written.
+    """
+    return result_of(
+        ClaudeCodeImporter,
+        path,
+        out_dir,
+        path.stem,
+        finished=finished,
+        settle_seconds=settle_seconds,
+        **options,
+    )
+
+
+# -- pairing state ---------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Response:
+    """A model response whose lines may still continue."""
+
+    id: str
+    exec_id: str
+    parent: str | None
+    model: str | None
+    request_id: str | None
+    usage: dict[str, Any] | None
+    stop_reason: str | None
+    tools: bool
+    ts: datetime | None
+    source: Source
+    execution: Execution | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "exec_id": self.exec_id,
+            "parent": self.parent,
+            "model": self.model,
+            "request_id": self.request_id,
+            "usage": self.usage,
+            "stop_reason": self.stop_reason,
+            "tools": self.tools,
+            "ts": format_ts(self.ts),
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> _Response:
+        return cls(
+            id=obj["id"],
+            exec_id=obj["exec_id"],
+            parent=obj.get("parent"),
+            model=obj.get("model"),
+            request_id=obj.get("request_id"),
+            usage=obj.get("usage"),
+            stop_reason=obj.get("stop_reason"),
+            tools=bool(obj.get("tools")),
+            ts=parse_ts(obj.get("ts")),
+            source=obj.get("source") or {},
+        )
+
+
+@dataclass(slots=True)
+class _Context:
+    """The agent a line belongs to: the main agent, or a subagent (an ``agent`` execution)."""
+
+    agent: str | None = None
+    agent_parent: str | None = None
+    agent_id: str | None = None
+    name: str | None = None
+    response: _Response | None = None
+    request_ts: datetime | None = None
+    """When the last input reached this agent: where its next model call starts."""
+
+    @property
+    def execution(self) -> Execution | None:
+        if self.agent is None:
+            return None
+        return Execution(self.agent, "agent", 1, self.agent_parent)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "agent_parent": self.agent_parent,
+            "agent_id": self.agent_id,
+            "name": self.name,
+            "response": None if self.response is None else self.response.to_json(),
+            "request_ts": format_ts(self.request_ts),
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> _Context:
+        response = obj.get("response")
+        return cls(
+            agent=obj.get("agent"),
+            agent_parent=obj.get("agent_parent"),
+            agent_id=obj.get("agent_id"),
+            name=obj.get("name"),
+            response=None if response is None else _Response.from_json(response),
+            request_ts=parse_ts(obj.get("request_ts")),
+        )
+
+
+@dataclass(slots=True)
+class _Call:
+    """A tool call waiting for its result."""
+
+    name: str
+    parent: str
+    agent_id: str | None = None
+    agent_type: str | None = None
+    execution: Execution | None = None
+
+
+def _details(value: Any) -> Any:
+    """The small facts of ``toolUseResult`` worth keeping (never file contents)."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, dict):
+        return None
+    kept = {
+        k: v
+        for k, v in value.items()
+        if type(v) in (bool, int, float) or (k in _DETAIL_STRINGS and isinstance(v, str))
+    }
+    return kept or None
+
+
+class ClaudeCodeImporter(Importer):
+    """Maps Claude Code transcript lines to loopscribe records (see the module docs)."""
+
+    name = NAME
+    anthropic_usage = True
+
+    def __init__(self, source: Path, destination: Path, **options: Any) -> None:
+        super().__init__(source, destination, **options)
+        self.main = _Context()
+        self.subs: dict[str, _Context] = {}
+        self.calls: dict[str, _Call] = {}
+        self.agent_files: dict[str, list[int]] = {}
+        self.closed: str | None = None
+        self.subagent_dir = self.source.parent / self.source.stem / "subagents"
+        self._has_file: dict[str, bool] = {}
+
+    # -- state -------------------------------------------------------------------
+
+    def dump_state(self) -> dict[str, Any]:
+        """The pairing state: open responses, subagents in flight, waiting calls, file cursors."""
+        return {
+            "main": self.main.to_json(),
+            "subs": {k: v.to_json() for k, v in self.subs.items()},
+            "calls": {
+                k: [c.name, c.parent, c.agent_id, c.agent_type] for k, c in self.calls.items()
+            },
+            "agent_files": self.agent_files,
+            "closed": self.closed,
+        }
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`dump_state` saved."""
+        if not state:
+            return
+        self.main = _Context.from_json(state.get("main") or {})
+        self.subs = {k: _Context.from_json(v) for k, v in (state.get("subs") or {}).items()}
+        self.calls = {k: _Call(*v) for k, v in (state.get("calls") or {}).items()}
+        self.agent_files = {k: list(v) for k, v in (state.get("agent_files") or {}).items()}
+        self.closed = state.get("closed")
+
+    def pending_calls(self) -> int:
+        """Tool calls still waiting for a result."""
+        return len(self.calls)
+
+    # -- dispatch ----------------------------------------------------------------
+
+    def skip_line(self, raw: bytes) -> str | None:
+        """Progress (but agent progress), file-history and queue lines, told apart unparsed."""
+        if raw.startswith(b'{"type":"file-history-snapshot"'):
+            return "file-history-snapshot"
+        if raw.startswith(b'{"type":"queue-operation"'):
+            return "queue-operation"
+        kind = nested_type(raw, b'"type":"progress","data":')
+        if kind is None or kind == b"agent_progress":
+            return None
+        return f"progress/{kind.decode('ascii', 'replace')}"
+
+    def handle(self, obj: Any, line: int, raw: bytes, source: Source) -> None:
+        """Map one line of the main transcript."""
+        if type(obj) is not dict:
+            self.source_event("non_object", obj, source, self.last_ts)
+            return
+        ts = self.line_ts(obj.get("timestamp"))
+        uuid = obj.get("uuid")
+        if uuid is not None:
+            source["uuid"] = uuid
+        if not self.meta and "sessionId" in obj:
+            self.meta = {
+                "session_id": obj.get("sessionId"),
+                "cwd": obj.get("cwd"),
+                "version": obj.get("version"),
+                "git_branch": obj.get("gitBranch"),
+            }
+        kind = obj.get("type")
+        if kind == "assistant":
+            self._assistant(self.main, obj, source, ts)
+        elif kind == "user":
+            self._user(self.main, obj, source, ts)
+        elif kind == "progress":
+            self._progress(obj, source, ts)
+        elif kind == "system":
+            self._system(obj, source, ts)
+        elif kind in SKIPPED_TYPES:
+            self.report.skipped[kind] += 1
+        else:
+            self.source_event(str(kind), obj, source, ts)
+
+    def _handle_in(self, ctx: _Context, obj: Any, source: Source, ts: datetime | None) -> None:
+        """Map one line of a subagent (from its file or an ``agent_progress`` line)."""
+        if type(obj) is not dict:
+            self.source_event("non_object", obj, source, ts, ctx.execution)
+            return
+        uuid = obj.get("uuid")
+        if uuid is not None:
+            source["uuid"] = uuid
+        kind = obj.get("type")
+        if kind == "assistant":
+            self._assistant(ctx, obj, source, ts)
+        elif kind == "user":
+            self._user(ctx, obj, source, ts)
+        elif kind == "progress":
+            data = obj.get("data")
+            sub = data.get("type") if isinstance(data, dict) else None
+            self.report.skipped[f"progress/{sub}"] += 1
+        elif kind in SKIPPED_TYPES:
+            self.report.skipped[kind] += 1
+        else:
+            label = f"system/{obj.get('subtype')}" if kind == "system" else str(kind)
+            self.source_event(label, obj, source, ts, ctx.execution)
+
+    # -- messages, model calls, tool calls ---------------------------------------
+
+    def _assistant(
+        self, ctx: _Context, obj: dict[str, Any], source: Source, ts: datetime | None
+    ) -> None:
+        msg = obj.get("message")
+        if not isinstance(msg, dict):
+            self.source_event("assistant/no_message", obj, source, ts, ctx.execution)
+            return
+        mid = msg.get("id")
+        if not isinstance(mid, str) or not mid:
+            mid = f"response-{ctx.agent or 'main'}-{source['line']}"
+        resp = ctx.response
+        if resp is None or resp.id != mid:
+            self._end_response(ctx)
+            model = msg.get("model")
+            request_id = obj.get("requestId")
+            exec_id = mid if mid != self.closed else f"{mid}@{source['line']}"
+            resp = _Response(
+                id=mid,
+                exec_id=exec_id,
+                parent=ctx.agent,
+                model=model if isinstance(model, str) else None,
+                request_id=request_id if isinstance(request_id, str) else None,
+                usage=None,
+                stop_reason=None,
+                tools=False,
+                ts=ts,
+                source=source,
+            )
+            ctx.response = resp
+            request: dict[str, Any] = {"model": resp.model, "provider": "anthropic", "messages": []}
+            if resp.request_id is not None:
+                request["request_id"] = resp.request_id
+            request["source"] = source
+            # The call began when its input arrived, not with its first streamed block.
+            started = ctx.request_ts
+            if started is None or ts is None or started > ts:
+                started = ts
+            ctx.request_ts = None
+            resp.execution = Execution(exec_id, "model", 1, ctx.agent)
+            self.emit(ev.MODEL_REQUEST, resp.execution, request, started)
+        usage = msg.get("usage")
+        if isinstance(usage, dict):
+            resp.usage = usage
+        stop = msg.get("stop_reason")
+        if isinstance(stop, str) and stop:
+            resp.stop_reason = stop
+        resp.ts = ts
+        resp.source = source
+        execution = resp.execution
+        if execution is None:
+            execution = resp.execution = Execution(resp.exec_id, "model", 1, ctx.agent)
+        content = msg.get("content")
+        tools: list[dict[str, Any]] = []
+        others: list[Any] = []
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    tools.append(block)
+                else:
+                    others.append(block)
+        if others or not tools:
+            message = {k: v for k, v in msg.items() if k != "usage"}
+            if tools:
+                message["content"] = others
+            self.emit(ev.MESSAGE_END, execution, {"message": message, "source": source}, ts)
+            self.report.messages += 1
+        for index, block in enumerate(tools):
+            tool_id = block.get("id")
+            if not isinstance(tool_id, str) or not tool_id:
+                tool_id = f"tool-{source['line']}-{index}"
+            name = block.get("name")
+            name = name if isinstance(name, str) and name else "tool"
+            args = block.get("input")
+            call = _Call(name, resp.exec_id, execution=Execution(tool_id, "tool", 1, resp.exec_id))
+            if name in TASK_TOOLS and isinstance(args, dict):
+                kind = args.get("subagent_type")
+                call.agent_type = kind if isinstance(kind, str) else None
+            self.calls[tool_id] = call
+            resp.tools = True
+            self.emit(
+                ev.TOOL_EXEC_START,
+                call.execution,
+                {"tool": name, "args": args, "source": source},
+                ts,
+            )
+            self.report.tool_calls += 1
+
+    def _end_response(self, ctx: _Context) -> None:
+        resp = ctx.response
+        if resp is None:
+            return
+        ctx.response = None
+        self.closed = resp.exec_id
+        stop = resp.stop_reason
+        data: dict[str, Any] = {"model": resp.model, "provider": "anthropic"}
+        if resp.usage is not None:
+            data["usage"] = resp.usage
+        if stop is None:
+            # Claude Code writes stop_reason null on every line; what the
+            # response did tells it apart.
+            data["stop_reason"] = "tool_use" if resp.tools else "end_turn"
+            data["stop_reason_inferred"] = True
+        else:
+            data["stop_reason"] = stop
+        if resp.request_id is not None:
+            data["request_id"] = resp.request_id
+        data["source"] = resp.source
+        self.emit(
+            ev.MODEL_EXEC_END, Execution(resp.exec_id, "model", 1, resp.parent), data, resp.ts
+        )
+        self.report.model_calls += 1
+        self.report.add_usage(resp.usage, anthropic=True)
+
+    def _user(
+        self, ctx: _Context, obj: dict[str, Any], source: Source, ts: datetime | None
+    ) -> None:
+        msg = obj.get("message")
+        if not isinstance(msg, dict):
+            self.source_event("user/no_message", obj, source, ts, ctx.execution)
+            return
+        content = msg.get("content")
+        ctx.request_ts = ts
+        if isinstance(content, list):
+            results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+            if results:
+                details = obj.get("toolUseResult") if len(results) == 1 else None
+                for block in results:
+                    self._tool_result(ctx, block, details, source, ts)
+                others = [
+                    b
+                    for b in content
+                    if not (isinstance(b, dict) and b.get("type") == "tool_result")
+                ]
+                if others:
+                    self.emit(
+                        ev.MESSAGE_END,
+                        ctx.execution,
+                        {"message": {**msg, "content": others}, "source": source},
+                        ts,
+                    )
+                    self.report.messages += 1
+                return
+        main = ctx.agent is None
+        self._end_response(ctx)
+        if main and obj.get("isCompactSummary"):
+            self.dest.annotate(ev.COMPACTION, {"summary": msg, "source": source}, ts)
+            return
+        text = content if isinstance(content, str) else _first_text(content)
+        interrupted = text is not None and text.startswith(_INTERRUPTED)
+        if (
+            main
+            and not interrupted
+            and not obj.get("isMeta")
+            and not obj.get("isSidechain")
+            and not obj.get("isVisibleInTranscriptOnly")
+        ):
+            self._begin_turn(source, ts)
+        self.emit(ev.MESSAGE_END, ctx.execution, {"message": msg, "source": source}, ts)
+        self.report.messages += 1
+        if main and interrupted:
+            self._end_turn(ts)
+
+    def _tool_result(
+        self,
+        ctx: _Context,
+        block: dict[str, Any],
+        details: Any,
+        source: Source,
+        ts: datetime | None,
+    ) -> None:
+        tool_id = block.get("tool_use_id")
+        call = self.calls.pop(tool_id, None) if isinstance(tool_id, str) else None
+        if call is not None and isinstance(tool_id, str):
+            agent_id = call.agent_id
+            if agent_id is None and isinstance(details, dict):
+                found = details.get("agentId")
+                agent_id = found if isinstance(found, str) else None
+            sub = self.subs.pop(tool_id, None)
+            if sub is not None:
+                self._end_subagent(sub, source, ts)
+            elif agent_id is not None:
+                self._import_agent_file(agent_id, tool_id, call.agent_type)
+            execution = call.execution or Execution(tool_id, "tool", 1, call.parent)
+            data: dict[str, Any] = {"tool": call.name}
+        else:
+            if not isinstance(tool_id, str) or not tool_id:
+                tool_id = f"result-{source['line']}"
+            execution = Execution(tool_id, "tool", 1, ctx.agent)
+            data = {"unpaired": True}
+            self.report.unpaired_results += 1
+        data["result"] = block.get("content")
+        data["is_error"] = block.get("is_error") is True
+        kept = _details(details)
+        if kept is not None:
+            data["details"] = kept
+        data["source"] = source
+        self.emit(ev.TOOL_EXEC_END, execution, data, ts)
+        self.report.tool_results += 1
+
+    # -- turns -------------------------------------------------------------------
+
+    def _begin_turn(self, source: Source, ts: datetime | None) -> None:
+        self._end_turn(self.record_ts)
+        self.begin_run(ts)
+
+    def _end_turn(self, ts: datetime | None) -> None:
+        """The turn is over: end its responses, give up on its calls, close its run."""
+        self._end_response(self.main)
+        for sub in self.subs.values():
+            self._end_response(sub)
+        self.subs.clear()
+        self.report.unpaired_calls += len(self.calls)
+        self.calls.clear()
+        if self.dest.run_open:
+            self.dest.close_run(ts)
+
+    def finish(self) -> None:
+        """Import the subagents still waiting for a result or never linked, then close the turn."""
+        for tool_id, call in list(self.calls.items()):
+            if call.agent_id is not None and tool_id not in self.subs:
+                self._import_agent_file(call.agent_id, tool_id, call.agent_type)
+        if self.subagent_dir.is_dir():
+            for path in sorted(self.subagent_dir.glob("agent-*.jsonl")):
+                agent_id = path.stem.removeprefix("agent-")
+                if agent_id not in self.agent_files:
+                    self._import_agent_file(agent_id, None, None)
+        self._end_turn(self.record_ts)
+
+    def _system(self, obj: dict[str, Any], source: Source, ts: datetime | None) -> None:
+        subtype = obj.get("subtype")
+        if subtype == "compact_boundary":
+            self._compaction(obj, source, ts)
+        elif subtype == "turn_duration":
+            self._end_turn(ts)
+        else:
+            self.source_event(f"system/{subtype}", obj, source, ts)
+
+    # -- subagents and compaction ------------------------------------------------
+
+    def _progress(self, obj: dict[str, Any], source: Source, ts: datetime | None) -> None:
+        data = obj.get("data")
+        kind = data.get("type") if isinstance(data, dict) else None
+        if kind != "agent_progress" or not isinstance(data, dict):
+            self.report.skipped[f"progress/{kind}"] += 1
+            return
+        tool_id = obj.get("parentToolUseID")
+        agent_id = data.get("agentId")
+        agent_id = agent_id if isinstance(agent_id, str) and agent_id else None
+        call = self.calls.get(tool_id) if isinstance(tool_id, str) else None
+        if call is not None and call.agent_id is None:
+            call.agent_id = agent_id
+        if agent_id is not None and self._agent_file_exists(agent_id):
+            self.report.skipped["progress/agent_progress (in subagent file)"] += 1
+            return
+        message = data.get("message")
+        if not isinstance(tool_id, str) or not isinstance(message, dict):
+            self.report.skipped["progress/agent_progress"] += 1
+            return
+        sub = self.subs.get(tool_id)
+        if sub is None:
+            exec_id = f"agent-{agent_id or tool_id}"
+            name = call.agent_type if call is not None else None
+            sub = _Context(exec_id, tool_id, agent_id, name or "subagent")
+            self.subs[tool_id] = sub
+            self._agent_record(ev.AGENT_START, sub, source, ts)
+            self.report.subagents += 1
+        self._handle_in(sub, message, source, parse_ts(message.get("timestamp")) or ts)
+
+    def _agent_record(self, kind: str, ctx: _Context, source: Source, ts: datetime | None) -> None:
+        data: dict[str, Any] = {"agent": ctx.name}
+        if ctx.agent_id is not None:
+            data["agent_id"] = ctx.agent_id
+        data["source"] = source
+        self.emit(kind, ctx.execution, data, ts)
+
+    def _end_subagent(self, sub: _Context, source: Source, ts: datetime | None) -> None:
+        self._end_response(sub)
+        self._agent_record(ev.AGENT_END, sub, source, ts)
+
+    def _agent_file_exists(self, agent_id: str) -> bool:
+        found = self._has_file.get(agent_id)
+        if found is None:
+            found = self._has_file[agent_id] = self._agent_path(agent_id).is_file()
+        return found
+
+    def _agent_path(self, agent_id: str) -> Path:
+        return self.subagent_dir / f"agent-{agent_id}.jsonl"
+
+    def _import_agent_file(self, agent_id: str, parent: str | None, name: str | None) -> bool:
+        """Import what is new in a subagent's file as an ``agent`` execution under ``parent``."""
+        path = self._agent_path(agent_id)
+        if not path.is_file():
+            return False
+        offset, line, runs = self.agent_files.get(agent_id, [0, 0, 0])
+        exec_id = f"agent-{agent_id}" if runs == 0 else f"agent-{agent_id}.{runs + 1}"
+        ctx = _Context(exec_id, parent, agent_id, name or "subagent")
+        file = str(path)
+        report = self.report
+        last_source: Source | None = None
+        last_ts: datetime | None = None
+        started = _start_ts(path, offset)
+        for number, end, raw in read_lines(path, offset, line):
+            source: Source = {"file": file, "line": number}
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                obj = raw.decode("utf-8", "replace").rstrip("\n")
+                report.invalid_lines += 1
+            else:
+                if b'"$ls"' in raw:
+                    obj = strip_reserved(obj)
+            ts = (parse_ts(obj.get("timestamp")) if isinstance(obj, dict) else None) or last_ts
+            if last_source is None:
+                self._agent_record(ev.AGENT_START, ctx, source, started or ts)
+                report.subagents += 1
+            self._handle_in(ctx, obj, source, ts)
+            report.lines += 1
+            report.bytes += len(raw)
+            offset, line = end, number
+            last_source, last_ts = source, ts
+        if last_source is None:
+            return False
+        self._end_subagent(ctx, last_source, last_ts)
+        self.agent_files[agent_id] = [offset, line, runs + 1]
+        return True
+
+    def _compaction(self, obj: dict[str, Any], source: Source, ts: datetime | None) -> None:
+        self._end_response(self.main)
+        uuid = obj.get("uuid")
+        exec_id = f"compact-{uuid}" if isinstance(uuid, str) else f"compact-{source['line']}"
+        execution = Execution(exec_id, "context")
+        meta = obj.get("compactMetadata")
+        info: dict[str, Any] = {}
+        if isinstance(meta, dict):
+            info = {"trigger": meta.get("trigger"), "pre_tokens": meta.get("preTokens")}
+        agent_id, started = self._compact_agent(ts)
+        self.emit(ev.CONTEXT_TRANSFORM_START, execution, {**info, "source": source}, started or ts)
+        if agent_id is not None:
+            self._import_agent_file(agent_id, exec_id, "compact")
+        self.emit(ev.CONTEXT_TRANSFORM_END, execution, {**info, "source": source}, ts)
+        self.report.compactions += 1
+
+    def _compact_agent(self, boundary: datetime | None) -> tuple[str | None, datetime | None]:
+        """The summarizing subagent of a compaction: the latest new one begun before it."""
+        if boundary is None or not self.subagent_dir.is_dir():
+            return None, None
+        best: tuple[datetime, str] | None = None
+        for path in self.subagent_dir.glob("agent-acompact*.jsonl"):
+            agent_id = path.stem.removeprefix("agent-")
+            if agent_id in self.agent_files:
+                continue
+            started = _start_ts(path)
+            if started is not None and started <= boundary and (best is None or started > best[0]):
+                best = (started, agent_id)
+        return (None, None) if best is None else (best[1], best[0])
+
+
+def _first_text(content: Any) -> str | None:
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "text":
+                text = block.get("text")
+                return text if isinstance(text, str) else None
+    return None
+
+
+def _start_ts(path: Path, offset: int = 0) -> datetime | None:
+    """When a subagent started: its last line before its first model response.
+
+    A subagent file begins with the messages it was given, some copied with
+    their original, older timestamps (a compaction agent gets the hook
+    reminders of the conversation); the agent starts with the last of them.
+    """
+    started: datetime | None = None
+    for _number, _end, raw in read_lines(path, offset, 0):
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        ts = parse_ts(obj.get("timestamp"))
+        if obj.get("type") == "assistant":
+            return started or ts
+        if ts is not None and (started is None or ts > started):
+            started = ts
+    return started

@@ -1,0 +1,189 @@
+"""``loopscribe import claude-code|codex``: the summary, JSON lines, export and errors."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+from rich.console import Console
+
+from loopscribe import LoopscribeError
+from loopscribe._cli import CliError, Out, build_parser, main
+from loopscribe.importers._cli import add_import_parser, default_out
+
+from ._support import copy_transcript, lines, records, transcripts
+
+CLAUDE = transcripts("claude-code")
+CODEX = transcripts("codex")
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The loopscribe parser with the import command, as ``_cli.build_parser`` hooks it in."""
+    parser = argparse.ArgumentParser(prog="loopscribe")
+    parser.add_argument("--json", action="store_true")
+    add_import_parser(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run ``loopscribe`` in-process (through main() once the hook is in) and capture output."""
+    if "import" in build_parser().format_help():
+        code = main(list(argv))
+    else:
+        args = _parser().parse_args(argv)
+        out = Out(Console(soft_wrap=True), Console(stderr=True, soft_wrap=True), args.json)
+        handler: Callable[[argparse.Namespace, Out], int] = args.handler
+        try:
+            code = handler(args, out)
+        except (CliError, LoopscribeError, OSError) as exc:  # as main() reports them
+            out.stderr.print(f"loopscribe: error: {exc}", highlight=False)
+            code = 1
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def claude_dir(tmp_path: Path) -> Path:
+    """A project folder with three real Claude Code transcripts, one with subagents."""
+    folder = tmp_path / "projects" / "-home-user-project"
+    for path in CLAUDE:
+        if path.stem.startswith("4d5611e5") or path.stem in ("short", "hello-world-script"):
+            copy_transcript(path, folder)
+    return tmp_path / "projects"
+
+
+def test_import_prints_a_summary_and_then_nothing_new(
+    claude_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The summary table lists sessions, records, tool calls, tokens and unknown types."""
+    monkeypatch.setenv("COLUMNS", "200")
+    out = tmp_path / "out"
+    code, stdout, stderr = run_cli(
+        capsys, "import", "claude-code", str(claude_dir), "--out", str(out), "--settle", "0"
+    )
+    assert code == 0, stderr
+    assert "4d5611e5-241a-462a" in stdout
+    assert "183/183" in stdout  # tool results/calls of the session with subagents
+    assert "12.95M" in stdout  # its input tokens
+    assert "3 of 3 transcripts had new lines" in stdout
+    assert "system/stop_hook_summary x3" in stdout
+    assert sorted(p.name for p in out.glob("*.jsonl")) == [
+        "4d5611e5-241a-462a-8d15-5122611a9569.jsonl",
+        "hello-world-script.jsonl",
+        "short.jsonl",
+    ]
+    code, stdout, _ = run_cli(
+        capsys, "import", "claude-code", str(claude_dir), "--out", str(out), "--settle", "0"
+    )
+    assert code == 0
+    assert "0 of 3 transcripts had new lines; 3 were up to date" in stdout
+
+
+def test_import_json_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With --json, each transcript's report is one JSON line."""
+    folder = tmp_path / "sessions" / "2025" / "09" / "25"
+    for path in CODEX:
+        copy_transcript(path, folder)
+    code, stdout, _ = run_cli(
+        capsys,
+        "--json",
+        "import",
+        "codex",
+        str(tmp_path / "sessions"),
+        "--out",
+        str(tmp_path / "out"),
+        "--settle",
+        "0",
+    )
+    assert code == 0
+    reports = [orjson.loads(line) for line in stdout.splitlines()]
+    assert len(reports) == len(CODEX)
+    for report in reports:
+        source = Path(report["source"])
+        calls = sum(
+            1 for o in lines(source) if (o.get("payload") or {}).get("type") == "function_call"
+        )
+        assert report["tool_calls"] == report["tool_results"] == calls
+        assert report["finished"] is True
+        assert report["records"] == len(records(Path(report["destination"]))) - 1
+
+
+def test_export_sends_each_span_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--export ships the new spans (here to the OTLP file beside the session), never twice."""
+    for name in list(os.environ):
+        if name.startswith("OTEL_EXPORTER_OTLP"):
+            monkeypatch.delenv(name)
+    source_dir = tmp_path / "src"
+    source = copy_transcript(next(p for p in CLAUDE if p.stem == "short"), source_dir)
+    data = source.read_bytes()
+    half = sum(len(line) for line in data.splitlines(keepends=True)[:12])  # both results in
+    source.write_bytes(data[:half])
+    out = tmp_path / "out"
+    argv = ["--json", "import", "claude-code", str(source_dir), "--out", str(out), "--export"]
+    code, stdout, _ = run_cli(capsys, *argv, "--settle", "3600")
+    assert code == 0
+    first = orjson.loads(stdout)["export"]["sent"]
+    assert first > 0  # the finished tool calls of the open turn
+    with open(source, "ab") as stream:
+        stream.write(data[half:])
+    code, stdout, _ = run_cli(capsys, *argv, "--settle", "0")
+    assert code == 0
+    second = orjson.loads(stdout)["export"]["sent"]
+    shipped = out / "short.jsonl.otlp.jsonl"
+    names: list[tuple[str, str]] = []
+    for line in shipped.read_bytes().splitlines():
+        for rs in orjson.loads(line)["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                names.extend((s["spanId"], s["name"]) for s in ss["spans"])
+    assert len(names) == first + second == len(set(names))
+    assert "execute_tool Glob" in {n for _, n in names}
+    assert any(n.startswith("invoke_agent") for _, n in names)
+
+
+def test_a_missing_folder_is_one_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A DIR that does not exist is named, with what to give instead."""
+    code, _, stderr = run_cli(
+        capsys, "import", "codex", str(tmp_path / "nope"), "--out", str(tmp_path)
+    )
+    assert code == 1
+    assert "nope: no such file or folder; give the folder of your OpenAI Codex CLI" in stderr
+
+
+def test_errors_of_one_transcript_do_not_stop_the_others(
+    claude_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A transcript whose destination is in the way is reported; the rest are imported."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "short.jsonl").write_text("not mine\n")
+    code, stdout, stderr = run_cli(
+        capsys, "import", "claude-code", str(claude_dir), "--out", str(out), "--settle", "0"
+    )
+    assert code == 1
+    assert "short.jsonl: exists, but has no import cursor" in stderr
+    assert "2 of 3 transcripts had new lines" in stdout
+
+
+def test_default_folders_follow_the_agents_and_xdg(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Defaults: CLAUDE_CONFIG_DIR/projects, CODEX_HOME/sessions, XDG_DATA_HOME for output."""
+    from loopscribe.importers import claude_code, codex
+
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "c"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "x"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "d"))
+    assert claude_code.default_dir() == tmp_path / "c" / "projects"
+    assert codex.default_dir() == tmp_path / "x" / "sessions"
+    assert default_out("codex") == tmp_path / "d" / "loopscribe" / "import" / "codex"

@@ -1,0 +1,324 @@
+"""The Codex rollout importer, on real rollouts."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+
+from loopscribe.importers import SOURCE_EVENT, codex
+from loopscribe.importers._common import cursor_path
+from loopscribe.otel import _bridge
+
+from ._support import (
+    attribute_text,
+    body_strings,
+    copy_transcript,
+    ids,
+    line_offsets,
+    lines,
+    normal_form,
+    records,
+    source_line,
+    source_ref,
+    span_structure,
+    spans,
+    split_at,
+    transcripts,
+)
+
+FILES = transcripts("codex")
+TWO_TURNS = next(p for p in FILES if "0199812e" in p.name)
+HAS_SOURCE_REFS = hasattr(_bridge, "LS_SOURCE_FILE")
+CALLS = ("function_call", "custom_tool_call", "local_shell_call", "web_search_call")
+OUTPUTS = ("function_call_output", "custom_tool_call_output", "web_search_call")
+USAGE_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens")
+
+
+def source_counts(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Tool calls, outputs, assistant messages, model calls and tokens, straight from the lines."""
+    items: Counter[str] = Counter()
+    usage: Counter[str] = Counter()
+    calls = 0
+    last_total = None
+    for obj in objs:
+        payload = obj.get("payload") or {}
+        if obj["type"] == "response_item":
+            kind = payload.get("type")
+            items[str(kind)] += 1
+            if kind == "message":
+                items[f"message:{payload.get('role')}"] += 1
+        elif obj["type"] == "event_msg" and payload.get("type") == "token_count":
+            info = payload.get("info")
+            if not info or info.get("total_token_usage") == last_total:
+                continue  # a repeat of the previous usage
+            last_total = info.get("total_token_usage")
+            calls += 1
+            for key in USAGE_KEYS:
+                usage[key] += info["last_token_usage"].get(key) or 0
+    return {
+        "tool_calls": sum(items[k] for k in CALLS),
+        "tool_results": sum(items[k] for k in OUTPUTS),
+        "assistant_messages": items["message:assistant"],
+        "model_calls": calls,
+        "usage": usage,
+    }
+
+
+def dest_counts(dest: Path) -> dict[str, Any]:
+    """The same counts, from the records of an imported session."""
+    kinds: Counter[str] = Counter()
+    usage: Counter[str] = Counter()
+    assistant = 0
+    for r in records(dest):
+        kinds[r.type] += 1
+        if r.type == "message_end" and r.data["message"].get("role") == "assistant":
+            assistant += 1
+        if r.type == "model_exec_end":
+            for key in USAGE_KEYS:
+                usage[key] += r.data["usage"].get(key) or 0
+    return {
+        "tool_calls": kinds["tool_exec_start"],
+        "tool_results": kinds["tool_exec_end"],
+        "assistant_messages": assistant,
+        "model_calls": kinds["model_exec_end"],
+        "usage": usage,
+    }
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every rollout copied and imported whole once: source and destination by name."""
+    root = tmp_path_factory.mktemp("whole")
+    out: dict[str, Path] = {}
+    for path in FILES:
+        source = copy_transcript(path, root / "src")
+        codex.import_transcript(source, root / "out", finished=True)
+        out[path.stem] = source
+        out[path.stem + ":dest"] = root / "out" / f"{path.stem}.jsonl"
+    return out
+
+
+@pytest.fixture(scope="module")
+def whole_spans(whole: dict[str, Path]) -> dict[str, list[ReadableSpan]]:
+    """The spans of every whole import, replayed once."""
+    return {p.stem: spans(whole[p.stem + ":dest"]) for p in FILES}
+
+
+@pytest.mark.parametrize("path", FILES, ids=ids(FILES))
+def test_counts_match_the_source(path: Path, whole: dict[str, Path]) -> None:
+    """Tool calls, outputs, assistant messages, model calls and tokens equal the source's."""
+    expected = source_counts(list(lines(path)))
+    assert dest_counts(whole[path.stem + ":dest"]) == expected
+    assert expected["model_calls"] > 0
+
+
+@pytest.mark.parametrize("path", FILES, ids=ids(FILES))
+def test_every_call_is_paired_or_reported(path: Path, tmp_path: Path) -> None:
+    """Each tool_exec_start has its tool_exec_end, or the report counts it as unpaired."""
+    report = codex.import_transcript(
+        copy_transcript(path, tmp_path), tmp_path / "out", finished=True
+    )
+    found = records(report.destination)
+    starts = {r.execution.id for r in found if r.type == "tool_exec_start" and r.execution}
+    ends = {r.execution.id for r in found if r.type == "tool_exec_end" and r.execution}
+    assert len(starts - ends) == report.unpaired_calls == 0
+    assert report.unpaired_results == 0
+    assert report.tool_calls == len(starts)
+    assert sum(report.unknown.values()) == sum(1 for r in found if r.type == SOURCE_EVENT)
+
+
+@pytest.mark.parametrize("path", FILES, ids=ids(FILES))
+def test_shell_failures_keep_their_error_flag(path: Path, whole: dict[str, Path]) -> None:
+    """A command that exited non-zero or could not run is an error; others are not."""
+    expected: dict[str, bool] = {}
+    for obj in lines(path):
+        payload = obj.get("payload") or {}
+        if payload.get("type") == "function_call_output":
+            output = payload["output"]
+            ran = output.startswith("{") and orjson.loads(output)["metadata"]["exit_code"] == 0
+            expected[payload["call_id"]] = not ran
+    found = {
+        r.execution.id: r.data["is_error"]
+        for r in records(whole[path.stem + ":dest"])
+        if r.type == "tool_exec_end" and r.execution
+    }
+    assert found == expected
+    errors = [s for s in spans(whole[path.stem + ":dest"]) if s.status.status_code.name == "ERROR"]
+    assert len(errors) == sum(expected.values())
+
+
+@pytest.mark.parametrize("path", FILES, ids=ids(FILES))
+def test_importing_twice_changes_nothing(path: Path, tmp_path: Path) -> None:
+    """A second import of an unchanged rollout writes nothing and keeps the cursor."""
+    source = copy_transcript(path, tmp_path / "src")
+    first = codex.import_transcript(source, tmp_path / "out", finished=True)
+    before = first.destination.read_bytes(), cursor_path(first.destination).read_bytes()
+    again = codex.import_transcript(source, tmp_path / "out", finished=True)
+    assert again.up_to_date
+    after = first.destination.read_bytes(), cursor_path(first.destination).read_bytes()
+    assert after == before
+
+
+def _cuts(path: Path) -> list[int]:
+    """Cut points: the middle, inside a line, right after a token_count, between call and output."""
+    offsets = line_offsets(path)
+    objs = list(lines(path))
+    middle = offsets[len(offsets) // 2]
+    after_usage = next(
+        i for i, o in enumerate(objs) if (o.get("payload") or {}).get("type") == "token_count"
+    )
+    after_call = next(
+        i for i, o in enumerate(objs) if (o.get("payload") or {}).get("type") == "function_call"
+    )
+    return [middle, middle + 11, offsets[after_usage + 1], offsets[after_call + 1]]
+
+
+@pytest.mark.parametrize("path", FILES, ids=ids(FILES))
+def test_split_import_equals_whole(
+    path: Path,
+    tmp_path: Path,
+    whole: dict[str, Path],
+    whole_spans: dict[str, list[ReadableSpan]],
+) -> None:
+    """A rollout imported as it grows gives the records and spans of one import."""
+    expected = normal_form(whole[path.stem + ":dest"])
+    there = {
+        str(whole[path.stem].parent): "<src>",
+        str(whole[path.stem + ":dest"].parent): "<out>",
+    }
+    expected_spans = span_structure(whole_spans[path.stem], there)
+    src_dir = str(whole[path.stem].parent).encode()
+    for cut in _cuts(path):
+        folder = tmp_path / str(cut)
+        source = copy_transcript(path, folder / "src")
+        rest = split_at(path, cut, source)
+        codex.import_transcript(source, folder / "out", finished=False)
+        with open(source, "ab") as stream:
+            stream.write(rest)
+        codex.import_transcript(source, folder / "out", finished=True)
+        dest = folder / "out" / f"{path.stem}.jsonl"
+        here = str(source.parent).encode()
+        assert [(*r[:-1], r[-1].replace(here, src_dir)) for r in normal_form(dest)] == expected
+        mine = {str(source.parent): "<src>", str(dest.parent): "<out>"}
+        assert span_structure(spans(dest), mine) == expected_spans
+
+
+@pytest.mark.parametrize("path", FILES, ids=ids(FILES))
+def test_spans_carry_no_body_text(path: Path, whole_spans: dict[str, list[ReadableSpan]]) -> None:
+    """No message, reasoning, argument or output text of the rollout reaches a span."""
+    haystack = attribute_text(whole_spans[path.stem])
+    bodies = body_strings(path)
+    assert len(bodies) > 20
+    assert [b for b in bodies if b in haystack] == []
+
+
+@pytest.mark.parametrize("path", FILES, ids=ids(FILES))
+def test_tool_spans_nest_under_their_chat_span(
+    path: Path, whole_spans: dict[str, list[ReadableSpan]]
+) -> None:
+    """Every function call is an execute_tool span under the chat span of its model call."""
+    found = whole_spans[path.stem]
+    by_id = {s.context.span_id: s for s in found}
+    tools = [s for s in found if s.name.startswith("execute_tool ")]
+    assert tools
+    for span in tools:
+        assert span.parent is not None
+        assert by_id[span.parent.span_id].name == "chat gpt-5-codex"
+
+
+def test_each_prompt_is_a_run(whole: dict[str, Path]) -> None:
+    """The rollout with two prompts gives two runs, each beginning at its prompt's time."""
+    found = records(whole[TWO_TURNS.stem + ":dest"])
+    starts = [r for r in found if r.type == "run_start"]
+    assert [r.ts.isoformat()[:23] for r in starts] == [
+        "2025-09-25T14:02:05.435",
+        "2025-09-25T14:12:09.697",
+    ]
+    assert sum(1 for r in found if r.type == "run_close") == 2
+
+
+def test_model_calls_start_when_their_input_is_complete(whole: dict[str, Path]) -> None:
+    """A chat span runs from the input before it (turn_context, tool output) to its last item."""
+    found = records(whole[TWO_TURNS.stem + ":dest"])
+    request = next(r for r in found if r.type == "model_request")
+    end = next(r for r in found if r.type == "model_exec_end")
+    assert request.ts.isoformat()[:23] == "2025-09-25T14:02:05.435"  # turn_context
+    assert request.data["config"]["effort"] == "high"
+    assert end.ts > request.ts
+
+
+def test_usage_after_the_items_is_assigned_too(tmp_path: Path) -> None:
+    """Rollouts that write token_count after a call's items (newer Codex) give the same usage."""
+    objs = list(lines(TWO_TURNS))
+    moved: list[dict[str, Any]] = []
+    held: dict[str, Any] | None = None
+    for obj in objs:
+        payload = obj.get("payload") or {}
+        if payload.get("type") == "token_count":
+            held = obj  # move it forward: after the call's items, before the next input
+            continue
+        is_input = obj["type"] == "turn_context" or payload.get("type") in (
+            "function_call_output",
+            "user_message",
+        )
+        if held is not None and is_input:
+            moved.append(held)
+            held = None
+        moved.append(obj)
+    if held is not None:
+        moved.append(held)
+    assert moved != objs
+    source = tmp_path / TWO_TURNS.name
+    source.write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in moved))
+    report = codex.import_transcript(source, tmp_path / "out", finished=True)
+    assert dest_counts(report.destination) == source_counts(objs)
+
+
+def test_turn_events_and_compaction(tmp_path: Path) -> None:
+    """task_started/task_complete bound the runs; a compacted line gives a context span."""
+    objs = list(lines(TWO_TURNS))
+    first_prompt = next(
+        i for i, o in enumerate(objs) if (o.get("payload") or {}).get("type") == "user_message"
+    )
+    ts = objs[first_prompt]["timestamp"]
+    objs.insert(2, {"timestamp": ts, "type": "event_msg", "payload": {"type": "task_started"}})
+    later = objs[200]["timestamp"]
+    objs.insert(200, {"timestamp": later, "type": "compacted", "payload": {"message": "SUMMARY"}})
+    done = {"type": "task_complete", "last_agent_message": None}
+    objs.append({"timestamp": objs[-1]["timestamp"], "type": "event_msg", "payload": done})
+    novel = {"timestamp": later, "type": "event_msg", "payload": {"type": "brand_new"}}
+    objs.insert(210, novel)
+    source = tmp_path / "rollout-test.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in objs))
+    report = codex.import_transcript(source, tmp_path / "out", finished=False)
+    assert report.compactions == 1
+    assert report.unknown == Counter({"event_msg/brand_new": 1})
+    found = records(report.destination)
+    assert sum(1 for r in found if r.type == "run_close") == 2  # task_complete closed the last
+    compaction = next(r for r in found if r.type == "compaction")
+    assert compaction.data["summary"] == "SUMMARY"
+    names = [s.name for s in spans(report.destination)]
+    assert "context compact-201" in names
+
+
+@pytest.mark.skipif(not HAS_SOURCE_REFS, reason="the bridge does not copy source refs yet")
+def test_spans_reference_the_rollout_line(whole_spans: dict[str, list[ReadableSpan]]) -> None:
+    """A chat span names the rollout line of its first item; a tool span, its call."""
+    checked = 0
+    for span in whole_spans[TWO_TURNS.stem]:
+        ref = source_ref(span)
+        if not span.name.startswith(("chat", "execute_tool")):
+            continue
+        assert ref is not None
+        attrs = span.attributes or {}
+        if span.name.startswith("execute_tool"):
+            assert str(attrs["gen_ai.tool.call.id"]).encode() in source_line(*ref)
+            checked += 1
+        else:
+            assert attrs["loopscribe.execution.id"] == f"model-{ref[1]}"
+    assert checked > 50
