@@ -266,3 +266,13 @@ def test_recorder_never_raises_into_the_caller(session_path: Path) -> None:
     assert result.ok
     assert rec.failures == 4  # start, request, one stream chunk, end
     s.close()
+
+
+def test_a_router_that_chooses_no_model_is_an_error_result() -> None:
+    """An empty routing decision fails the call instead of returning an empty success."""
+    events: list[Event] = []
+    result = ModelExecutor(on_event=events.append, router=lambda m, r: []).call(
+        Scripted("m", ["x"]), ModelExecution(EX, REQUEST)
+    )
+    assert isinstance(result.error, LookupError)
+    assert events[-1].data["error"]["type"] == "LookupError"

@@ -106,6 +106,10 @@ class ModelResult:
             raise self.error
 
 
+def _no_model() -> BaseException:
+    return LookupError("the router chose no model to call")
+
+
 Middleware = Callable[[LLMRequest], "LLMRequest | ModelResult"]
 """Rewrites a request (returns the new one) or short-circuits (returns a result)."""
 Router = Callable[[Any, LLMRequest], Iterable[Any]]
@@ -276,6 +280,16 @@ class ModelExecutor:
         )
         return result
 
+    def _attempt(self, ex: Execution, candidate: Any, routed: bool) -> _Accumulator:
+        acc = _Accumulator(model_name(candidate))
+        if routed:
+            self._publish(ev.model_route(ex, acc.model))
+        return acc
+
+    def _chunk(self, ex: Execution, acc: _Accumulator, chunk: Any) -> None:
+        self._publish(ev.model_stream(ex, chunk))
+        acc.add(chunk)
+
     def call(self, model: Any, call: ModelExecution) -> ModelResult:
         """Run one call to completion, consuming the model's (sync) stream.
 
@@ -288,24 +302,19 @@ class ModelExecutor:
         request, short = self._prepare(model, call)
         if short is not None:
             return self._short_circuit(ex, short)
-        error: BaseException | None = None
-        acc = _Accumulator(model_name(model))
+        acc, error = _Accumulator(model_name(model)), _no_model()
         for candidate, routed in self._attempts(model, request):
-            acc = _Accumulator(model_name(candidate))
-            if routed:
-                self._publish(ev.model_route(ex, acc.model))
+            acc = self._attempt(ex, candidate, routed)
             try:
                 stream = _open_stream(candidate, request)
                 if isinstance(stream, AsyncIterable):
                     raise TypeError("this model streams asynchronously: use acall()")
                 for chunk in stream:
-                    self._publish(ev.model_stream(ex, chunk))
-                    acc.add(chunk)
+                    self._chunk(ex, acc, chunk)
             except Exception as exc:
                 error = exc
                 continue
-            error = None
-            break
+            return self._finish(ex, acc, None)
         return self._finish(ex, acc, error)
 
     async def acall(self, model: Any, call: ModelExecution) -> ModelResult:
@@ -314,29 +323,23 @@ class ModelExecutor:
         request, short = self._prepare(model, call)
         if short is not None:
             return self._short_circuit(ex, short)
-        error: BaseException | None = None
-        acc = _Accumulator(model_name(model))
+        acc, error = _Accumulator(model_name(model)), _no_model()
         for candidate, routed in self._attempts(model, request):
-            acc = _Accumulator(model_name(candidate))
-            if routed:
-                self._publish(ev.model_route(ex, acc.model))
+            acc = self._attempt(ex, candidate, routed)
             try:
                 stream = _open_stream(candidate, request)
                 if inspect.isawaitable(stream):
                     stream = await stream
                 if isinstance(stream, AsyncIterable):
                     async for chunk in stream:
-                        self._publish(ev.model_stream(ex, chunk))
-                        acc.add(chunk)
+                        self._chunk(ex, acc, chunk)
                 else:
                     for chunk in stream:
-                        self._publish(ev.model_stream(ex, chunk))
-                        acc.add(chunk)
+                        self._chunk(ex, acc, chunk)
             except Exception as exc:
                 error = exc
                 continue
-            error = None
-            break
+            return self._finish(ex, acc, None)
         return self._finish(ex, acc, error)
 
 
