@@ -65,13 +65,20 @@ class Out:
 
 
 def session_files(root: Path) -> list[Path]:
-    """The session files named by ``root``: itself, or every ``*.jsonl`` below it."""
+    """The session files named by ``root``: itself, or every ``*.jsonl`` below it.
+
+    Exported spans (``*.otlp.jsonl``) and files in artifact folders are not sessions.
+    """
     if root.is_file():
         return [root]
     if not root.is_dir():
         raise CliError(f"{root}: no such file or folder")
     return sorted(
-        p for p in root.rglob("*.jsonl") if not p.name.endswith(".otlp.jsonl") and p.is_file()
+        p
+        for p in root.rglob("*.jsonl")
+        if not p.name.endswith(".otlp.jsonl")
+        and not any(part.endswith(".artifacts") for part in p.relative_to(root).parts[:-1])
+        and p.is_file()
     )
 
 
