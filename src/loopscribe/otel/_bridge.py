@@ -589,7 +589,7 @@ def _update(attempt: _Attempt, record: Record) -> None:
     """Take the references and labels a record holds; never a body."""
     data = record.data
     kind = record.type
-    if attempt.source_file is None:
+    if attempt.source_file is None and "source" in data:
         _take_source(attempt, data)
     if kind in (ev.MODEL_EXEC_START, ev.MODEL_ROUTE, ev.MODEL_REQUEST):
         # Later records refine earlier ones: a router's choice wins over the
