@@ -218,3 +218,16 @@ def test_a_forked_child_cannot_append(session_path: Path) -> None:
     run.record(Event("tool_exec_start", EX, {}))
     s.close()
     assert [r.seq for r in read(session_path)] == [0, 1, 2, 3]
+
+
+def test_run_close_without_sync_leaves_the_fsync_to_session_close(
+    session_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """close(sync=False) writes run_close without an fsync; the session's close syncs it."""
+    s = Session.create(session_path)
+    calls = Calls(monkeypatch)
+    s.begin_run().close(sync=False)
+    assert calls.fsyncs == []
+    s.close()
+    assert calls.fsyncs == ["file"]
+    assert [r.type for r in read(session_path)][-1] == "run_close"

@@ -739,11 +739,15 @@ class Run:
             self._session._sync()
             return record
 
-    def close(self, *, timestamp: datetime | None = None) -> None:
+    def close(self, *, timestamp: datetime | None = None, sync: bool = True) -> None:
         """Write ``run_close`` and fsync. Closing twice is harmless.
 
         Args:
             timestamp: When the run ended at the source; ``None`` means now.
+            sync: ``False`` leaves the fsync to a later sync point (the next
+                run close, checkpoint or ``Session.close``): for writers that
+                can redo their work after a crash, such as the importers,
+                which close one run per imported turn.
 
         Raises:
             LoopscribeError: The sticky recording error, if recording failed.
@@ -757,7 +761,8 @@ class Run:
             session._open_run_id = None
             session._check_open()
             session._append(ev.RUN_CLOSE, self._id, None, {}, timestamp)
-            session._sync()
+            if sync:
+                session._sync()
 
     def detach(self) -> None:
         """Stop recording into this run without closing it: no ``run_close``.
