@@ -53,7 +53,22 @@ class Execution:
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Execution:
         """Build an Execution from its stored form; raises ``ValueError`` if it does not fit."""
-        return cls(obj["id"], obj["kind"], obj.get("attempt", 1), obj.get("parent_id"))
+        id_, kind = obj["id"], obj["kind"]
+        attempt, parent = obj.get("attempt", 1), obj.get("parent_id")
+        # The read path builds one per record: when every field is plainly
+        # valid, skip the frozen __init__ (and its per-field object.__setattr__).
+        if (
+            cls is Execution
+            and type(id_) is str
+            and id_
+            and type(kind) is str
+            and kind
+            and type(attempt) is int
+            and attempt >= 1
+            and (parent is None or (type(parent) is str and parent))
+        ):
+            return _new_execution(id_, kind, attempt, parent)
+        return cls(id_, kind, attempt, parent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,3 +160,22 @@ def _record_factory() -> Callable[..., Record]:
 
 
 new_record = _record_factory()
+
+
+def _execution_factory() -> Callable[[str, str, int, str | None], Execution]:
+    set_id, set_kind, set_attempt, set_parent = (
+        getattr(Execution, name).__set__ for name in ("id", "kind", "attempt", "parent_id")
+    )
+
+    def make(id_: str, kind: str, attempt: int, parent_id: str | None) -> Execution:
+        ex = object.__new__(Execution)
+        set_id(ex, id_)
+        set_kind(ex, kind)
+        set_attempt(ex, attempt)
+        set_parent(ex, parent_id)
+        return ex
+
+    return make
+
+
+_new_execution = _execution_factory()

@@ -3,18 +3,87 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from ._codec import DEFAULT_CODEC, TAG_BYTES, TAG_KEY_BYTES, Codec
 from ._errors import DecodeError
 from ._format import Scanner, parse_ts
-from ._model import Execution, Record
+from ._model import Execution, Record, new_record
 
 _BUFFER_BYTES = 1 << 16
 
 Source = str | os.PathLike[str] | IO[bytes]
+
+
+class LazyData(Mapping[str, Any]):
+    """A record's data whose typed values are decoded on first access.
+
+    Reading a file parses every line (that is how it is validated), but
+    building Python objects for the messages in it costs more than the
+    parse; consumers that only look at types, sequence numbers or plain
+    fields never pay for it. The first access decodes the whole mapping once;
+    a type the codec does not know, or a value that does not fit its type,
+    raises :class:`~loopscribe.DecodeError` then, naming the file and line.
+    """
+
+    __slots__ = ("_data", "_source")
+
+    def __init__(
+        self,
+        data: dict[str, Any],
+        codec: Codec,
+        raw: bytes,
+        path: str | os.PathLike[str] | None,
+        line: int,
+        offset: int,
+    ) -> None:
+        self._data = data
+        # Everything decoding needs, in one slot; None once decoded.
+        self._source: tuple[Codec, bytes, Any, int, int] | None = (codec, raw, path, line, offset)
+
+    def _get(self) -> dict[str, Any]:
+        source = self._source
+        if source is not None:
+            codec, raw, path, line, offset = source
+            try:
+                codec.decode(self._data, raw.count(TAG_KEY_BYTES))
+            except DecodeError as exc:
+                where = f"{path}:{line}" if line else f"{path}"
+                raise DecodeError(f"{where}: byte {offset}: {exc}") from exc
+            self._source = None
+        return self._data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._data)  # decoding never adds or removes keys
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of ``key`` (decoded), or ``default``."""
+        return self._get().get(key, default)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyData):
+            other = other._get()
+        return self._get() == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._get())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The decoded data as a plain dict."""
+        return self._get()
 
 
 def to_record(
@@ -34,8 +103,8 @@ def to_record(
         elif type(data) is not dict:
             raise TypeError("'data' must be an object")
         if codec is not None and TAG_BYTES in raw:
-            data = codec.decode(data, raw.count(TAG_KEY_BYTES))
-        return Record(
+            data = LazyData(data, codec, raw, scanner.path, number, offset)
+        return new_record(
             obj["session_id"],
             obj["seq"],
             obj["type"],
