@@ -2,9 +2,10 @@
 
 The raw baseline is the least a reader of a JSONL file can do: iterate the
 file's lines and parse each with ``orjson.loads``. ``read(path)`` also
-validates every line (seq, session, types, the names of typed values) and
-builds a Record whose typed values are decoded on first access (a separate
-line measures a reader that touches every record's data); ``Session.open`` validates every line and takes the writer lock.
+validates every line (seq, session, types) and builds a Record whose typed
+values are decoded on first access (a separate line measures a reader that
+touches every record's data); ``Session.open`` validates every line and
+takes the writer lock.
 Passes are interleaved and timed in chunks of records; the figures are the
 best (and median) of each chunk across passes, summed. ``Session.open`` is
 timed whole (best and median of the passes). The thread's CPU time is printed
