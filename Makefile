@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PHOENIX_VENV := .venv-phoenix
 
-.PHONY: demo test lint typecheck unit e2e bench clean
+.PHONY: demo test lint typecheck unit e2e reliability bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
-	$(BIN)/pytest --ignore=tests/e2e --cov --cov-report=term:skip-covered
+	$(BIN)/pytest --ignore=tests/e2e --ignore=tests/reliability --cov --cov-report=term:skip-covered
 
 test: lint typecheck unit
 
@@ -35,6 +35,11 @@ e2e: $(STAMP)
 
 # Speed and memory targets (not tests): each prints ratios against a baseline
 # measured in the same run.
+# Faults, load and collector outages; the crash loop at 1,000 kills.
+reliability: $(STAMP)
+	$(BIN)/pytest tests/reliability
+	LOOPSCRIBE_CRASH_KILLS=1000 $(BIN)/pytest tests/test_crash.py
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/record.py
 	$(BIN)/python benchmarks/read.py

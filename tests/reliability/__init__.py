@@ -1,0 +1,1 @@
+"""Reliability tests: injected faults, an unreliable collector, concurrent load."""

@@ -1,0 +1,252 @@
+"""Write faults injected through the OS (RLIMIT_FSIZE, a full tmpfs) and by patching os."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from loopscribe import Event, Execution, Session, WriteError, read
+
+EX = Execution("c", "tool")
+PAD = "x" * 300
+
+# The child sets RLIMIT_FSIZE just above the file's size after create, then
+# records until a write fails. Python ignores SIGXFSZ, so the kernel returns a
+# short write at the limit and EFBIG after it.
+FSIZE_CHILD = textwrap.dedent(
+    """
+    import json, resource, sys
+    from loopscribe import Event, Execution, Session, WriteError
+
+    session = Session.create(sys.argv[1])
+    run = session.begin_run()
+    limit = session.size + int(sys.argv[2])
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    written = 0
+    error = None
+    for i in range(100_000):
+        try:
+            run.record(Event("tool_exec_start", Execution("c", "tool"), {"i": i, "pad": "x" * 300}))
+        except WriteError as exc:
+            error = exc
+            break
+        written += 1
+    assert error is not None, "the size limit was never reached"
+    size_after_failure = session.size
+    try:
+        run.record(Event("tool_exec_start", Execution("c", "tool"), {"i": -1}))
+        again = False
+    except WriteError as exc:
+        again = exc is error
+    try:
+        session.close()
+        closed_same = False
+    except WriteError as exc:
+        closed_same = exc is error
+    print(json.dumps({
+        "written": written, "errno": error.errno, "limit": limit, "again": again,
+        "closed_same": closed_same, "closed": session.closed, "size": size_after_failure,
+        "message": str(error),
+    }))
+    """
+)
+
+
+def assert_intact(path: Path, events: int) -> None:
+    """The file ends on a line boundary and reopens to exactly the records before the failure."""
+    data = path.read_bytes()
+    assert data.endswith(b"\n")
+    with Session.open(path) as session:
+        assert session.size == len(data)
+        assert session.next_seq == events + 2  # session_start and run_start first
+    records = list(read(path))
+    assert [r.seq for r in records] == list(range(events + 2))
+    assert [r.data["i"] for r in records[2:]] == list(range(events))
+
+
+def test_file_size_limit_fails_loudly_cuts_the_partial_line_and_stays_failed(
+    tmp_path: Path,
+) -> None:
+    """Under RLIMIT_FSIZE the caller gets a sticky EFBIG WriteError and the file stays whole."""
+    path = tmp_path / "limited.jsonl"
+    out = subprocess.run(
+        [sys.executable, "-c", FSIZE_CHILD, str(path), "5000"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    result = json.loads(out.stdout)
+    assert result["errno"] == errno.EFBIG
+    assert str(path) in result["message"]
+    assert result["again"]
+    assert result["closed_same"]
+    assert result["closed"]
+    assert result["written"] > 0
+    # The record that crossed the limit was partly written and then cut back.
+    assert path.stat().st_size == result["size"] < result["limit"]
+    assert_intact(path, result["written"])
+
+
+@pytest.fixture
+def full_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted on a fresh folder, unmounted afterwards."""
+    mount = shutil.which("mount")
+    if os.geteuid() != 0 or mount is None:
+        pytest.skip("mounting a tmpfs needs root and mount(8)")
+    target = tmp_path / "mnt"
+    target.mkdir()
+    done = subprocess.run(
+        [mount, "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(target)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield target
+    finally:
+        subprocess.run(["umount", str(target)], check=True)
+
+
+def test_full_tmpfs_raises_enospc_cuts_the_partial_line_and_stays_failed(
+    full_tmpfs: Path,
+) -> None:
+    """On a full filesystem the caller gets a sticky ENOSPC WriteError and the file stays whole."""
+    path = full_tmpfs / "full.jsonl"
+    session = Session.create(path)
+    run = session.begin_run()
+    written = 0
+    error: WriteError | None = None
+    for i in range(100_000):
+        try:
+            run.record(Event("tool_exec_start", EX, {"i": i, "pad": PAD}))
+        except WriteError as exc:
+            error = exc
+            break
+        written += 1
+    assert error is not None, "the filesystem never filled up"
+    assert error.errno == errno.ENOSPC
+    assert session.error is error
+    with pytest.raises(WriteError) as again:
+        run.record(Event("tool_exec_start", EX, {"i": -1}))
+    assert again.value is error
+    with pytest.raises(WriteError) as closing:
+        session.close()
+    assert closing.value is error
+    assert session.closed
+    assert path.stat().st_size == session.size
+    assert_intact(path, written)
+
+
+class FailingFsync:
+    """Replaces os.fsync: fails with EIO on one descriptor and counts the calls on it."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, fd: int) -> None:
+        self.fd = fd
+        self.calls = 0
+        real = os.fsync
+
+        def fsync(target: int) -> None:
+            if target != self.fd:
+                real(target)
+                return
+            self.calls += 1
+            raise OSError(errno.EIO, "Input/output error")
+
+        monkeypatch.setattr(os, "fsync", fsync)
+
+
+def test_failed_checkpoint_fsync_is_never_retried_into_success(
+    session_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed fsync raises, stays sticky, and close re-raises it without calling fsync again."""
+    session = Session.create(session_path)
+    run = session.begin_run()
+    run.record(Event("tool_exec_start", EX, {"i": 0}))
+    fsync = FailingFsync(monkeypatch, session._fd)
+    with pytest.raises(WriteError) as caught:
+        run.save_checkpoint({"n": 1})
+    error = caught.value
+    assert error.errno == errno.EIO
+    assert "fsync failed" in str(error)
+    assert fsync.calls == 1
+    with pytest.raises(WriteError) as again:
+        run.record(Event("tool_exec_start", EX, {"i": 1}))
+    assert again.value is error
+    with pytest.raises(WriteError) as closing:
+        session.close()
+    assert closing.value is error
+    assert fsync.calls == 1
+    assert session.closed
+
+
+def test_failed_close_fsync_raises_once_and_again_on_every_close(
+    session_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An fsync failing at Run.close reaches Session.close as the same error, fsync called once."""
+    session = Session.create(session_path)
+    run = session.begin_run()
+    run.record(Event("tool_exec_start", EX, {"i": 0}))
+    fsync = FailingFsync(monkeypatch, session._fd)
+    with pytest.raises(WriteError) as caught:
+        run.close()
+    with pytest.raises(WriteError) as closing:
+        session.close()
+    assert closing.value is caught.value
+    assert fsync.calls == 1
+    monkeypatch.undo()
+    records = list(read(session_path))
+    assert [r.type for r in records] == [
+        "session_start",
+        "run_start",
+        "tool_exec_start",
+        "run_close",
+    ]
+
+
+@pytest.mark.parametrize("partial", [False, True], ids=["eio", "short-then-eio"])
+def test_write_eio_is_sticky_and_leaves_whole_lines(
+    session_path: Path, monkeypatch: pytest.MonkeyPatch, partial: bool
+) -> None:
+    """An EIO from os.write, after a short write or not, fails the handle; no partial line stays."""
+    session = Session.create(session_path)
+    run = session.begin_run()
+    for i in range(3):
+        run.record(Event("tool_exec_start", EX, {"i": i, "pad": PAD}))
+    fd = session._fd
+    real_write = os.write
+    calls = {"n": 0}
+
+    def write(target: int, data: bytes) -> int:
+        if target != fd:
+            return real_write(target, data)
+        calls["n"] += 1
+        if partial and calls["n"] == 1:
+            return real_write(target, data[: len(data) // 2])
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "write", write)
+    with pytest.raises(WriteError) as caught:
+        run.record(Event("tool_exec_start", EX, {"i": 3, "pad": PAD}))
+    assert caught.value.errno == errno.EIO
+    assert calls["n"] == (2 if partial else 1)
+    with pytest.raises(WriteError) as again:
+        run.record(Event("tool_exec_start", EX, {"i": 4}))
+    assert again.value is caught.value
+    with pytest.raises(WriteError) as closing:
+        session.close()
+    assert closing.value is caught.value
+    monkeypatch.undo()
+    assert session_path.stat().st_size == session.size
+    assert_intact(session_path, 3)
