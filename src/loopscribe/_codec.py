@@ -38,6 +38,7 @@ TAG_KEY_BYTES = b'"$ls":'
 
 # Dataclasses go to ``default`` so an unregistered one is refused instead of lowered.
 DUMPS_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS
+_LINE_OPTIONS = DUMPS_OPTIONS | orjson.OPT_APPEND_NEWLINE
 
 T = TypeVar("T")
 Encoder = Callable[[Any], Mapping[str, Any]]
@@ -218,7 +219,7 @@ class Codec:
             UnknownTypeError: A value is of an unregistered type.
             EncodeError: Anything else that JSON cannot hold.
         """
-        options = DUMPS_OPTIONS | (orjson.OPT_APPEND_NEWLINE if newline else 0)
+        options = _LINE_OPTIONS if newline else DUMPS_OPTIONS
         tags = 0
         encoders = self._by_type
 

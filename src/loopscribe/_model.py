@@ -26,6 +26,9 @@ class Execution:
     kind: str
     attempt: int = 1
     parent_id: str | None = None
+    _json: dict[str, Any] | None = field(
+        default=None, init=False, repr=False, compare=False, hash=False
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -44,10 +47,14 @@ class Execution:
             )
 
     def to_json(self) -> dict[str, Any]:
-        """The ``execution`` object as it is stored in a record."""
-        out: dict[str, Any] = {"id": self.id, "kind": self.kind, "attempt": self.attempt}
-        if self.parent_id is not None:
-            out["parent_id"] = self.parent_id
+        """The ``execution`` object as it is stored in a record (do not modify it)."""
+        # Built once per Execution: a host records several events per call.
+        out = self._json
+        if out is None:
+            out = {"id": self.id, "kind": self.kind, "attempt": self.attempt}
+            if self.parent_id is not None:
+                out["parent_id"] = self.parent_id
+            object.__setattr__(self, "_json", out)
         return out
 
     @classmethod
@@ -163,8 +170,8 @@ new_record = _record_factory()
 
 
 def _execution_factory() -> Callable[[str, str, int, str | None], Execution]:
-    set_id, set_kind, set_attempt, set_parent = (
-        getattr(Execution, name).__set__ for name in ("id", "kind", "attempt", "parent_id")
+    set_id, set_kind, set_attempt, set_parent, set_json = (
+        getattr(Execution, name).__set__ for name in ("id", "kind", "attempt", "parent_id", "_json")
     )
 
     def make(id_: str, kind: str, attempt: int, parent_id: str | None) -> Execution:
@@ -173,6 +180,7 @@ def _execution_factory() -> Callable[[str, str, int, str | None], Execution]:
         set_kind(ex, kind)
         set_attempt(ex, attempt)
         set_parent(ex, parent_id)
+        set_json(ex, None)
         return ex
 
     return make

@@ -708,23 +708,25 @@ class Run:
             WriteError: The write failed (sticky).
             SessionClosedError: The run or its Session is closed.
         """
-        if event.type in ev.RESERVED:
+        kind = event.type
+        if kind in ev.RESERVED:
             raise ValueError(
-                f"{event.type!r} is written by loopscribe itself; use begin_run(), "
+                f"{kind!r} is written by loopscribe itself; use begin_run(), "
                 "save_checkpoint() or close() instead"
             )
-        self._check_open()
-        data = ev.written_data(event.type, event.data)
+        if self._closed or self._session._closed:
+            self._check_open()  # raises the reason
+        data = ev.written_data(kind, event.data)
         if data is None:
             # Transient: still a failure point if recording already failed.
             if self._session.error is not None:
                 raise self._session.error
             return None
-        if event.type == ev.MODEL_REQUEST and type(data.get("config")) is not FrozenConfig:
+        if kind == ev.MODEL_REQUEST and type(data.get("config")) is not FrozenConfig:
             # Requests built with events.model_request are frozen already; freeze
             # hand-built ones too, so no credential reaches the file either way.
             data = {**data, "config": freeze_config(data.get("config"), self._session.codec)}
-        return self._session._append(event.type, self._id, event.execution, data, event.timestamp)
+        return self._session._append(kind, self._id, event.execution, data, event.timestamp)
 
     def save_checkpoint(self, snapshot: Any) -> Record:
         """Append a codec-encoded snapshot and fsync it together with every prior record.
