@@ -120,8 +120,22 @@ class Scanner:
                 offset,
                 f"record belongs to session {obj.get('session_id')!r}, not {self.session_id!r}",
             )
-        if type(obj.get("type")) is not str or type(obj.get("ts")) is not str:
+        ts = obj.get("ts")
+        if type(obj.get("type")) is not str or type(ts) is not str:
             raise self.corrupt(number, offset, "a record needs string 'type' and 'ts'")
+        # The same shape read() needs, so open never appends after a line read() refuses.
+        try:
+            datetime.fromisoformat(ts)
+        except ValueError:
+            raise self.corrupt(number, offset, f"'ts' {ts!r} is not an ISO 8601 time") from None
+        data = obj.get("data")
+        if data is not None and type(data) is not dict:
+            raise self.corrupt(number, offset, "'data' must be an object")
+        ex = obj.get("execution")
+        if ex is not None and (
+            type(ex) is not dict or type(ex.get("id")) is not str or type(ex.get("kind")) is not str
+        ):
+            raise self.corrupt(number, offset, "'execution' needs string 'id' and 'kind'")
         self.next_seq = seq + 1
         self.end_offset = offset + len(raw)
         return obj
