@@ -261,7 +261,13 @@ class Codec:
             DecodeError: A tag names an unregistered type, or its fields do not fit.
         """
         budget = [-1 if tags is None else tags]
-        return self._decode(value, budget)
+        try:
+            return self._decode(value, budget)
+        except RecursionError:
+            # orjson parses ~1024 levels; the walk recurses once per level.
+            raise DecodeError(
+                "stored value is nested too deeply to decode; read it with decode=False"
+            ) from None
 
     def _decode(self, value: Any, budget: list[int]) -> Any:
         kind = type(value)

@@ -45,9 +45,18 @@ def format_ts(dt: datetime | None) -> tuple[datetime, str]:
 
 
 def parse_ts(value: str) -> datetime:
-    """Parse a stored timestamp into an aware UTC datetime."""
+    """Parse a stored timestamp into an aware UTC datetime.
+
+    Raises:
+        ValueError: Not an ISO 8601 time, or outside the range of datetime in UTC.
+    """
     dt = datetime.fromisoformat(value)
-    return dt if dt.tzinfo is UTC else dt.astimezone(UTC)
+    if dt.tzinfo is UTC:
+        return dt
+    try:
+        return dt.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{value!r} is outside the range of datetime in UTC") from None
 
 
 def _where(path: str | os.PathLike[str] | None, line: int, offset: int) -> str:
@@ -125,9 +134,9 @@ class Scanner:
             raise self.corrupt(number, offset, "a record needs string 'type' and 'ts'")
         # The same shape read() needs, so open never appends after a line read() refuses.
         try:
-            datetime.fromisoformat(ts)
-        except ValueError:
-            raise self.corrupt(number, offset, f"'ts' {ts!r} is not an ISO 8601 time") from None
+            parse_ts(ts)
+        except ValueError as exc:
+            raise self.corrupt(number, offset, f"'ts' is not a usable time ({exc})") from None
         data = obj.get("data")
         if data is not None and type(data) is not dict:
             raise self.corrupt(number, offset, "'data' must be an object")
