@@ -37,7 +37,7 @@ e2e: $(STAMP)
 # measured in the same run.
 # Faults, load and collector outages; the crash loop at 1,000 kills.
 reliability: $(STAMP)
-	$(BIN)/pytest tests/reliability
+	LOOPSCRIBE_FUZZ_EXAMPLES=10000 $(BIN)/pytest tests/reliability
 	LOOPSCRIBE_CRASH_KILLS=1000 $(BIN)/pytest tests/test_crash.py
 
 bench: $(STAMP)

@@ -52,7 +52,7 @@ def test_follow_never_yields_an_unfinished_line(session_path: Path) -> None:
         f.write(full[last_start + 10 :])
     again = list(follow(session_path, first[-1].end_offset, idle_timeout=0.05))
     assert [r.seq for r in again] == [4]
-    assert again[0].data == {}
+    assert again[0].data == {"synced": {"seq": 4, "offset": again[0].offset}}
 
 
 @pytest.mark.parametrize("pick", ["offset", "end_offset"])

@@ -179,6 +179,7 @@ class Session:
         next_seq: int,
         size: int,
         checkpoint: tuple[int, int] | None = None,
+        unsynced: int = 0,
         chain_head: str | None = None,
         redact: LineRedactor | None = None,
         open_run: str | None = None,
@@ -205,6 +206,14 @@ class Session:
         self._redact = redact
         self.observer_errors = 0
         """How many times an observer raised (each was logged)."""
+        self.unsynced_at_open = unsynced
+        """Complete records found after the file's last sync point when it was opened.
+
+        Checkpoints and closes record ``"synced": {"seq", "offset"}``: after their
+        fsync, the file is durable through that record. Records after the last
+        one were never fsynced: a crash leaves them, and a power loss could have
+        cut the file at any line after that point, which is what this counts.
+        """
         # Close the descriptor (and so drop the lock) if the handle is lost unclosed.
         self._finalizer = weakref.finalize(self, os.close, fd)
         _OPEN_HANDLES[path] = self
@@ -321,10 +330,13 @@ class Session:
             checkpoint: tuple[int, int] | None = None
             open_run: str | None = None
             last = b""
+            synced_seq = 0  # session_start is synced by create()
             with open(path, "rb", buffering=_SCAN_BUFFER_BYTES) as stream:
                 for _number, offset, raw, obj in scanner.lines(stream):
                     last = raw
                     kind = obj["type"]
+                    if b'"synced":' in raw and isinstance(obj["data"].get("synced"), dict):
+                        synced_seq = obj["seq"]
                     if kind == ev.CHECKPOINT:
                         checkpoint = (offset, len(raw))
                     elif kind == ev.RUN_START:
@@ -338,6 +350,17 @@ class Session:
                     path=path,
                     line=1,
                     offset=0,
+                )
+            unsynced = scanner.next_seq - 1 - synced_seq
+            if unsynced > 0:
+                # A crash leaves this; so does a power loss that cut the file
+                # exactly at a line boundary after the last sync.
+                logger.info(
+                    "%s: %d records after the last sync point (seq %d) were never "
+                    "fsynced; a crash or power loss may have cut records after them",
+                    path,
+                    unsynced,
+                    synced_seq,
                 )
             if scanner.tail:
                 # Remove exactly the unfinished final line, and make that durable
@@ -362,6 +385,7 @@ class Session:
             next_seq=scanner.next_seq,
             size=scanner.end_offset,
             checkpoint=checkpoint,
+            unsynced=unsynced,
             chain_head=_chain_head(scanner.start, last),
             redact=redact,
             open_run=open_run,
@@ -521,7 +545,9 @@ class Session:
                     if self._chain_head is not None:
                         # The seal: a chained file that ends without one was
                         # truncated, is still being written, or was interrupted.
-                        self._append(ev.SESSION_CLOSE, None, None, {}, None)
+                        self._append(
+                            ev.SESSION_CLOSE, None, None, {"synced": self._sync_mark()}, None
+                        )
                     self._sync()
             finally:
                 self._release()
@@ -581,6 +607,10 @@ class Session:
                 f"{self._path}: this Session handle belongs to process {self._pid}; "
                 "a forked child must not append through it (open its own session file)"
             )
+
+    def _sync_mark(self) -> dict[str, int]:
+        """The seq and offset of the record about to be written and then fsynced."""
+        return {"seq": self._next_seq, "offset": self._size}
 
     def _fail(self, error: LoopscribeError) -> LoopscribeError:
         self._error = error
@@ -736,7 +766,11 @@ class Run:
         self._check_open()
         with self._session._lock:
             record = self._session._append(
-                ev.CHECKPOINT, self._id, None, {"snapshot": snapshot}, None
+                ev.CHECKPOINT,
+                self._id,
+                None,
+                {"snapshot": snapshot, "synced": self._session._sync_mark()},
+                None,
             )
             self._session._sync()
             return record
@@ -762,7 +796,8 @@ class Run:
             session._run = None
             session._open_run_id = None
             session._check_open()
-            session._append(ev.RUN_CLOSE, self._id, None, {}, timestamp)
+            data = {"synced": session._sync_mark()} if sync else {}
+            session._append(ev.RUN_CLOSE, self._id, None, data, timestamp)
             if sync:
                 session._sync()
 
