@@ -35,10 +35,12 @@ e2e: $(STAMP)
 
 # Speed and memory targets (not tests): each prints ratios against a baseline
 # measured in the same run.
-# Faults, load and collector outages; the crash loop at 1,000 kills.
+# Faults, load and collector outages; the crash loop at 1,000 kills; the
+# reader under atheris for a bounded minute.
 reliability: $(STAMP)
 	LOOPSCRIBE_FUZZ_EXAMPLES=10000 $(BIN)/pytest tests/reliability
 	LOOPSCRIBE_CRASH_KILLS=1000 $(BIN)/pytest tests/test_crash.py
+	$(BIN)/python fuzz/read_fuzzer.py -max_total_time=60
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/record.py
