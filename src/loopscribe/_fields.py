@@ -95,3 +95,27 @@ def token_usage(usage: Any) -> TokenUsage | None:
     if inp is None and out is None and cache_read is None and cache_creation is None:
         return None
     return TokenUsage(inp, out, cache_read, cache_creation)
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseLabels:
+    """What a ``model_exec_end`` record says about the response, never its body."""
+
+    message: Any
+    model: str | None
+    provider: str | None
+    usage: TokenUsage | None
+
+
+def response_labels(data: Mapping[str, Any]) -> ResponseLabels:
+    """The response's model, provider and usage, from the record or its (partial) message."""
+    message = plain(data.get("message"))
+    if message is None:
+        message = plain(data.get("partial_message"))
+    usage = token_usage(plain(data.get("usage")))
+    return ResponseLabels(
+        message,
+        text(plain(data.get("model"))) or text(field(message, "model")),
+        text(plain(data.get("provider"))) or text(field(message, "provider")),
+        usage if usage is not None else token_usage(field(message, "usage")),
+    )

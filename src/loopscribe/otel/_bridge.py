@@ -93,8 +93,8 @@ from .._fields import TokenUsage as _Usage
 from .._fields import count as _count
 from .._fields import field as _get
 from .._fields import plain as _plain
+from .._fields import response_labels
 from .._fields import text as _str
-from .._fields import token_usage as _usage
 from .._model import Execution, Record
 from .._reader import read
 from ._ids import parse_traceparent, run_span_id, span_id, trace_id
@@ -600,22 +600,11 @@ def _update(attempt: _Attempt, record: Record) -> None:
             attempt.request_seq = record.seq
     elif kind == ev.MODEL_EXEC_END:
         attempt.response_seq = record.seq
-        message = _plain(data.get("message"))
-        if message is None:
-            message = _plain(data.get("partial_message"))
-        attempt.response_model = (
-            _str(_plain(data.get("model")))
-            or _str(_get(message, "model"))
-            or attempt.response_model
-        )
-        attempt.provider = (
-            attempt.provider
-            or _str(_plain(data.get("provider")))
-            or _str(_get(message, "provider"))
-        )
-        usage = _usage(_plain(data.get("usage")))
-        attempt.usage = usage if usage is not None else _usage(_get(message, "usage"))
-        attempt.finish_reasons = _finish_reason(data, message)
+        labels = response_labels(data)
+        attempt.response_model = labels.model or attempt.response_model
+        attempt.provider = attempt.provider or labels.provider
+        attempt.usage = labels.usage
+        attempt.finish_reasons = _finish_reason(data, labels.message)
     elif kind in (ev.TOOL_EXEC_START, ev.TOOL_INVOKE_START, ev.TOOL_EXEC_END):
         attempt.tool = _str(_plain(data.get("tool"))) or attempt.tool
     elif kind in (ev.AGENT_START, ev.AGENT_END):

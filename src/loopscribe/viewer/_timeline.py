@@ -34,8 +34,7 @@ from typing import Any, Literal
 
 from .. import events as ev
 from .._errors import FormatError
-from .._fields import field as get_field
-from .._fields import plain, text, token_usage
+from .._fields import plain, response_labels, text
 from .._format import Scanner
 from .._model import Execution, Record
 from .._reader import to_record
@@ -126,22 +125,10 @@ class Bar:
             self.model = text(plain(data.get("model"))) or self.model
             self.provider = text(plain(data.get("provider"))) or self.provider
         elif kind == ev.MODEL_EXEC_END:
-            message = plain(data.get("message"))
-            if message is None:
-                message = plain(data.get("partial_message"))
-            self.response_model = (
-                text(plain(data.get("model")))
-                or text(get_field(message, "model"))
-                or self.response_model
-            )
-            self.provider = (
-                self.provider
-                or text(plain(data.get("provider")))
-                or text(get_field(message, "provider"))
-            )
-            usage = token_usage(plain(data.get("usage")))
-            if usage is None:
-                usage = token_usage(get_field(message, "usage"))
+            labels = response_labels(data)
+            self.response_model = labels.model or self.response_model
+            self.provider = self.provider or labels.provider
+            usage = labels.usage
             if usage is not None:
                 self.input_tokens = usage.input_tokens
                 self.output_tokens = usage.output_tokens
