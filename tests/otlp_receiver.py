@@ -7,8 +7,10 @@ wire tests exercise exactly what a Collector would receive.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import socket
 import threading
+import zlib
 from collections.abc import Iterator
 from concurrent import futures
 from dataclasses import dataclass, field
@@ -28,15 +30,22 @@ class Received:
     endpoint: str
     requests: list[Any] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    bodies: list[bytes] = field(default_factory=list)
     arrived: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, request: Any, headers: dict[str, str]) -> None:
-        """Keep one ExportTraceServiceRequest and its (lowercased) headers."""
+    def add(self, request: Any, headers: dict[str, str], body: bytes = b"") -> None:
+        """Keep one ExportTraceServiceRequest, its (lowercased) headers and its raw body."""
         with self._lock:
             self.requests.append(request)
             self.headers.append({k.lower(): v for k, v in headers.items()})
+            self.bodies.append(body)
         self.arrived.set()
+
+    def snapshot(self) -> tuple[list[bytes], list[dict[str, str]]]:
+        """The raw bodies (HTTP only, decompressed) and headers received so far."""
+        with self._lock:
+            return list(self.bodies), list(self.headers)
 
     def spans(self) -> list[Any]:
         """Every received protobuf Span, in arrival order."""
@@ -89,8 +98,13 @@ def http_receiver() -> Iterator[Received]:
             if self.path != "/v1/traces":
                 self.send_error(404)
                 return
+            encoding = (self.headers.get("Content-Encoding") or "").lower()
+            if encoding == "gzip":
+                body = gzip.decompress(body)
+            elif encoding == "deflate":
+                body = zlib.decompress(body)
             request = trace_service_pb2.ExportTraceServiceRequest.FromString(body)
-            received.add(request, dict(self.headers.items()))
+            received.add(request, dict(self.headers.items()), body)
             payload = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
             self.send_response(200)
             self.send_header("Content-Type", "application/x-protobuf")

@@ -13,90 +13,21 @@ request bodies as received on 127.0.0.1, every log record, and CLI output.
 from __future__ import annotations
 
 import base64
-import contextlib
-import gzip
 import logging
 import os
-import threading
 import uuid
-import zlib
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote, quote_plus
 
 import pytest
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from loopscribe import AssistantMessage, Execution, Redactor, Session, UserMessage
 from loopscribe import events as ev
 from loopscribe._cli import main
 from loopscribe.otel import SpanBridge, default_processor, trace_id
 
-_STOP_TIMEOUT_S = 5.0
-
-
-@dataclass
-class RawReceived:
-    """What the raw receiver got: every body as sent (decompressed) and its headers."""
-
-    endpoint: str
-    bodies: list[bytes] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def span_count(self) -> int:
-        """How many spans the bodies hold, parsed as ExportTraceServiceRequests."""
-        with self.lock:
-            bodies = list(self.bodies)
-        count = 0
-        for body in bodies:
-            request = trace_service_pb2.ExportTraceServiceRequest.FromString(body)
-            for resource_spans in request.resource_spans:
-                for scope_spans in resource_spans.scope_spans:
-                    count += len(scope_spans.spans)
-        return count
-
-
-@contextlib.contextmanager
-def raw_http_receiver() -> Iterator[RawReceived]:
-    """An OTLP/HTTP receiver on 127.0.0.1 that keeps the raw request bodies."""
-    received: RawReceived
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            encoding = (self.headers.get("Content-Encoding") or "").lower()
-            if encoding == "gzip":
-                body = gzip.decompress(body)
-            elif encoding == "deflate":
-                body = zlib.decompress(body)
-            with received.lock:
-                received.bodies.append(body)
-                received.headers.append({k.lower(): v for k, v in self.headers.items()})
-            payload = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Keep test output quiet."""
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    received = RawReceived(f"http://127.0.0.1:{server.server_address[1]}")
-    thread = threading.Thread(target=server.serve_forever, name="raw-otlp-receiver", daemon=True)
-    thread.start()
-    try:
-        yield received
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(_STOP_TIMEOUT_S)
+from ..otlp_receiver import http_receiver
 
 
 def canary(name: str) -> str:
@@ -247,13 +178,13 @@ def test_no_canary_reaches_file_wire_logs_or_cli(
     path = folder / "agent.jsonl"
     caplog.set_level(logging.DEBUG, logger="loopscribe")
     caplog.set_level(logging.DEBUG, logger="opentelemetry")
-    with raw_http_receiver() as received:
+    with http_receiver() as received:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", received.endpoint)
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"authorization=Bearer {otlp_secret}")
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "5")
         session_id, run_id = record_session(path, secrets)
-        live_spans = received.span_count()
+        live_spans = len(received.spans())
         trace = f"{trace_id(session_id, run_id):032x}"
         statuses = [
             main(["show", str(path)]),
@@ -268,14 +199,12 @@ def test_no_canary_reaches_file_wire_logs_or_cli(
         for cursor in folder.glob("*.export-cursor*"):
             cursor.unlink()
         statuses.append(main(["-v", "--json", "export", str(path)]))
-        with received.lock:
-            bodies = list(received.bodies)
-            headers = list(received.headers)
+        bodies, headers = received.snapshot()
     cli = capsys.readouterr()
 
     assert statuses == [0] * len(statuses), cli.err
     assert live_spans == 5  # run, turn, two model attempts, tool
-    assert received.span_count() > live_spans  # the CLI export reached the wire too
+    assert len(received.spans()) > live_spans  # the CLI export reached the wire too
     assert all(h.get("authorization") == f"Bearer {otlp_secret}" for h in headers)
     assert b"[REDACTED]" in path.read_bytes()  # the hook did run
     assert b"keep-me" in path.read_bytes()  # and freezing kept the harmless header
