@@ -77,7 +77,7 @@ class Scanner:
         UnsupportedVersionError: The file declares an unknown format version.
     """
 
-    __slots__ = ("end_offset", "next_seq", "path", "session_id", "start", "tail")
+    __slots__ = ("end_offset", "next_seq", "path", "session_id", "start", "tail", "ts")
 
     def __init__(
         self, path: str | os.PathLike[str] | None, *, resume: tuple[str, int] | None = None
@@ -96,6 +96,8 @@ class Scanner:
         self.next_seq = 0
         self.end_offset = 0
         self.tail = 0
+        self.ts: datetime | None = None
+        """The time of the line checked last, parsed."""
         if resume is not None:
             self.session_id, self.next_seq = resume
 
@@ -134,7 +136,7 @@ class Scanner:
             raise self.corrupt(number, offset, "a record needs string 'type' and 'ts'")
         # The same shape read() needs, so open never appends after a line read() refuses.
         try:
-            parse_ts(ts)
+            self.ts = parse_ts(ts)
         except ValueError as exc:
             raise self.corrupt(number, offset, f"'ts' is not a usable time ({exc})") from None
         data = obj.get("data")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-from ._codec import DEFAULT_CODEC, TAG_BYTES, TAG_KEY_BYTES, Codec
+from ._codec import DEFAULT_CODEC, TAG_KEY_BYTES, Codec
 from ._errors import DecodeError
 from ._format import Scanner, parse_ts
 from ._model import Execution, Record, new_record
@@ -22,10 +23,12 @@ class LazyData(Mapping[str, Any]):
 
     Reading a file parses every line (that is how it is validated), but
     building Python objects for the messages in it costs more than the
-    parse; consumers that only look at types, sequence numbers or plain
-    fields never pay for it. The first access decodes the whole mapping once;
-    a type the codec does not know, or a value that does not fit its type,
-    raises :class:`~loopscribe.DecodeError` then, naming the file and line.
+    parse, and even finding out whether a line holds any typed value means
+    scanning it; consumers that only look at types, sequence numbers or
+    plain fields never pay for either. The first access decodes the whole
+    mapping once; a type the codec does not know, or a value that does not
+    fit its type, raises :class:`~loopscribe.DecodeError` then, naming the
+    file and line.
     """
 
     __slots__ = ("_data", "_source")
@@ -47,11 +50,14 @@ class LazyData(Mapping[str, Any]):
         source = self._source
         if source is not None:
             codec, raw, path, line, offset = source
-            try:
-                codec.decode(self._data, raw.count(TAG_KEY_BYTES))
-            except DecodeError as exc:
-                where = f"{path}:{line}" if line else f"{path}"
-                raise DecodeError(f"{where}: byte {offset}: {exc}") from exc
+            # Inside a JSON string the quotes would be escaped: each '"$ls":' is a tag.
+            tags = raw.count(TAG_KEY_BYTES)
+            if tags:
+                try:
+                    codec.decode(self._data, tags)
+                except DecodeError as exc:
+                    where = f"{path}:{line}" if line else f"{path}"
+                    raise DecodeError(f"{where}: byte {offset}: {exc}") from exc
             self._source = None
         return self._data
 
@@ -93,8 +99,12 @@ def to_record(
     raw: bytes,
     obj: dict[str, Any],
     codec: Codec | None,
+    ts: datetime | None = None,
 ) -> Record:
-    """Build the Record of a validated line; ``codec=None`` leaves typed values raw."""
+    """Build the Record of a validated line; ``codec=None`` leaves typed values raw.
+
+    ``ts`` is the line's time when the caller parsed it already (``Scanner.ts``).
+    """
     try:
         ex = obj.get("execution")
         data = obj.get("data")
@@ -102,13 +112,13 @@ def to_record(
             data = {}
         elif type(data) is not dict:
             raise TypeError("'data' must be an object")
-        if codec is not None and TAG_BYTES in raw:
-            data = LazyData(data, codec, raw, scanner.path, number, offset)
+        if codec is not None and data:
+            data = _new_lazy(data, (codec, raw, scanner.path, number, offset))
         return new_record(
             obj["session_id"],
             obj["seq"],
             obj["type"],
-            parse_ts(obj["ts"]),
+            parse_ts(obj["ts"]) if ts is None else ts,
             obj.get("run_id"),
             None if ex is None else Execution.from_json(ex),
             data,
@@ -121,9 +131,26 @@ def to_record(
         raise scanner.corrupt(number, offset, f"not a valid record ({exc!r})") from exc
 
 
+def _lazy_factory() -> Callable[[dict[str, Any], tuple[Any, ...]], LazyData]:
+    """A LazyData constructor that sets the two slots directly: one per record read."""
+    set_data, set_source = LazyData._data.__set__, LazyData._source.__set__  # type: ignore[attr-defined]
+    new = object.__new__
+
+    def make(data: dict[str, Any], source: tuple[Any, ...]) -> LazyData:
+        lazy = new(LazyData)
+        set_data(lazy, data)
+        set_source(lazy, source)
+        return lazy
+
+    return make
+
+
+_new_lazy = _lazy_factory()
+
+
 def _records(stream: IO[bytes], scanner: Scanner, codec: Codec | None) -> Iterator[Record]:
     for number, offset, raw, obj in scanner.lines(stream):
-        yield to_record(scanner, number, offset, raw, obj, codec)
+        yield to_record(scanner, number, offset, raw, obj, codec, scanner.ts)
 
 
 def read(source: Source, *, codec: Codec | None = None, decode: bool = True) -> Iterator[Record]:
