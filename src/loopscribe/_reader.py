@@ -133,7 +133,8 @@ def to_record(
 
 def _lazy_factory() -> Callable[[dict[str, Any], tuple[Any, ...]], LazyData]:
     """A LazyData constructor that sets the two slots directly: one per record read."""
-    set_data, set_source = LazyData._data.__set__, LazyData._source.__set__  # type: ignore[attr-defined]
+    slots = vars(LazyData)
+    set_data, set_source = slots["_data"].__set__, slots["_source"].__set__
     new = object.__new__
 
     def make(data: dict[str, Any], source: tuple[Any, ...]) -> LazyData:
