@@ -128,13 +128,13 @@ def import_one(path: Path, out: Path) -> tuple[int, int]:
 @contextmanager
 def _writer_stubbed() -> Iterator[None]:
     """Run.record and fsync do nothing: what is left is the importer's own work."""
-    record, fsync = Run.record, os.fsync
-    Run.record = lambda self, event: None  # type: ignore[method-assign]
+    record, fsync = Run._record, os.fsync
+    Run._record = lambda self, *event: None  # type: ignore[method-assign]
     os.fsync = lambda fd: None
     try:
         yield
     finally:
-        Run.record = record  # type: ignore[method-assign]
+        Run._record = record  # type: ignore[method-assign]
         os.fsync = fsync
 
 

@@ -11,6 +11,7 @@ from loopscribe import (
     AssistantMessage,
     Codec,
     DecodeError,
+    EncodeError,
     Event,
     Execution,
     Session,
@@ -119,3 +120,19 @@ def test_register_refuses_duplicates_and_non_dataclasses_without_hooks() -> None
         codec.register(Artifact, "user")
     with pytest.raises(ValueError, match="encode= and decode="):
         codec.register(Note)
+
+
+def test_an_encoder_may_encode_with_the_codec_itself() -> None:
+    """A custom encoder that calls codec.dumps does not upset the outer count of typed values."""
+    codec = Codec()
+
+    def encode(note: Note) -> dict[str, str]:
+        # The inner call encodes a typed value of its own and keeps the text.
+        return {"body": note.body, "echo": codec.dumps(TextContent(note.body)).decode()}
+
+    codec.register(Note, "note", encode=encode, decode=lambda d: Note(d["body"]))
+    line = codec.dumps({"notes": [Note("a"), UserMessage("b"), Note("c")]})
+    back = codec.loads(line)
+    assert back["notes"] == [Note("a"), UserMessage("b"), Note("c")]
+    with pytest.raises(EncodeError, match="reserved key"):
+        codec.dumps({"notes": [Note("a")], "plain": {"$ls": "note", "body": "x"}})

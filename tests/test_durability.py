@@ -231,3 +231,65 @@ def test_run_close_without_sync_leaves_the_fsync_to_session_close(
     s.close()
     assert calls.fsyncs == ["file"]
     assert [r.type for r in read(session_path)][-1] == "run_close"
+
+
+def test_buffered_writes_go_out_in_blocks_before_every_fsync(
+    session_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The importers' bulk mode: lines wait in a block, which is written before any fsync."""
+    s = Session.create(session_path)
+    s._buffer_writes()
+    calls = Calls(monkeypatch)
+    run = s.begin_run()
+    for i in range(250):
+        run.record(Event("tool_exec_start", EX, {"i": i, "pad": "x" * 10_000}))
+    # About 2.4 MiB of records: two full blocks so far, the rest still waiting.
+    assert len(calls.writes) == 2
+    on_disk = session_path.stat().st_size
+    assert 0 < on_disk < s.size
+    assert session_path.read_bytes().endswith(b"\n")
+    run.save_checkpoint({"n": 250})  # the checkpoint is synced with everything before it
+    assert session_path.stat().st_size == s.size
+    assert calls.fsyncs == ["file"]
+    assert s.load_checkpoint() == {"n": 250}
+    run.close()
+    s.close()
+    assert [r.data.get("i") for r in read(session_path) if r.type == "tool_exec_start"] == list(
+        range(250)
+    )
+
+
+def test_buffered_writes_are_refused_with_observers(session_path: Path) -> None:
+    """Observers are promised records that are on disk: a buffering Session cannot keep that."""
+    with (
+        Session.create(session_path, observers=[lambda record: None]) as s,
+        pytest.raises(ValueError, match="observers"),
+    ):
+        s._buffer_writes()
+
+
+def test_a_failed_block_write_is_sticky_and_cuts_the_whole_block(
+    session_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A block written in part is cut back to where it began: the file ends on a line boundary."""
+    arm = fail_writes_after(monkeypatch, partial=True)
+    s = Session.create(session_path)
+    run = s.begin_run()
+    good = session_path.read_bytes()
+    s._buffer_writes()
+    for i in range(10):
+        run.record(Event("tool_exec_start", EX, {"i": i, "pad": "x" * 100_000}))
+    assert session_path.read_bytes() == good  # all ten are waiting in the block
+    arm()
+    with pytest.raises(WriteError) as failed:
+        # The eleventh fills the block: half of it is written, then the disk is full.
+        run.record(Event("tool_exec_start", EX, {"i": 10, "pad": "x" * 100_000}))
+    assert session_path.read_bytes() == good
+    monkeypatch.undo()
+    with pytest.raises(WriteError) as again:
+        run.record(Event("tool_exec_start", EX, {"i": 5}))
+    assert again.value is failed.value
+    with pytest.raises(WriteError):
+        s.close()
+    with Session.open(session_path) as reopened:
+        assert reopened.next_seq == 2

@@ -113,6 +113,23 @@ def test_timestamps_come_from_the_source_and_are_stored_in_utc(session_path: Pat
     assert back.ts.tzinfo is UTC
 
 
+@pytest.mark.parametrize(
+    ("source", "stored"),
+    [
+        (datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC), "2020-01-02T03:04:05.000000Z"),
+        (datetime(2020, 1, 2, 3, 4, 5, 120000, tzinfo=UTC), "2020-01-02T03:04:05.120000Z"),
+        (datetime(999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), "0999-12-31T23:59:59.999999Z"),
+    ],
+)
+def test_stored_times_have_six_fraction_digits_so_they_sort_as_text(
+    session_path: Path, source: datetime, stored: str
+) -> None:
+    """A whole second keeps its .000000: stored times compare correctly as strings."""
+    with Session.create(session_path) as s, s.begin_run() as run:
+        run.record(Event("turn_start", Execution("t1", "turn"), {"turn": 1}, source))
+    assert lines(session_path)[2]["ts"] == stored
+
+
 def test_record_returns_seq_offset_and_ref(session_path: Path) -> None:
     """The returned Record points at its own line, and ref() combines four coordinates."""
     ex = Execution("call_1", "tool", attempt=3)

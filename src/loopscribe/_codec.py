@@ -145,6 +145,8 @@ class Codec:
         self._by_name: dict[str, _Entry] = {}
         self._by_type: dict[type[Any], _Entry] = {}
         self._lock = threading.Lock()
+        # Per thread: orjson's default hook and how many typed values it encoded.
+        self._hooks = threading.local()
         for name, cls in (
             ("text", TextContent),
             ("image", ImageContent),
@@ -220,15 +222,11 @@ class Codec:
             EncodeError: Anything else that JSON cannot hold.
         """
         options = _LINE_OPTIONS if newline else DUMPS_OPTIONS
-        tags = 0
-        encoders = self._by_type
-
-        def default(obj: Any) -> dict[str, Any]:
-            nonlocal tags
-            tags += 1
-            entry = encoders.get(type(obj))
-            return self.default(obj) if entry is None else entry.encode(obj)
-
+        try:
+            default, count = self._hooks.hook
+        except AttributeError:
+            default, count = self._hooks.hook = self._counting_hook()
+        start = count[0]
         try:
             line = orjson.dumps(value, default=default, option=options)
         except orjson.JSONEncodeError as exc:
@@ -236,6 +234,10 @@ class Codec:
             if isinstance(cause, UnknownTypeError):
                 raise UnknownTypeError(str(cause)) from None
             raise EncodeError(f"cannot encode as JSON: {exc}") from None
+        finally:
+            # Restored, so an encoder that calls dumps itself leaves the outer count alone.
+            tags = count[0] - start
+            count[0] = start
         # Inside a JSON string the quotes would be escaped, so every '"$ls":'
         # is a key; one more than the typed values written is a plain dict
         # using the reserved key, which would read back as something else.
@@ -245,6 +247,18 @@ class Codec:
                 "(it marks typed values in session files)"
             )
         return line
+
+    def _counting_hook(self) -> tuple[Callable[[Any], Any], list[int]]:
+        """A ``default`` hook for one thread that counts the typed values it encodes."""
+        count = [0]
+        encoders = self._by_type
+
+        def default(obj: Any) -> dict[str, Any]:
+            count[0] += 1
+            entry = encoders.get(type(obj))
+            return self.default(obj) if entry is None else entry.encode(obj)
+
+        return default, count
 
     def decode(self, value: Any, tags: int | None = None) -> Any:
         """Turn tagged objects inside a parsed JSON value back into typed values.

@@ -69,6 +69,7 @@ propagated into the agent loop.
 """
 
 _SCAN_BUFFER_BYTES = 1 << 16
+_BLOCK_BYTES = 1 << 20
 _SESSION_ID = re.compile(r"[0-9a-f]{32}")
 
 # Bumped in every forked child: a handle created before the fork is the
@@ -204,6 +205,9 @@ class Session:
         # The SHA-256 of the last line when the file is hash-chained, else None.
         self._chain_head = chain_head
         self._redact = redact
+        # Lines not yet written, while buffering (see _buffer_writes); None: write each at once.
+        self._pending: bytearray | None = None
+        self._pending_at = 0
         self.observer_errors = 0
         """How many times an observer raised (each was logged)."""
         self.unsynced_at_open = unsynced
@@ -521,6 +525,7 @@ class Session:
             if self._checkpoint is None:
                 return None
             offset, size = self._checkpoint
+            self._flush()
             raw = os.pread(self._fd, size, offset)
         return self._codec.loads(raw)["data"]["snapshot"]
 
@@ -665,7 +670,40 @@ class Session:
                     logger.exception("loopscribe observer %r failed on seq %d", observer, seq)
             return record
 
+    def _buffer_writes(self) -> None:
+        """From now on, write lines in blocks of about 1 MiB instead of one by one.
+
+        For bulk loads that can be done again (the transcript importers):
+        fsync, checkpoints and close write the block first, and a file cut
+        inside a block still ends on whole lines once opened, but a crash
+        loses every line of the block. Observers would see records before
+        they reach the file, so a Session with observers refuses.
+        """
+        if self._observers:
+            raise ValueError(f"{self._path}: cannot buffer writes of a Session with observers")
+        if self._pending is None:
+            self._pending = bytearray()
+
+    def _flush(self) -> None:
+        """Write the buffered lines (one block) now."""
+        pending = self._pending
+        if pending:
+            self._pending = bytearray()
+            self._write(bytes(pending), self._pending_at)
+
     def _write_line(self, line: bytes, offset: int) -> None:
+        pending = self._pending
+        if pending is None:
+            self._write(line, offset)
+            return
+        if not pending:
+            self._pending_at = offset
+        pending += line
+        if len(pending) >= _BLOCK_BYTES:
+            self._flush()
+
+    def _write(self, line: bytes, offset: int) -> None:
+        """Write whole lines starting at ``offset``, or fail leaving the file cut at ``offset``."""
         written = 0
         try:
             written = os.write(self._fd, line)
@@ -688,6 +726,7 @@ class Session:
             raise self._fail(WriteError(exc.errno, detail)) from exc
 
     def _sync(self) -> None:
+        self._flush()
         try:
             os.fsync(self._fd)
         except OSError as exc:
@@ -738,7 +777,16 @@ class Run:
             WriteError: The write failed (sticky).
             SessionClosedError: The run or its Session is closed.
         """
-        kind = event.type
+        return self._record(event.type, event.execution, event.data, event.timestamp)
+
+    def _record(
+        self,
+        kind: str,
+        execution: Execution | None,
+        data: Mapping[str, Any],
+        timestamp: datetime | None,
+    ) -> Record | None:
+        """:meth:`record` for callers that hold the event's parts (the importers)."""
         if kind in ev.RESERVED:
             raise ValueError(
                 f"{kind!r} is written by loopscribe itself; use begin_run(), "
@@ -746,17 +794,18 @@ class Run:
             )
         if self._closed or self._session._closed:
             self._check_open()  # raises the reason
-        data = ev.written_data(kind, event.data)
-        if data is None:
+        written = ev.written_data(kind, data)
+        if written is None:
             # Transient: still a failure point if recording already failed.
             if self._session.error is not None:
                 raise self._session.error
             return None
-        if kind == ev.MODEL_REQUEST and type(data.get("config")) is not FrozenConfig:
+        if kind == ev.MODEL_REQUEST and type(written.get("config")) is not FrozenConfig:
             # Requests built with events.model_request are frozen already; freeze
             # hand-built ones too, so no credential reaches the file either way.
-            data = {**data, "config": freeze_config(data.get("config"), self._session.codec)}
-        return self._session._append(kind, self._id, event.execution, data, event.timestamp)
+            config = freeze_config(written.get("config"), self._session.codec)
+            written = {**written, "config": config}
+        return self._session._append(kind, self._id, execution, written, timestamp)
 
     def save_checkpoint(self, snapshot: Any) -> Record:
         """Append a codec-encoded snapshot and fsync it together with every prior record.

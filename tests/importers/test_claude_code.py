@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -462,6 +465,50 @@ def test_an_interrupted_import_is_not_written_twice(tmp_path: Path, whole: dict[
     claude_code.import_transcript(source, tmp_path / "out", finished=False)
     cursor_path(dest).write_bytes(saved)  # as if the process died before saving the cursor
     claude_code.import_transcript(source, tmp_path / "out", finished=True)
+    assert _relocated(normal_form(dest), source, whole[BIG.stem]) == normal_form(
+        whole[BIG.stem + ":dest"]
+    )
+
+
+_KILLED_MID_BLOCK = """
+import os, signal, sys
+from pathlib import Path
+from loopscribe.importers import claude_code
+
+real_write = os.write
+
+def write(fd, data):
+    # Half of the first block of records reaches the file, then the process dies.
+    if len(data) > 4096:
+        real_write(fd, bytes(data)[: len(data) // 2])
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real_write(fd, data)
+
+os.write = write
+claude_code.import_transcript(Path(sys.argv[1]), Path(sys.argv[2]), finished=False)
+"""
+
+
+def test_an_import_killed_inside_a_block_recovers(tmp_path: Path, whole: dict[str, Path]) -> None:
+    """SIGKILL halfway through writing a block of records: the next import matches, then goes on."""
+    source = copy_transcript(BIG, tmp_path / "src")
+    offsets = line_offsets(BIG)
+    rest = split_at(BIG, offsets[600], source)
+    out = tmp_path / "out"
+    claude_code.import_transcript(source, out, finished=False)
+    dest = out / f"{BIG.stem}.jsonl"
+    with open(source, "ab") as stream:
+        stream.write(rest)
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_MID_BLOCK, str(source), str(out)],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+    assert not dest.read_bytes().endswith(b"\n")  # the block was cut inside a line
+    report = claude_code.import_transcript(source, out, finished=True)
+    assert report.records > 0
     assert _relocated(normal_form(dest), source, whole[BIG.stem]) == normal_form(
         whole[BIG.stem + ":dest"]
     )

@@ -353,12 +353,10 @@ class Destination:
     (records written, cursor not saved) the first operations are checked
     against the records already there instead of being written again.
 
-    Run lifecycle records carry source timestamps and an open run can be
-    continued by a later import; the Session API does not offer either yet,
-    so the two *core shims* at the end of this class reach into the Session.
-    ``Session.begin_run(timestamp=)``, ``Run.close(timestamp=)``,
-    ``Session.annotate(timestamp=)``, ``Session.resume_run()`` and
-    ``Run.detach()`` replace them once the Session has them.
+    Run lifecycle records carry source timestamps
+    (``Session.begin_run(timestamp=)``, ``Run.close(timestamp=)``,
+    ``Session.annotate(timestamp=)``), and a run left open by one import is
+    continued by the next (``Run.detach()``, ``Session.resume_run()``).
     """
 
     def __init__(
@@ -435,6 +433,9 @@ class Destination:
                     self.path,
                     self._skip,
                 )
+        # An import can be done again from the cursor, which moves only after
+        # the final fsync: lines go out in blocks, not one write each.
+        session._buffer_writes()
         self._session = session
         self._update_writing()
         return session
@@ -471,7 +472,7 @@ class Destination:
             self.writing = None
             return
         if self._run_id is not None and self._run is None:
-            self._run = self._resume_run(self._session, self._run_id)
+            self._run = self._session.resume_run(self._run_id)
         self.writing = self._run
 
     def record(self, event: Event) -> None:
@@ -553,29 +554,6 @@ class Destination:
     def session(self) -> Session | None:
         """The open Session, once opened."""
         return self._session
-
-    # -- core shims --------------------------------------------------------------
-    # Proposed public API (see the report): Session.begin_run(timestamp=...),
-    # Run.close(timestamp=...), Session.resume_run(run_id) / Run.detach(), and a
-    # timestamp for Session.annotate(). Until then these write the lifecycle
-    # records directly. A Run made here is not the Session's registered run, so
-    # Session.close() leaves it open in the file, which is what a continued
-    # import needs.
-
-    def _append(
-        self,
-        session: Session,
-        kind: str,
-        run_id: str | None,
-        data: Mapping[str, Any],
-        timestamp: datetime | None,
-    ) -> None:
-        session._append(kind, run_id, None, data, timestamp)
-        self._report.records += 1
-
-    @staticmethod
-    def _resume_run(session: Session, run_id: str) -> Run:
-        return session.resume_run(run_id)
 
 
 # -- the engine -------------------------------------------------------------------
@@ -659,7 +637,7 @@ class Importer:
         """Record an event, opening a run first when none is open."""
         run = self.dest.writing
         if run is not None:
-            run.record(Event(kind, execution, data, timestamp))
+            run._record(kind, execution, data, timestamp)
             self.report.records += 1
         else:
             if not self.dest.run_open:
