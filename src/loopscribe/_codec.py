@@ -125,6 +125,32 @@ def _dataclass_decoder(cls: type[Any]) -> Decoder:
     return decode
 
 
+def _tag_keys_are(line: bytes, tags: int) -> bool:
+    """Whether ``line`` holds exactly ``tags`` keys ``"$ls"``.
+
+    Inside a JSON string the quotes would be escaped, so every ``"$ls":`` is
+    a key; one more than the typed values written is a plain dict using the
+    reserved key, which would read back as something else. ``bytes.count``
+    reads the whole line at about 2 GB/s; jumping from one ``$`` to the next
+    with ``find`` (memchr) is several times faster when the line has few of
+    them, as most lines do, so that comes first.
+    """
+    if len(line) < 1024:
+        return line.count(TAG_KEY_BYTES) == tags
+    find = line.find
+    found = 0
+    budget = tags + 4  # dollar signs to visit before counting the plain way
+    at = find(b"$")
+    while at >= 0:
+        budget -= 1
+        if budget < 0:
+            return line.count(TAG_KEY_BYTES) == tags
+        if line.startswith(TAG_KEY_BYTES, at - 1):
+            found += 1
+        at = find(b"$", at + 1)
+    return found == tags
+
+
 class Codec:
     """A registry of typed values that can be recorded and read back.
 
@@ -238,10 +264,7 @@ class Codec:
             # Restored, so an encoder that calls dumps itself leaves the outer count alone.
             tags = count[0] - start
             count[0] = start
-        # Inside a JSON string the quotes would be escaped, so every '"$ls":'
-        # is a key; one more than the typed values written is a plain dict
-        # using the reserved key, which would read back as something else.
-        if line.count(TAG_KEY_BYTES) != tags:
+        if not _tag_keys_are(line, tags):
             raise EncodeError(
                 f"a plain dict uses the reserved key {TAG!r}; rename that key "
                 "(it marks typed values in session files)"
