@@ -16,9 +16,10 @@ Two raw baselines, both measured in the same run:
 
 Every writer does one ``os.write`` per line on an ``O_APPEND`` descriptor in a
 temporary folder, without fsync; opening and closing (which fsyncs) are not
-timed. Passes are interleaved and timed in chunks of events; the figures are
-the best (and the median) of each chunk across passes, summed, which resists
-preemption on a busy machine. The thread's CPU time is printed as well: it
+timed. The writers take turns chunk by chunk (100 events each), so every
+chunk is timed for all three within milliseconds and a slow spell of the
+machine hits them alike; the figures are the best (and the median) of each
+chunk across passes, summed. The thread's CPU time is printed as well: it
 does not count time spent descheduled, so it is the steadier figure when
 other processes compete for the cores.
 
@@ -35,7 +36,7 @@ import pstats
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,53 +51,68 @@ from loopscribe import Event, Session, read
 TARGET_RATIO = 1.5
 _LIFECYCLE = frozenset({"session_start", "run_start", "run_close"})
 
-Timings = tuple[list[int], list[int]]
-"""Wall-clock (``perf_counter_ns``) and CPU (``thread_time_ns``) ns, per chunk."""
-Pass = Callable[[Path, list[list[Any]]], Timings]
+Timing = tuple[int, int]
+"""Wall-clock (``perf_counter_ns``) and CPU (``thread_time_ns``) ns of one chunk."""
+Writer = Callable[[Path, list[list[Any]]], Iterator[Timing]]
+"""Writes one chunk per step and yields its timing; cleans up when exhausted."""
 
 
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def _record_pass(path: Path, chunks: list[list[Any]]) -> Timings:
-    """Record every chunk of events into one new file; wall and CPU ns per chunk."""
+def _record_writer(path: Path, chunks: list[list[Any]]) -> Iterator[Timing]:
+    """Record the events of each chunk into one new session file."""
     session = Session.create(path)
     run = session.begin_run()
     record = run.record
     clock, cpu_clock = time.perf_counter_ns, time.thread_time_ns
-    took: Timings = ([], [])
-    gc.collect()
-    for chunk in chunks:
-        start, cpu_start = clock(), cpu_clock()
-        for event in chunk:
-            record(event)
-        took[1].append(cpu_clock() - cpu_start)
-        took[0].append(clock() - start)
-    run.close()
-    session.close()
-    path.unlink()
-    return took
+    try:
+        for chunk in chunks:
+            start, cpu_start = clock(), cpu_clock()
+            for event in chunk:
+                record(event)
+            cpu = cpu_clock() - cpu_start
+            yield clock() - start, cpu
+    finally:
+        run.close()
+        session.close()
+        path.unlink()
 
 
-def _raw_pass(path: Path, chunks: list[list[Any]]) -> Timings:
-    """Write every chunk of objects as JSON lines, one ``os.write`` each; wall and CPU ns."""
+def _raw_writer(path: Path, chunks: list[list[Any]]) -> Iterator[Timing]:
+    """Write the objects of each chunk as JSON lines, one ``os.write`` each."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     dumps = orjson.dumps
     write = os.write
     clock, cpu_clock = time.perf_counter_ns, time.thread_time_ns
-    took: Timings = ([], [])
-    gc.collect()
     try:
         for chunk in chunks:
             start, cpu_start = clock(), cpu_clock()
             for obj in chunk:
                 write(fd, dumps(obj) + b"\n")
-            took[1].append(cpu_clock() - cpu_start)
-            took[0].append(clock() - start)
+            cpu = cpu_clock() - cpu_start
+            yield clock() - start, cpu
     finally:
         os.close(fd)
-    path.unlink()
+        path.unlink()
+
+
+def _interleaved_pass(
+    folder: Path, writers: dict[str, tuple[Writer, list[list[Any]]]], order: list[str]
+) -> dict[str, list[Timing]]:
+    """One pass of every writer, chunk by chunk in turn: each chunk index is timed
+    for all writers within milliseconds, so a slow spell of the machine hits them alike."""
+    steps = {
+        name: writer(folder / f"{name}.jsonl", chunks) for name, (writer, chunks) in writers.items()
+    }
+    took: dict[str, list[Timing]] = {name: [] for name in writers}
+    gc.collect()
+    for _ in range(len(next(iter(writers.values()))[1])):
+        for name in order:
+            took[name].append(next(steps[name]))
+    for step in steps.values():
+        next(step, None)  # runs its clean-up
     return took
 
 
@@ -138,8 +154,8 @@ def _latencies(
     folder: Path, events: list[Event], objects: list[Any]
 ) -> tuple[list[int], list[int]]:
     """Per-call ns of one library pass and one same-bytes raw pass."""
-    lib = _record_pass(folder / "lib-latency.jsonl", [[event] for event in events])[0]
-    raw = _raw_pass(folder / "raw-latency.jsonl", [[obj] for obj in objects])[0]
+    lib = [wall for wall, _ in _record_writer(folder / "lib.jsonl", [[e] for e in events])]
+    raw = [wall for wall, _ in _raw_writer(folder / "raw.jsonl", [[o] for o in objects])]
     return lib, raw
 
 
@@ -163,25 +179,28 @@ def main() -> int:
             f"({size / n / 1024:.1f} KiB/event); best and median of {args.reps} passes, "
             f"per chunk of {args.chunk} events"
         )
-        writers: dict[str, tuple[Pass, list[list[Any]]]] = {
-            "library": (_record_pass, _chunks(events, args.chunk)),
-            "raw": (_raw_pass, _chunks(same_bytes, args.chunk)),
-            "host": (_raw_pass, _chunks(host, args.chunk)),
+        writers: dict[str, tuple[Writer, list[list[Any]]]] = {
+            "library": (_record_writer, _chunks(events, args.chunk)),
+            "raw": (_raw_writer, _chunks(same_bytes, args.chunk)),
+            "host": (_raw_writer, _chunks(host, args.chunk)),
         }
+        names = list(writers)
         passes: dict[str, list[list[int]]] = {name: [] for name in writers}
         cpu_passes: dict[str, list[list[int]]] = {name: [] for name in writers}
         for rep in range(args.reps + 1):
-            # Interleaved, so drift in the machine's speed hits all alike; pass 0 warms up.
-            for name, (run_pass, chunks) in writers.items():
-                wall, cpu = run_pass(folder / f"{name}.jsonl", chunks)
-                if rep:
-                    passes[name].append(wall)
-                    cpu_passes[name].append(cpu)
+            # Pass 0 warms up; the order of the writers turns each pass.
+            order = names[rep % 3 :] + names[: rep % 3]
+            took = _interleaved_pass(folder, writers, order)
+            if rep:
+                for name, timings in took.items():
+                    passes[name].append([wall for wall, _ in timings])
+                    cpu_passes[name].append([cpu for _, cpu in timings])
         lib_lat, raw_lat = _latencies(folder, events, same_bytes)
         profiler = cProfile.Profile()
         if args.profile:
             profiler.enable()
-            _record_pass(folder / "profile.jsonl", writers["library"][1])
+            for _ in _record_writer(folder / "profile.jsonl", writers["library"][1]):
+                pass
             profiler.disable()
 
     (lib_best, lib_med), (raw_best, raw_med), (host_best, host_med) = (
