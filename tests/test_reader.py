@@ -143,3 +143,23 @@ def test_read_of_a_record_with_a_bad_timestamp_fails_cleanly(session_path: Path)
     with pytest.raises(CorruptRecordError) as info:
         list(read(session_path))
     assert info.value.line == 3
+
+
+def test_records_of_one_call_share_their_execution_but_each_is_checked(
+    session_path: Path,
+) -> None:
+    """Equal executions read back equal; one that only compares equal (attempt true) is refused."""
+    ex = Execution("c1", "tool", attempt=1, parent_id="turn")
+    with Session.create(session_path) as s, s.begin_run() as run:
+        run.record(Event("tool_exec_start", ex, {}))
+        run.record(Event("tool_invoke_start", ex, {}))
+        run.record(Event("note", None, {}))
+        run.record(Event("tool_exec_end", ex, {}))
+    got = [r.execution for r in read(session_path) if r.type != "run_close"][2:]
+    assert got == [ex, ex, None, ex]
+    lines = session_path.read_bytes().splitlines(keepends=True)
+    lines[3] = lines[3].replace(b'"attempt":1', b'"attempt":true')  # True == 1 in Python
+    session_path.write_bytes(b"".join(lines))
+    with pytest.raises(CorruptRecordError) as info:
+        list(read(session_path))
+    assert info.value.line == 4

@@ -150,8 +150,42 @@ _new_lazy = _lazy_factory()
 
 
 def _records(stream: IO[bytes], scanner: Scanner, codec: Codec | None) -> Iterator[Record]:
+    """:func:`to_record` for every line, inlined: this loop runs once per record read.
+
+    The scanner has checked each line's shape (``data`` an object or absent,
+    ``execution`` with string ``id`` and ``kind``) and parsed its time.
+    Consecutive records of one call share an equal ``execution`` object; the
+    Execution built for the first is reused (an ``attempt`` that is not an
+    int, which could compare equal, is always built anew and so refused).
+    """
+    path = scanner.path
+    last: Any = None
+    last_execution: Execution | None = None
     for number, offset, raw, obj in scanner.lines(stream):
-        yield to_record(scanner, number, offset, raw, obj, codec, scanner.ts)
+        ex = obj.get("execution")
+        if ex is not None and (ex != last or type(ex.get("attempt", 1)) is not int):
+            try:
+                last_execution = Execution.from_json(ex)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise scanner.corrupt(number, offset, f"not a valid record ({exc!r})") from exc
+            last = ex
+        execution = None if ex is None else last_execution
+        data = obj.get("data")
+        if data is None:
+            data = {}
+        elif codec is not None and data:
+            data = _new_lazy(data, (codec, raw, path, number, offset))
+        yield new_record(
+            obj["session_id"],
+            obj["seq"],
+            obj["type"],
+            scanner.ts,
+            obj.get("run_id"),
+            execution,
+            data,
+            offset,
+            len(raw),
+        )
 
 
 def read(source: Source, *, codec: Codec | None = None, decode: bool = True) -> Iterator[Record]:
