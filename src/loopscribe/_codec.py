@@ -131,24 +131,13 @@ def _tag_keys_are(line: bytes, tags: int) -> bool:
     Inside a JSON string the quotes would be escaped, so every ``"$ls":`` is
     a key; one more than the typed values written is a plain dict using the
     reserved key, which would read back as something else. ``bytes.count``
-    reads the whole line at about 2 GB/s; jumping from one ``$`` to the next
-    with ``find`` (memchr) is several times faster when the line has few of
-    them, as most lines do, so that comes first.
+    reads the line at under 2 GB/s (3 us for 5 KiB); a line without typed
+    values, like a large tool result, usually has no ``$`` at all, which
+    memchr finds out several times faster.
     """
-    if len(line) < 1024:
-        return line.count(TAG_KEY_BYTES) == tags
-    find = line.find
-    found = 0
-    budget = tags + 4  # dollar signs to visit before counting the plain way
-    at = find(b"$")
-    while at >= 0:
-        budget -= 1
-        if budget < 0:
-            return line.count(TAG_KEY_BYTES) == tags
-        if line.startswith(TAG_KEY_BYTES, at - 1):
-            found += 1
-        at = find(b"$", at + 1)
-    return found == tags
+    if tags == 0:
+        return line.find(b"$") < 0 or TAG_KEY_BYTES not in line
+    return line.count(TAG_KEY_BYTES) == tags
 
 
 class Codec:
@@ -170,6 +159,8 @@ class Codec:
     def __init__(self) -> None:
         self._by_name: dict[str, _Entry] = {}
         self._by_type: dict[type[Any], _Entry] = {}
+        self._encoders: dict[type[Any], TaggedEncoder] = {}
+        """``_by_type`` reduced to the encoders: one lookup less per typed value."""
         self._lock = threading.Lock()
         # Per thread: orjson's default hook and how many typed values it encoded.
         self._hooks = threading.local()
@@ -223,6 +214,7 @@ class Codec:
             entry = _Entry(name, cls, enc, dec)
             self._by_name[name] = entry
             self._by_type[cls] = entry
+            self._encoders[cls] = enc
 
     def names(self) -> frozenset[str]:
         """The registered type names."""
@@ -274,12 +266,12 @@ class Codec:
     def _counting_hook(self) -> tuple[Callable[[Any], Any], list[int]]:
         """A ``default`` hook for one thread that counts the typed values it encodes."""
         count = [0]
-        encoders = self._by_type
+        encoders = self._encoders
 
         def default(obj: Any) -> dict[str, Any]:
             count[0] += 1
-            entry = encoders.get(type(obj))
-            return self.default(obj) if entry is None else entry.encode(obj)
+            encode = encoders.get(type(obj))
+            return self.default(obj) if encode is None else encode(obj)
 
         return default, count
 

@@ -654,7 +654,11 @@ class Session:
                     line = scrubbed
                     data = self._codec.loads(line)["data"]
             offset = self._size
-            self._write_line(line, offset)
+            pending = self._pending
+            if pending is None:
+                self._write(line, offset)
+            else:
+                self._buffer(pending, line, offset)
             self._next_seq = seq + 1
             self._size = offset + len(line)
             if self._chain_head is not None:
@@ -691,11 +695,8 @@ class Session:
             self._pending = bytearray()
             self._write(bytes(pending), self._pending_at)
 
-    def _write_line(self, line: bytes, offset: int) -> None:
-        pending = self._pending
-        if pending is None:
-            self._write(line, offset)
-            return
+    def _buffer(self, pending: bytearray, line: bytes, offset: int) -> None:
+        """Add a line to the block, writing the block once it is full."""
         if not pending:
             self._pending_at = offset
         pending += line
