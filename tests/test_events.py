@@ -184,3 +184,13 @@ def test_unencodable_config_becomes_snapshot_error_without_the_input(session_pat
     assert set(diag) == {"snapshot_error"}
     assert "dict" in diag["snapshot_error"]
     assert req.data["config"]["seed"] == 7
+
+
+def test_only_policy_types_have_their_data_changed() -> None:
+    """The run writes any type outside POLICY_TYPES as given: written_data agrees for every type."""
+    names = [v for k, v in vars(ev).items() if k.isupper() and isinstance(v, str)]
+    data = {"message": 1, "partial_message": 2, "state": 3, "snapshot": 4, "length_recovery": 5}
+    for kind in names:
+        if kind not in ev.POLICY_TYPES:
+            assert ev.written_data(kind, data) is data, kind
+    assert {ev.TURN_START, ev.MESSAGE_START, ev.MODEL_STREAM, ev.MODEL_REQUEST} <= ev.POLICY_TYPES

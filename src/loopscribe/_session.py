@@ -788,14 +788,15 @@ class Run:
         timestamp: datetime | None,
     ) -> Record | None:
         """:meth:`record` for callers that hold the event's parts (the importers)."""
-        if kind in ev.RESERVED:
+        special = kind in ev.POLICY_TYPES
+        if special and kind in ev.RESERVED:
             raise ValueError(
                 f"{kind!r} is written by loopscribe itself; use begin_run(), "
                 "save_checkpoint() or close() instead"
             )
         if self._closed or self._session._closed:
             self._check_open()  # raises the reason
-        written = ev.written_data(kind, data)
+        written = ev.written_data(kind, data) if special else data
         if written is None:
             # Transient: still a failure point if recording already failed.
             if self._session.error is not None:

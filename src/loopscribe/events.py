@@ -89,6 +89,9 @@ LIFECYCLE = frozenset(
         RETRY_SCHEDULED,
     }
 )
+POLICY_TYPES = RESERVED | TRANSIENT | LIFECYCLE | {MODEL_RESPONSE, MESSAGE_START, MODEL_REQUEST}
+"""Types a run refuses, skips, reduces or freezes; the data of any other type is written as is."""
+
 # Keys that would turn a lifecycle record into an implicit snapshot.
 _SNAPSHOT_KEYS = frozenset({"state", "snapshot", "agent_state"})
 _PARTIAL_KEYS = frozenset({"message", "partial_message"})
