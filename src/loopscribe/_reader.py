@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -99,12 +98,8 @@ def to_record(
     raw: bytes,
     obj: dict[str, Any],
     codec: Codec | None,
-    ts: datetime | None = None,
 ) -> Record:
-    """Build the Record of a validated line; ``codec=None`` leaves typed values raw.
-
-    ``ts`` is the line's time when the caller parsed it already (``Scanner.ts``).
-    """
+    """Build the Record of a validated line; ``codec=None`` leaves typed values raw."""
     try:
         ex = obj.get("execution")
         data = obj.get("data")
@@ -118,7 +113,7 @@ def to_record(
             obj["session_id"],
             obj["seq"],
             obj["type"],
-            parse_ts(obj["ts"]) if ts is None else ts,
+            parse_ts(obj["ts"]),
             obj.get("run_id"),
             None if ex is None else Execution.from_json(ex),
             data,

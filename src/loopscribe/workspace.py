@@ -455,22 +455,42 @@ class Workspace:
         locked = _locked_inodes()
         summaries: list[SessionSummary] = []
         seen: set[str] = set()
-        with os.scandir(self.root) as entries:
+        # Per file, the stat is the one cost that cannot go: the rest is inline.
+        get, see, keep, is_reg = self._cache.get, seen.add, summaries.append, stat.S_ISREG
+        with self._lock, os.scandir(self.root) as entries:
             for entry in entries:
                 name = entry.name
                 if not name.endswith(".jsonl") or name.endswith(".otlp.jsonl"):
                     continue
                 try:
                     st = entry.stat()
-                    if not stat.S_ISREG(st.st_mode):
+                    if not is_reg(st.st_mode):
                         continue
-                    seen.add(name)
-                    summary = self._summary(name, st, locked)
+                    see(name)
+                    # The warm path: the file is as it was, and so is its status.
+                    cached = get(name)
+                    summary = None if cached is None else cached.summary
+                    if (
+                        summary is None
+                        or locked is None
+                        or cached is None
+                        or cached.size != st.st_size
+                        or cached.mtime_ns != st.st_mtime_ns
+                        or cached.inode != st.st_ino
+                        or summary.status
+                        != (
+                            "running"
+                            if (st.st_dev, st.st_ino) in locked
+                            else "interrupted"
+                            if cached.fold.run_open
+                            else "idle"
+                        )
+                    ):
+                        summary = self._summary_locked(name, st, locked)
                 except (FormatError, OSError):
                     continue
                 if include_children or summary.parent_id is None:
-                    summaries.append(summary)
-        with self._lock:
+                    keep(summary)
             for gone in self._cache.keys() - seen:
                 del self._cache[gone]
             # Summaries are rebuilt only when something changed: the same
@@ -504,18 +524,21 @@ class Workspace:
     def _summary(
         self, name: str, st: os.stat_result, locked: set[tuple[int, int]] | None
     ) -> SessionSummary:
-        # The warm path of list(): one dict lookup, no Path built, no file read.
         with self._lock:
-            cached = self._cache.get(name)
-            if cached is None or not cached.fresh(st):
-                cached = self._advance(self.root / name, st, cached)
-            running = _is_locked(cached.path, st, locked)
-            status: Status = (
-                "running" if running else "interrupted" if cached.fold.run_open else "idle"
-            )
-            if cached.summary is None or cached.summary.status != status:
-                cached.summary = cached.fold.summary(cached.path, status)
-            return cached.summary
+            return self._summary_locked(name, st, locked)
+
+    def _summary_locked(
+        self, name: str, st: os.stat_result, locked: set[tuple[int, int]] | None
+    ) -> SessionSummary:
+        """:meth:`_summary` with the lock held: the file read only if new or changed."""
+        cached = self._cache.get(name)
+        if cached is None or not cached.fresh(st):
+            cached = self._advance(self.root / name, st, cached)
+        running = _is_locked(cached.path, st, locked)
+        status: Status = "running" if running else "interrupted" if cached.fold.run_open else "idle"
+        if cached.summary is None or cached.summary.status != status:
+            cached.summary = cached.fold.summary(cached.path, status)
+        return cached.summary
 
     def _advance(self, path: Path, st: os.stat_result, cached: _Cached | None) -> _Cached:
         """Extend a cached fold over the bytes a file grew by, or fold it anew."""
