@@ -4,7 +4,9 @@ Durability rules, and why:
 
 * Each record is one ``os.write`` of one complete line on an ``O_APPEND``
   descriptor, with no application buffer, so a crash loses at most the line
-  being written and never interleaves two records.
+  being written and never interleaves two records. (The transcript
+  importers, which can redo their work from a cursor, write blocks of
+  lines instead: see ``Session._buffer_writes``.)
 * No fsync per event: that would cost milliseconds per record. ``Run.close``,
   ``Session.close`` and ``save_checkpoint`` fsync; a new file also fsyncs
   its directory so the file itself survives a power loss.
