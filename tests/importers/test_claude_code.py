@@ -582,6 +582,18 @@ def test_unknown_and_damaged_lines_are_kept_and_counted(tmp_path: Path) -> None:
     assert by_type["invalid_line"].data["line"] == "{not json"
 
 
+def test_a_transcript_using_the_reserved_key_is_kept_under_a_new_name(tmp_path: Path) -> None:
+    """A source key "$ls" is renamed, so the session reads back as plain JSON."""
+    source = tmp_path / "dollar.jsonl"
+    data = SHORT.read_bytes().splitlines(keepends=True)
+    novel = {"type": "brand-new-kind", "timestamp": "2026-02-10T21:12:00.000Z", "env": {"$ls": 1}}
+    data.insert(5, orjson.dumps(novel) + b"\n")
+    source.write_bytes(b"".join(data))
+    report = claude_code.import_transcript(source, tmp_path / "out", finished=True)
+    kept = next(r for r in records(report.destination) if r.type == SOURCE_EVENT)
+    assert kept.data["line"]["env"] == {"$ls (renamed by the importer)": 1}
+
+
 # -- errors ------------------------------------------------------------------------
 
 

@@ -140,6 +140,15 @@ def nested_type(raw: bytes, marker: bytes) -> bytes | None:
     return raw[name_start:name_end] if name_end > name_start else None
 
 
+def has_reserved_key(raw: bytes) -> bool:
+    """Whether a source line may use the codec's reserved key ``$ls``.
+
+    Most lines hold no ``$`` at all, which memchr finds several times faster
+    than a search for the whole key.
+    """
+    return raw.find(b"$") >= 0 and _TAG_KEY in raw
+
+
 def strip_reserved(value: Any) -> Any:
     """Rename the codec's reserved key ``$ls`` wherever a transcript uses it."""
     if isinstance(value, dict):
@@ -815,7 +824,7 @@ class Importer:
             except orjson.JSONDecodeError as exc:
                 self.invalid_line(number, raw, exc)
             else:
-                if _TAG_KEY in raw:
+                if has_reserved_key(raw):
                     obj = strip_reserved(obj)
                 self.handle(obj, number, raw, {"file": file, "line": number})
             if progress is not None and end >= next_progress:

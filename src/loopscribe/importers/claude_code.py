@@ -60,6 +60,7 @@ from ._common import (
     ImportReport,
     Source,
     format_ts,
+    has_reserved_key,
     nested_type,
     parse_ts,
     read_lines,
@@ -689,7 +690,7 @@ class ClaudeCodeImporter(Importer):
                 obj = raw.decode("utf-8", "replace").rstrip("\n")
                 report.invalid_lines += 1
             else:
-                if b'"$ls"' in raw:
+                if has_reserved_key(raw):
                     obj = strip_reserved(obj)
             ts = (parse_ts(obj.get("timestamp")) if isinstance(obj, dict) else None) or last_ts
             if last_source is None:
