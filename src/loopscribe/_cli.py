@@ -458,14 +458,19 @@ def cmd_verify(args: argparse.Namespace, out: Out) -> int:
 # -- entry point -----------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(
-        prog="loopscribe",
-        description="Record AI-agent sessions and bridge them to OpenTelemetry.",
-    )
+def command_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """A parser with the options every command shares (``--json``, ``-v``)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--json", action="store_true", help="machine-readable JSON lines output")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = command_parser(
+        "loopscribe", "Record AI-agent sessions and bridge them to OpenTelemetry."
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser(
@@ -543,7 +548,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    return run(build_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a parsed command (from :func:`command_parser`); returns the exit status."""
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="loopscribe: %(levelname)s: %(message)s",

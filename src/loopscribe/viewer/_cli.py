@@ -16,11 +16,10 @@ import argparse
 import importlib.util
 import ipaddress
 import logging
-import os
 import socket
 import sys
 import webbrowser
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich import box
@@ -28,8 +27,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .._cli import CliError, Out, session_files
-from .._errors import FormatError, LoopscribeError
+from .._cli import CliError, Out, command_parser, run, session_files
 from .._stats import DEFAULT_TOP, SessionStats, many_stats, stats_size
 
 __all__ = ["DEFAULT_PORT", "add_viewer_parsers", "main"]
@@ -374,27 +372,9 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m loopscribe.viewer serve|report|stats ...``; returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m loopscribe.viewer",
-        description="The loopscribe web viewer, HTML report and statistics.",
+    parser = command_parser(
+        "python -m loopscribe.viewer", "The loopscribe web viewer, HTML report and statistics."
     )
-    parser.add_argument("--json", action="store_true", help="machine-readable JSON lines output")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_viewer_parsers(sub)
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="loopscribe: %(levelname)s: %(message)s",
-    )
-    out = Out(Console(soft_wrap=True), Console(stderr=True, soft_wrap=True), args.json)
-    handler: Callable[[argparse.Namespace, Out], int] = args.handler
-    try:
-        return handler(args, out)
-    except BrokenPipeError:  # pragma: no cover - e.g. `... stats DIR | head`
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except (CliError, LoopscribeError, FormatError, OSError) as exc:
-        # markup=False: a message may hold brackets ('loopscribe[serve]', paths).
-        out.stderr.print(f"loopscribe: error: {exc}", highlight=False, style="red", markup=False)
-        return 1
+    return run(parser.parse_args(argv))
