@@ -84,11 +84,12 @@ def grpc_receiver() -> Iterator[Received]:
 
 
 @contextlib.contextmanager
-def http_receiver() -> Iterator[Received]:
-    """An OTLP/HTTP protobuf receiver on a free port; ``endpoint`` is its base URL.
+def http_receiver(port: int = 0, into: Received | None = None) -> Iterator[Received]:
+    """An OTLP/HTTP protobuf receiver on ``port`` (0: a free one); ``endpoint`` is its base URL.
 
     It answers ``POST /v1/traces`` with an ``ExportTraceServiceResponse`` and
-    anything else with 404.
+    anything else with 404. Requests are kept in ``into`` when given, so a
+    receiver restarted on the same port keeps adding to the same record.
     """
     received: Received
 
@@ -115,8 +116,10 @@ def http_receiver() -> Iterator[Received]:
         def log_message(self, format: str, *args: Any) -> None:
             """Keep test output quiet."""
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    received = Received(f"http://127.0.0.1:{server.server_address[1]}")
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    received = (
+        into if into is not None else Received(f"http://127.0.0.1:{server.server_address[1]}")
+    )
     thread = threading.Thread(target=server.serve_forever, name="otlp-http-receiver", daemon=True)
     thread.start()
     try:

@@ -10,12 +10,10 @@ import statistics
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from loopscribe import Execution, Run, Session
 from loopscribe import events as ev
@@ -168,39 +166,18 @@ class RestartableReceiver:
     def __init__(self) -> None:
         self.port = closed_port()
         self.received = Received(f"http://127.0.0.1:{self.port}")
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._running: contextlib.ExitStack | None = None
 
     def start(self) -> None:
         """Listen and answer OTLP export requests."""
-        received = self.received
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                request = trace_service_pb2.ExportTraceServiceRequest.FromString(body)
-                received.add(request, dict(self.headers.items()))
-                payload = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                """Keep test output quiet."""
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._running = contextlib.ExitStack()
+        self._running.enter_context(http_receiver(self.port, self.received))
 
     def stop(self) -> None:
         """Stop listening; connection attempts are refused until ``start``."""
-        if self._server is not None and self._thread is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._thread.join(5)
-        self._server = self._thread = None
+        if self._running is not None:
+            self._running.close()
+        self._running = None
 
 
 def span_ids(session: Session, run: Run, prefix: str, count: int) -> set[str]:
