@@ -21,9 +21,6 @@ FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({FORMAT_VERSION})
 
 
-# The last second formatted and its text, replaced as one tuple so that
-# threads recording into different sessions never pair a second with another's text.
-_last_second: list[tuple[tuple[int, ...], str]] = [((), "")]
 _UTC_Z = orjson.OPT_UTC_Z
 
 
@@ -42,12 +39,7 @@ def format_ts(dt: datetime | None) -> tuple[datetime, str]:
         # orjson writes an aware UTC time with six digits and Z, several times
         # faster than isoformat(); only a whole second would lose its fraction.
         return dt, orjson.dumps(dt, option=_UTC_Z)[1:-1].decode()
-    second = (dt.second, dt.minute, dt.hour, dt.day, dt.month, dt.year)
-    cached, text = _last_second[0]
-    if cached != second:
-        text = dt.replace(tzinfo=None).isoformat()
-        _last_second[0] = (second, text)
-    return dt, f"{text}.000000Z"
+    return dt, f"{dt.replace(tzinfo=None).isoformat()}.000000Z"
 
 
 def parse_ts(value: str) -> datetime:
