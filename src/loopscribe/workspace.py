@@ -455,8 +455,8 @@ class Workspace:
         locked = _locked_inodes()
         summaries: list[SessionSummary] = []
         seen: set[str] = set()
-        # Per file, the stat is the one cost that cannot go: the rest is inline.
-        get, see, keep, is_reg = self._cache.get, seen.add, summaries.append, stat.S_ISREG
+        see, keep, is_reg = seen.add, summaries.append, stat.S_ISREG
+        summarize = self._summary_locked
         with self._lock, os.scandir(self.root) as entries:
             for entry in entries:
                 name = entry.name
@@ -467,26 +467,7 @@ class Workspace:
                     if not is_reg(st.st_mode):
                         continue
                     see(name)
-                    # The warm path: the file is as it was, and so is its status.
-                    cached = get(name)
-                    summary = None if cached is None else cached.summary
-                    if (
-                        summary is None
-                        or locked is None
-                        or cached is None
-                        or cached.size != st.st_size
-                        or cached.mtime_ns != st.st_mtime_ns
-                        or cached.inode != st.st_ino
-                        or summary.status
-                        != (
-                            "running"
-                            if (st.st_dev, st.st_ino) in locked
-                            else "interrupted"
-                            if cached.fold.run_open
-                            else "idle"
-                        )
-                    ):
-                        summary = self._summary_locked(name, st, locked)
+                    summary = summarize(name, st, locked)
                 except (FormatError, OSError):
                     continue
                 if include_children or summary.parent_id is None:
