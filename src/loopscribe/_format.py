@@ -94,8 +94,8 @@ class Scanner:
         self.next_seq = 0
         self.end_offset = 0
         self.tail = 0
-        self.ts: datetime | None = None
-        """The time of the line checked last, parsed."""
+        self.ts = datetime.min.replace(tzinfo=UTC)
+        """The time of the line checked last, parsed (meaningful once a line was checked)."""
         if resume is not None:
             self.session_id, self.next_seq = resume
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -98,8 +99,13 @@ def to_record(
     raw: bytes,
     obj: dict[str, Any],
     codec: Codec | None,
+    ts: datetime | None = None,
 ) -> Record:
-    """Build the Record of a validated line; ``codec=None`` leaves typed values raw."""
+    """Build the Record of a validated line; ``codec=None`` leaves typed values raw.
+
+    ``ts``: the line's time, when the caller has it parsed already (``Scanner.ts``
+    right after ``Scanner.check`` of this line).
+    """
     try:
         ex = obj.get("execution")
         data = obj.get("data")
@@ -113,7 +119,7 @@ def to_record(
             obj["session_id"],
             obj["seq"],
             obj["type"],
-            parse_ts(obj["ts"]),
+            parse_ts(obj["ts"]) if ts is None else ts,
             obj.get("run_id"),
             None if ex is None else Execution.from_json(ex),
             data,

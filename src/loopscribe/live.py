@@ -103,7 +103,7 @@ class follow:  # used like a function, as in ``for r in follow(path)``
             raw = bytes(pending[start : end + 1])
             try:
                 obj = scanner.check(0, self.offset, raw)
-                out.append(to_record(scanner, 0, self.offset, raw, obj, self._codec))
+                out.append(to_record(scanner, 0, self.offset, raw, obj, self._codec, scanner.ts))
             except CorruptRecordError as exc:
                 # Line numbers are only counted on this error path, never while following.
                 line = self._line_number(stream, self.offset)

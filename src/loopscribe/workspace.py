@@ -42,7 +42,7 @@ from ._codec import DEFAULT_CODEC, Codec
 from ._errors import FormatError, LoopscribeError, SessionLockedError
 from ._fields import field as get_field
 from ._fields import plain, text, token_usage
-from ._format import Scanner, parse_ts
+from ._format import Scanner
 from ._messages import SystemMessage
 from ._reader import to_record
 from ._session import Observer, Session, open_handle
@@ -538,7 +538,7 @@ class Workspace:
                 fold.feed(
                     obj["type"],
                     obj["seq"],
-                    parse_ts(obj["ts"]),
+                    scanner.ts,
                     data if isinstance(data, dict) else {},
                     obj["session_id"],
                 )

@@ -386,7 +386,10 @@ class SessionTimeline:
                 for number, offset, raw, obj in self._scanner.lines(
                     stream, offset=self._end, first_line=self._lines + 1
                 ):
-                    self._feed(to_record(self._scanner, number, offset, raw, obj, None))
+                    record = to_record(
+                        self._scanner, number, offset, raw, obj, None, self._scanner.ts
+                    )
+                    self._feed(record)
                     self._lines = number
                 self._end = self._scanner.end_offset
         except BaseException:
