@@ -17,6 +17,8 @@ demo: $(STAMP)
 	$(BIN)/python examples/quickstart.py
 
 lint: $(STAMP)
+	@stray=$$(git ls-files --cached --others --exclude-standard 2>/dev/null | grep -E '\.(orig|rej|bak|swp)$$'); \
+	if [ -n "$$stray" ]; then echo "stray files (merge or editor leftovers), remove them: $$stray"; exit 1; fi
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 

@@ -7,7 +7,7 @@ writes them to a new loopscribe session (one ``os.write`` per record, an
 fsync when it closes) and saves the cursor. Passes alternate; each figure is
 the best of the passes. Target: the import runs at least 0.4x the raw rate.
 
-Workload: the real transcripts in ``../shared/data/transcripts`` (or
+Workload: the real transcripts in ``tests/data/transcripts`` (or
 ``LOOPSCRIBE_TRANSCRIPTS``), each continued with copies of itself under
 fresh IDs until it is ``--min-mib`` long, as a long session would be (the
 real files are small test fixtures, on which fixed costs would dominate;
@@ -55,7 +55,7 @@ TARGET_PEAK_MIB = 100
 TRANSCRIPTS = Path(
     os.environ.get(
         "LOOPSCRIBE_TRANSCRIPTS",
-        Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts",
+        Path(__file__).resolve().parents[1] / "tests" / "data" / "transcripts",
     )
 )
 # Rewritten per copy so every copy has its own responses, tool calls and subagents.

@@ -18,23 +18,30 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from loopscribe import Record, read
 from loopscribe.otel import replay
 
-TRANSCRIPTS = Path(
+DATA = Path(__file__).resolve().parents[1] / "data" / "transcripts"
+"""The real transcripts shipped with the tests (MIT, see the README there)."""
+
+EXTRA = Path(
     os.environ.get(
         "LOOPSCRIBE_TRANSCRIPTS",
         Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts",
     )
 )
-"""The real transcripts (MIT, see their README); LOOPSCRIBE_TRANSCRIPTS overrides."""
+"""More transcripts, used when present (``LOOPSCRIBE_TRANSCRIPTS`` names the folder)."""
 
 LIFECYCLE = frozenset({"session_start", "run_start", "run_close"})
 
 
 def transcripts(agent: str) -> list[Path]:
-    """The real transcripts of one agent, or a skip when they are not available."""
-    folder = TRANSCRIPTS / agent
-    if not folder.is_dir():
-        pytest.skip(f"real transcripts not found in {folder}; set LOOPSCRIBE_TRANSCRIPTS")
-    return sorted(p for p in folder.glob("*.jsonl") if p.is_file())
+    """The real transcripts of one agent: the shipped ones, plus any found in ``EXTRA``."""
+    found: dict[str, Path] = {}
+    for folder in (DATA / agent, EXTRA / agent):
+        if folder.is_dir():
+            for path in sorted(folder.glob("*.jsonl")):
+                if path.is_file():
+                    found.setdefault(path.name, path)
+    assert found, f"no transcripts in {DATA / agent}: the test data is missing from this checkout"
+    return [found[name] for name in sorted(found)]
 
 
 def ids(paths: list[Path]) -> list[str]:
