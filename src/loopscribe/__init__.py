@@ -38,6 +38,7 @@ from ._freeze import freeze_config, freeze_request
 from ._loop import AgentLoop
 from ._messages import (
     AssistantMessage,
+    FileContent,
     ImageContent,
     SystemMessage,
     TextContent,
@@ -71,6 +72,7 @@ __all__ = [
     "EncodeError",
     "Event",
     "Execution",
+    "FileContent",
     "ForkedWriterError",
     "FormatError",
     "ImageContent",

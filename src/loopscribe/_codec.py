@@ -22,6 +22,7 @@ import orjson
 from ._errors import DecodeError, EncodeError, UnknownTypeError
 from ._messages import (
     AssistantMessage,
+    FileContent,
     ImageContent,
     SystemMessage,
     TextContent,
@@ -167,6 +168,7 @@ class Codec:
         for name, cls in (
             ("text", TextContent),
             ("image", ImageContent),
+            ("file", FileContent),
             ("thinking", ThinkingContent),
             ("tool_call", ToolCall),
             ("usage", Usage),

@@ -63,6 +63,7 @@ class TokenUsage:
     output_tokens: int | None = None
     cache_read: int | None = None
     cache_creation: int | None = None
+    reasoning: int | None = None
 
 
 def token_usage(usage: Any) -> TokenUsage | None:
@@ -92,9 +93,15 @@ def token_usage(usage: Any) -> TokenUsage | None:
     if cache_read is None:
         details = field(usage, "prompt_tokens_details") or field(usage, "input_tokens_details")
         cache_read = count(field(details, "cached_tokens"))
-    if inp is None and out is None and cache_read is None and cache_creation is None:
+    reasoning = count(field(usage, "reasoning_tokens"))
+    if reasoning is None:
+        details = field(usage, "completion_tokens_details") or field(usage, "output_tokens_details")
+        reasoning = count(field(details, "reasoning_tokens"))
+    if reasoning is None:
+        reasoning = count(field(usage, "thoughts_token_count"))
+    if (inp, out, cache_read, cache_creation, reasoning) == (None,) * 5:
         return None
-    return TokenUsage(inp, out, cache_read, cache_creation)
+    return TokenUsage(inp, out, cache_read, cache_creation, reasoning)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +112,7 @@ class ResponseLabels:
     model: str | None
     provider: str | None
     usage: TokenUsage | None
+    response_id: str | None = None
 
 
 def response_labels(data: Mapping[str, Any]) -> ResponseLabels:
@@ -118,4 +126,5 @@ def response_labels(data: Mapping[str, Any]) -> ResponseLabels:
         text(plain(data.get("model"))) or text(field(message, "model")),
         text(plain(data.get("provider"))) or text(field(message, "provider")),
         usage if usage is not None else token_usage(field(message, "usage")),
+        text(plain(data.get("response_id"))) or text(field(message, "response_id")),
     )

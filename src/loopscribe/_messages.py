@@ -28,6 +28,22 @@ class ImageContent:
 
 
 @dataclass(frozen=True, slots=True)
+class FileContent:
+    """A file or media part kept by reference: where it is, never its bytes.
+
+    ``uri`` names the file (``file://``, ``https://``, an artifact path, or a
+    provider's file id as ``file_id``); ``modality`` is ``image``, ``audio``,
+    ``video`` or ``document`` when known.
+    """
+
+    uri: str | None = None
+    mime_type: str | None = None
+    name: str | None = None
+    file_id: str | None = None
+    modality: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ThinkingContent:
     """Model reasoning text, with the provider's signature when it gives one."""
 
@@ -44,7 +60,7 @@ class ToolCall:
     arguments: Mapping[str, Any] = field(default_factory=dict)
 
 
-Content = TextContent | ImageContent | ThinkingContent | ToolCall
+Content = TextContent | ImageContent | FileContent | ThinkingContent | ToolCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +78,8 @@ class Usage:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    """Output tokens spent on reasoning (already counted in ``output_tokens``)."""
 
     @property
     def total_tokens(self) -> int:
@@ -87,7 +105,12 @@ class UserMessage:
 
 @dataclass(frozen=True, slots=True)
 class AssistantMessage:
-    """A model response: text, reasoning and tool calls, with the call's metadata."""
+    """A model response: text, reasoning and tool calls, with the call's metadata.
+
+    ``model`` is the model that answered (the response model), ``provider``
+    a well-known provider name (``openai``, ``anthropic``, ...),
+    ``response_id`` the provider's id for this response.
+    """
 
     content: tuple[Content, ...] = ()
     model: str | None = None
@@ -95,6 +118,7 @@ class AssistantMessage:
     usage: Usage | None = None
     stop_reason: str | None = None
     error_message: str | None = None
+    response_id: str | None = None
     role: Literal["assistant"] = "assistant"
 
     @property
@@ -125,6 +149,7 @@ Message = SystemMessage | UserMessage | AssistantMessage | ToolResultMessage
 BUILTIN_TYPES: tuple[type[Any], ...] = (
     TextContent,
     ImageContent,
+    FileContent,
     ThinkingContent,
     ToolCall,
     Usage,

@@ -133,10 +133,28 @@ def model_exec_start(
     model: str,
     *,
     provider: str | None = None,
+    stream: bool | None = None,
+    server_address: str | None = None,
+    server_port: int | None = None,
     timestamp: datetime | None = None,
 ) -> Event:
-    """A model call began."""
-    return _event(MODEL_EXEC_START, execution, timestamp, model=model, provider=provider)
+    """A model call began.
+
+    ``provider`` is a well-known provider name (``openai``, ``anthropic``,
+    ``aws.bedrock``, ``gcp.gemini``, ...); ``stream`` says whether the
+    response is streamed; ``server_address`` and ``server_port`` name the
+    endpoint when the host knows it (never with credentials).
+    """
+    return _event(
+        MODEL_EXEC_START,
+        execution,
+        timestamp,
+        model=model,
+        provider=provider,
+        stream=stream,
+        server_address=server_address,
+        server_port=server_port,
+    )
 
 
 def model_request(
@@ -206,10 +224,15 @@ def model_exec_end(
     usage: Any = None,
     model: str | None = None,
     stop_reason: str | None = None,
+    response_id: str | None = None,
     provider_state: Any = None,
     timestamp: datetime | None = None,
 ) -> Event:
-    """A model call ended: ``message`` on success, ``partial_message`` and ``error`` on failure."""
+    """A model call ended: ``message`` on success, ``partial_message`` and ``error`` on failure.
+
+    ``model`` is the response model and ``response_id`` the provider's id of
+    the response, when the host has them apart from the message.
+    """
     return _event(
         MODEL_EXEC_END,
         execution,
@@ -220,6 +243,7 @@ def model_exec_end(
         usage=usage,
         model=model,
         stop_reason=stop_reason,
+        response_id=response_id,
         provider_state=provider_state,
     )
 
@@ -254,10 +278,25 @@ def tool_exec_start(
     tool: str,
     args: Any = None,
     *,
+    tool_type: str | None = None,
+    description: str | None = None,
     timestamp: datetime | None = None,
 ) -> Event:
-    """The model requested ``tool`` with ``args``."""
-    return _event(TOOL_EXEC_START, execution, timestamp, tool=tool, args=args)
+    """The model requested ``tool`` with ``args``.
+
+    ``tool_type`` is ``function``, ``extension`` or ``datastore`` (the GenAI
+    conventions' values) and ``description`` the tool's declared description,
+    when the host knows them.
+    """
+    return _event(
+        TOOL_EXEC_START,
+        execution,
+        timestamp,
+        tool=tool,
+        args=args,
+        tool_type=tool_type,
+        description=description,
+    )
 
 
 def tool_invoke_start(
