@@ -615,11 +615,7 @@ class ClaudeCodeMapping(Mapper):
         self.report.unpaired_calls += len(self.calls)
         self.calls.clear()
         if self.dest.run_open:
-            self._close_turn(ts)
-
-    def _close_turn(self, ts: datetime | None) -> None:
-        """Close the turn's run (a live driver may hold it open for subagents still to come)."""
-        self.dest.close_run(ts)
+            self.dest.close_run(ts)
 
     def finish(self) -> None:
         """Import the subagents still waiting for a result or never linked, then close the turn."""
@@ -717,6 +713,10 @@ class ClaudeCodeMapping(Mapper):
 
     def _compaction(self, obj: dict[str, Any], source: Source, ts: datetime | None) -> None:
         self._end_response(self.main)
+        self._record_compaction(obj, source, ts)
+
+    def _record_compaction(self, obj: dict[str, Any], source: Source, ts: datetime | None) -> None:
+        """A ``context`` execution for a compaction boundary, its summarizing agent inside."""
         uuid = obj.get("uuid")
         exec_id = f"compact-{uuid}" if isinstance(uuid, str) else f"compact-{source['line']}"
         execution = Execution(exec_id, "context")
