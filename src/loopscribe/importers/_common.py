@@ -367,9 +367,11 @@ class Destination:
     ``Session.annotate(timestamp=)``), and a run left open by one import is
     continued by the next (``Run.detach()``, ``Session.resume_run()``).
 
-    An import writes in blocks (``buffered``), since it can be done again from
-    its cursor; a live writer (the Claude Agent SDK session store) writes each
-    record at once, and its ``observers`` see the records as they are written.
+    An import writes in blocks, since it can be done again from its cursor. A
+    ``live`` writer (the Claude Agent SDK session store) writes each record at
+    once, its ``observers`` see the records as they are written, and when it
+    reopens a file it matches the records there as the normal way to continue
+    (no warning of an interrupted import).
     """
 
     def __init__(
@@ -380,12 +382,12 @@ class Destination:
         report: ImportReport,
         *,
         observers: Iterable[Observer] = (),
-        buffered: bool = True,
+        live: bool = False,
     ) -> None:
         self.path = path
         self._cursor = cursor
         self._observers = tuple(observers)
-        self._buffered = buffered
+        self._live = live
         self._metadata = metadata
         self._report = report
         self._session: Session | None = None
@@ -447,13 +449,14 @@ class Destination:
                 self._replay = (
                     r for r in read(self.path, decode=False) if r.seq >= cursor.dest_seq
                 )
-                logger.warning(
-                    "%s: %d records after the cursor (an interrupted import); matching them "
-                    "against the transcript instead of writing them again",
-                    self.path,
-                    self._skip,
-                )
-        if self._buffered:
+                if not self._live:
+                    logger.warning(
+                        "%s: %d records after the cursor (an interrupted import); matching "
+                        "them against the transcript instead of writing them again",
+                        self.path,
+                        self._skip,
+                    )
+        if not self._live:
             # An import can be done again from the cursor, which moves only after
             # the final fsync: lines go out in blocks, not one write each.
             session._buffer_writes()

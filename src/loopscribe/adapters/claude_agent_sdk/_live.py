@@ -83,7 +83,7 @@ class LiveClaudeCode(ClaudeCodeMapping):
         self._base = main_file.removesuffix(".jsonl")
         self.agents: dict[str, _Agent] = {}
         self._expected: set[str] = set()
-        """Subagents whose tool call has its result while their own lines have not come."""
+        """Subagents whose tool result the paused main entries hold, their lines not come yet."""
         self._held_compactions: list[tuple[dict[str, Any], Source, datetime | None]] = []
         """Compaction boundaries whose summarizing agent has not arrived yet."""
         self._paused: deque[tuple[Any, int, str | None]] = deque()
@@ -94,6 +94,10 @@ class LiveClaudeCode(ClaudeCodeMapping):
     def feed_main(self, obj: Any, line: int, invalid: str | None = None) -> None:
         """Map one entry of the main transcript (``invalid``: the text of an unencodable one)."""
         self.report.lines += 1
+        if not self._paused and invalid is None:
+            # A tool result of a subagent whose lines have not come: they come in
+            # the batches right after (the SDK sends the main transcript first).
+            self._expected.update(self._missing_agents(obj))
         if self._paused or self._waiting:
             self._paused.append((obj, line, invalid))
             return
@@ -148,7 +152,8 @@ class LiveClaudeCode(ClaudeCodeMapping):
         """Stop waiting for subagents' lines: map the paused main entries now."""
         self._expected.clear()
         self._record_held_compactions()
-        self._resume()
+        while self._paused:
+            self._map_main(*self._paused.popleft())
 
     @property
     def pending(self) -> bool:
@@ -178,9 +183,49 @@ class LiveClaudeCode(ClaudeCodeMapping):
 
     def _resume(self) -> None:
         """Map the paused main entries until one makes the mapping wait again."""
+        self._expected = {a for a in self._expected if not self._has_lines(a)}
         while self._paused and not self._waiting:
             obj, line, invalid = self._paused.popleft()
+            if invalid is None:
+                self._expected.update(self._missing_agents(obj))
+                if self._expected:
+                    self._paused.appendleft((obj, line, invalid))
+                    return
             self._map_main(obj, line, invalid)
+
+    def _missing_agents(self, obj: Any) -> set[str]:
+        """The subagents a main entry's tool results end whose own lines have not arrived."""
+        if type(obj) is not dict or obj.get("type") != "user":
+            return set()
+        message = obj.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            return set()
+        ids = [
+            b.get("tool_use_id")
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "tool_result"
+        ]
+        details = obj.get("toolUseResult") if len(ids) == 1 else None
+        missing: set[str] = set()
+        for tool_id in ids:
+            call = self.calls.get(tool_id) if isinstance(tool_id, str) else None
+            if call is None:
+                continue
+            agent_id = call.agent_id
+            if agent_id is None and isinstance(details, dict):
+                found = details.get("agentId")
+                agent_id = found if isinstance(found, str) and found else None
+            if agent_id is not None and not self._has_lines(agent_id):
+                missing.add(agent_id)
+        return missing
+
+    def _has_lines(self, agent_id: str) -> bool:
+        """Whether any own line of a subagent has arrived (held, mapped or finished)."""
+        agent = self.agents.get(agent_id)
+        if agent_id in self.agent_files:
+            return True
+        return agent is not None and (bool(agent.held) or agent.ctx is not None)
 
     # -- the mapping's hooks -------------------------------------------------------
 
@@ -195,8 +240,6 @@ class LiveClaudeCode(ClaudeCodeMapping):
         agent.ended = True
         self._advance(agent, force=True)
         if agent.ctx is None:
-            if agent.agent_id not in self.agent_files:
-                self._expected.add(agent_id)
             return False
         self._finish(agent)
         return True

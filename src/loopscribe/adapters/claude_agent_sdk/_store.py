@@ -143,6 +143,9 @@ class _Session:
         self.appends = 0
         """Appends so far: a give-up timer fires only if none came after it was set."""
         self.timer: threading.Timer | None = None
+        self.listed: dict[str, Any] | None = None
+        """What ``list_sessions`` shows of this session, newer than its sidecar while dirty."""
+        self.flush_timer: threading.Timer | None = None
 
     @property
     def main_file(self) -> str:
@@ -164,7 +167,7 @@ class _Session:
         self.report = ImportReport(SOURCE, Path(self.main_file), self.path)
         if not self.path.exists():
             self._attach(Destination(self.path, None, self._metadata, self.report,
-                                     observers=observers, buffered=False))  # fmt: skip
+                                     observers=observers, live=True))  # fmt: skip
         else:
             self._reopen(observers)
         assert self.dest is not None
@@ -191,7 +194,7 @@ class _Session:
         session_id = _session_id(self.path)
         cursor = Cursor(importer=NAME, source=self.main_file, session_id=session_id, dest_seq=1)
         dest = Destination(
-            self.path, cursor, self._metadata, self.report, observers=observers, buffered=False
+            self.path, cursor, self._metadata, self.report, observers=observers, live=True
         )
         self._attach(dest)
         try:
@@ -213,7 +216,7 @@ class _Session:
                 importer=NAME, source=self.main_file, session_id=session_id, dest_seq=count
             )
             dest = Destination(
-                self.path, cursor, self._metadata, self.report, observers=observers, buffered=False
+                self.path, cursor, self._metadata, self.report, observers=observers, live=True
             )
             self._attach(dest)
             dest.ensure_open()
@@ -383,6 +386,7 @@ class _Session:
             self.timer.cancel()
             self.timer = None
         self.give_up()
+        self.flush_summary()
         dest = self.dest
         self.dest = None
         self.mapping = None
@@ -398,6 +402,10 @@ class _Session:
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
             self.summary = None
+            self.listed = None
+            if self.flush_timer is not None:
+                self.flush_timer.cancel()
+                self.flush_timer = None
             self.seen = {}
             self.lines = {}
 
@@ -444,18 +452,40 @@ class _Session:
         return cast(SessionSummaryEntry, summary) if isinstance(summary, dict) else None
 
     def _save_summary(self) -> None:
-        """Stamp the summary with the file's mtime and replace the sidecar atomically."""
+        """Stamp the summary with the file's mtime; the sidecar follows within a second.
+
+        ``list_sessions`` and ``list_session_summaries`` of this store read
+        :attr:`listed`; the sidecar, replaced atomically (a rename costs
+        milliseconds on some filesystems, so not once per append), serves other
+        processes, for which a summary older than the file only means the SDK
+        loads that session instead.
+        """
         mtime_ms = os.stat(self.path).st_mtime_ns // 1_000_000
         if self.summary is not None:
             self.summary = {**self.summary, "mtime": mtime_ms}
-        side = {
+        self.listed = {
             "project_key": self.project_key,
             "session_id": self.session_id,
             "mtime": mtime_ms,
             "summary": self.summary,
         }
+        if self.flush_timer is None:
+            self.flush_timer = threading.Timer(
+                self.store.summary_seconds, lambda: self.serial.submit(self.flush_summary)
+            )
+            self.flush_timer.daemon = True
+            self.flush_timer.start()
+
+    def flush_summary(self) -> None:
+        """Write the sidecar now (on the session's worker)."""
+        timer, self.flush_timer = self.flush_timer, None
+        if timer is not None:
+            timer.cancel()
+        listed = self.listed
+        if listed is None or not self.path.exists():
+            return
         tmp = self.summary_path.with_name(self.summary_path.name + ".tmp")
-        tmp.write_bytes(orjson.dumps(side))
+        tmp.write_bytes(orjson.dumps(listed))
         os.replace(tmp, self.summary_path)
 
 
@@ -490,6 +520,8 @@ class LoopscribeSessionStore:
             sends them in the batches right after); then, or at the next
             batch of the main transcript, or at :meth:`close`, they are
             mapped without them.
+        summary_seconds: How soon the summary beside a session file follows
+            its appends (for other processes listing the folder).
         max_workers: Worker threads shared by all sessions.
 
     Call :meth:`close` (or use ``with`` / ``async with``) when done: it
@@ -504,6 +536,7 @@ class LoopscribeSessionStore:
         observers: Iterable[Observer] = (),
         span_processor: SpanProcessor | None = None,
         settle_seconds: float = 2.0,
+        summary_seconds: float = 1.0,
         max_workers: int = 4,
     ) -> None:
         self.directory = Path(directory).expanduser().absolute()
@@ -511,6 +544,7 @@ class LoopscribeSessionStore:
         self._observers = tuple(observers)
         self._span_processor = span_processor
         self.settle_seconds = settle_seconds
+        self.summary_seconds = summary_seconds
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="loopscribe-store")
         self._sessions: dict[tuple[str, str], _Session] = {}
         self._lock = threading.Lock()
@@ -640,22 +674,30 @@ class LoopscribeSessionStore:
         return session, subpath
 
     def _sidecars(self, project_key: str) -> list[dict[str, Any]]:
+        """The listing of a project: this store's own sessions from memory, others' sidecars."""
+        with self._lock:
+            mine = {
+                s.path.name + SUMMARY_SUFFIX: s.listed
+                for s in self._sessions.values()
+                if s.listed is not None
+            }
         found: list[dict[str, Any]] = []
         with os.scandir(self.directory) as entries:
             for entry in entries:
-                if not entry.name.endswith(SUMMARY_SUFFIX):
+                if not entry.name.endswith(SUMMARY_SUFFIX) or entry.name in mine:
                     continue
                 try:
                     obj = orjson.loads(Path(entry.path).read_bytes())
                 except (FileNotFoundError, orjson.JSONDecodeError):
                     continue
-                if (
-                    isinstance(obj, dict)
-                    and obj.get("project_key") == project_key
-                    and isinstance(obj.get("summary"), dict)
-                ):
+                if isinstance(obj, dict):
                     found.append(obj)
-        return found
+        found += mine.values()
+        return [
+            obj
+            for obj in found
+            if obj.get("project_key") == project_key and isinstance(obj.get("summary"), dict)
+        ]
 
 
 # -- stored entries --------------------------------------------------------------------------
