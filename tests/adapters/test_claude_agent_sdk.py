@@ -222,6 +222,15 @@ def test_batches_give_the_records_of_an_import(transcript: Path, size: int, tmp_
         assert getattr(report, field) == getattr(imported_report, field), field
 
 
+@pytest.mark.parametrize("size", [7, 100, 2000])
+def test_any_batch_size_gives_the_records_of_an_import(size: int, tmp_path: Path) -> None:
+    """Flushes that cut a subagent or a compaction anywhere, or hold all at once, change nothing."""
+    whole = imported(BIG, tmp_path / "import")
+    with LoopscribeSessionStore(tmp_path / "store") as store:
+        asyncio.run(feed(store, written_order(BIG), size))
+    assert mapped(store.path(KEY["project_key"], KEY["session_id"])) == mapped(whole)
+
+
 def test_the_big_transcript_keeps_subagents_and_compaction_nested(tmp_path: Path) -> None:
     """The Task subagent nests under its tool call, the compaction agent under its context."""
     with LoopscribeSessionStore(tmp_path) as store:

@@ -11,10 +11,11 @@ What differs from reading files is only *when* a subagent's lines are there:
 
 * The SDK flushes a batch per file it coalesced, main transcript first, so a
   ``Task`` tool result, or a compaction boundary, often arrives before the
-  subagent's own lines. The main transcript's entries after it then wait (they
-  are stored at once, and mapped in order) until those lines have come in the
-  batches that follow and have been mapped, or until the next batch of the
-  main transcript: the records, their order and their runs are those of an
+  subagent's own lines, or before their last ones. That entry and the main
+  transcript's entries after it then wait (they are stored at once, and mapped
+  in order) until more of the subagent's lines have come in the batches that
+  follow, or until the next batch of the main transcript, or for
+  ``settle_seconds``: the records, their order and their runs are those of an
   import of the finished files.
 * A subagent's ``agent_start`` carries the time of its last line before its
   first model response (as the importer computes it from the file), so its
@@ -82,24 +83,30 @@ class LiveClaudeCode(ClaudeCodeMapping):
         self.main_file = main_file
         self._base = main_file.removesuffix(".jsonl")
         self.agents: dict[str, _Agent] = {}
-        self._expected: set[str] = set()
-        """Subagents whose tool result the paused main entries hold, their lines not come yet."""
+        self._expected: dict[str, int] = {}
+        """Subagents whose tool result heads the paused main entries: lines received then."""
         self._held_compactions: list[tuple[dict[str, Any], Source, datetime | None]] = []
+        self._compact_lines: dict[str, int] = {}
+        """Lines of the unclaimed summarizing agents when the first held compaction came."""
         """Compaction boundaries whose summarizing agent has not arrived yet."""
-        self._paused: deque[tuple[Any, int, str | None]] = deque()
-        """Main transcript entries waiting, in order, for the subagents above."""
+        self._paused: deque[tuple[Any, int, str | None, bool]] = deque()
+        """Main transcript entries waiting, in order, for the subagents above.
+
+        Each with whether its own tool results were looked at already.
+        """
 
     # -- feeding -----------------------------------------------------------------
 
     def feed_main(self, obj: Any, line: int, invalid: str | None = None) -> None:
         """Map one entry of the main transcript (``invalid``: the text of an unencodable one)."""
         self.report.lines += 1
-        if not self._paused and invalid is None:
-            # A tool result of a subagent whose lines have not come: they come in
-            # the batches right after (the SDK sends the main transcript first).
-            self._expected.update(self._missing_agents(obj))
+        checked = not self._paused
+        if checked and invalid is None:
+            # A subagent's tool result: the rest of its lines come in the batches
+            # right after (the SDK sends the main transcript first).
+            self._expected.update(self._result_agents(obj))
         if self._paused or self._waiting:
-            self._paused.append((obj, line, invalid))
+            self._paused.append((obj, line, invalid, checked))
             return
         self._map_main(obj, line, invalid)
 
@@ -153,7 +160,8 @@ class LiveClaudeCode(ClaudeCodeMapping):
         self._expected.clear()
         self._record_held_compactions()
         while self._paused:
-            self._map_main(*self._paused.popleft())
+            obj, line, invalid, _ = self._paused.popleft()
+            self._map_main(obj, line, invalid)
 
     @property
     def pending(self) -> bool:
@@ -162,10 +170,8 @@ class LiveClaudeCode(ClaudeCodeMapping):
 
     def end_batch(self) -> None:
         """One ``append`` is done: end the subagents whose tool call already has its result."""
-        if self._held_compactions and any(
-            a.agent_id.startswith("acompact") and a.parent is None and a.held
-            for a in self.agents.values()
-        ):
+        if self._held_compactions and self._compact_candidates() != self._compact_lines:
+            # More of a summarizing agent came after the boundary: its lines are here.
             self._record_held_compactions()
         for agent in self.agents.values():
             if agent.parent_is_call and agent.parent not in self.calls:
@@ -183,31 +189,35 @@ class LiveClaudeCode(ClaudeCodeMapping):
 
     def _resume(self) -> None:
         """Map the paused main entries until one makes the mapping wait again."""
-        self._expected = {a for a in self._expected if not self._has_lines(a)}
+        self._expected = {a: n for a, n in self._expected.items() if self._lines_of(a) == n}
         while self._paused and not self._waiting:
-            obj, line, invalid = self._paused.popleft()
-            if invalid is None:
-                self._expected.update(self._missing_agents(obj))
+            obj, line, invalid, checked = self._paused.popleft()
+            if not checked and invalid is None:
+                self._expected.update(self._result_agents(obj))
                 if self._expected:
-                    self._paused.appendleft((obj, line, invalid))
+                    self._paused.appendleft((obj, line, invalid, True))
                     return
             self._map_main(obj, line, invalid)
 
-    def _missing_agents(self, obj: Any) -> set[str]:
-        """The subagents a main entry's tool results end whose own lines have not arrived."""
+    def _result_agents(self, obj: Any) -> dict[str, int]:
+        """The unfinished subagents a main entry's tool results end, with their lines so far.
+
+        The entry waits until more of their lines arrive (they were still on
+        their way), or until the next batch of the main transcript.
+        """
         if type(obj) is not dict or obj.get("type") != "user":
-            return set()
+            return {}
         message = obj.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, list):
-            return set()
+            return {}
         ids = [
             b.get("tool_use_id")
             for b in content
             if isinstance(b, dict) and b.get("type") == "tool_result"
         ]
         details = obj.get("toolUseResult") if len(ids) == 1 else None
-        missing: set[str] = set()
+        missing: dict[str, int] = {}
         for tool_id in ids:
             call = self.calls.get(tool_id) if isinstance(tool_id, str) else None
             if call is None:
@@ -216,16 +226,14 @@ class LiveClaudeCode(ClaudeCodeMapping):
             if agent_id is None and isinstance(details, dict):
                 found = details.get("agentId")
                 agent_id = found if isinstance(found, str) and found else None
-            if agent_id is not None and not self._has_lines(agent_id):
-                missing.add(agent_id)
+            if agent_id is not None and agent_id not in self.agent_files:
+                missing[agent_id] = self._lines_of(agent_id)
         return missing
 
-    def _has_lines(self, agent_id: str) -> bool:
-        """Whether any own line of a subagent has arrived (held, mapped or finished)."""
+    def _lines_of(self, agent_id: str) -> int:
+        """How many own lines of a subagent have arrived."""
         agent = self.agents.get(agent_id)
-        if agent_id in self.agent_files:
-            return True
-        return agent is not None and (bool(agent.held) or agent.ctx is not None)
+        return 0 if agent is None else agent.line
 
     # -- the mapping's hooks -------------------------------------------------------
 
@@ -246,12 +254,20 @@ class LiveClaudeCode(ClaudeCodeMapping):
 
     def _compaction(self, obj: dict[str, Any], source: Source, ts: datetime | None) -> None:
         self._end_response(self.main)
-        if self._compact_agent(ts)[0] is None:
-            # Its summarizing agent comes later (the SDK sends the main transcript
-            # first): record it when the agent arrives, or with the next main batch.
-            self._held_compactions.append((obj, source, ts))
-            return
-        self._record_compaction(obj, source, ts)
+        # Its summarizing agent, or the rest of it, may come after the boundary
+        # (the SDK sends the main transcript first): record it once more of the
+        # agent's lines arrive, or with the next batch of the main transcript.
+        if not self._held_compactions:
+            self._compact_lines = self._compact_candidates()
+        self._held_compactions.append((obj, source, ts))
+
+    def _compact_candidates(self) -> dict[str, int]:
+        """Lines received of each summarizing agent that no compaction claimed yet."""
+        return {
+            a.agent_id: a.line
+            for a in self.agents.values()
+            if a.agent_id.startswith("acompact") and a.parent is None
+        }
 
     def _record_held_compactions(self) -> None:
         held, self._held_compactions = self._held_compactions, []
@@ -332,7 +348,6 @@ class LiveClaudeCode(ClaudeCodeMapping):
         assert agent.last_source is not None
         agent.ctx = None
         self._finish_agent(ctx, (0, agent.line), agent.last_source, agent.last_ts)
-        self._expected.discard(agent.agent_id)
 
 
 def _is_response(obj: Any) -> bool:

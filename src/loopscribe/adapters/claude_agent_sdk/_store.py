@@ -230,6 +230,10 @@ class _Session:
         assert dest is not None
         assert mapping is not None
         subpath = data.get("subpath")
+        if _is_entry(data) and not self.in_batch:
+            # As append does: the batch begins before its first entry is written.
+            self.in_batch = True
+            self._guard(mapping.begin_batch, subpath)
         dest.annotate(ev.SOURCE_ENTRY, data, None)
         if data.get("deleted"):
             self._remember(data)
@@ -237,9 +241,6 @@ class _Session:
         if data.get("resume"):
             self._guard(mapping.give_up)
             return
-        if not self.in_batch:
-            self.in_batch = True
-            self._guard(mapping.begin_batch, subpath)
         line = self._remember(data)
         entry, mapped, invalid = _decoded(data)
         if subpath is None:
