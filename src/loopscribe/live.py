@@ -51,6 +51,7 @@ from ._reader import to_record
 __all__ = ["TERMINAL_TYPES", "Bus", "Subscription", "Transient", "follow", "watch_mode"]
 
 _CHUNK_BYTES = 1 << 20
+_STOP_CHECK_SECONDS = 0.1
 
 
 def _line_number(fd: int, offset: int) -> int:
@@ -412,7 +413,12 @@ class follow:  # used like a function, as in ``for r in follow(path)``
                 return
             reader, channel = yield from self._join(lines)
         try:
-            get, wait = channel.items.get, self.poll_interval
+            # Records wake this thread at once; the timeout only bounds how late
+            # ``stop`` or ``idle_timeout`` are noticed (100 followers waking every
+            # poll interval would crowd out the ones receiving records).
+            get, wait = channel.items.get, max(self.poll_interval, _STOP_CHECK_SECONDS)
+            if self.idle_timeout is not None:
+                wait = min(wait, max(self.idle_timeout, 0.001))
             while True:
                 try:
                     item = get(timeout=wait)
