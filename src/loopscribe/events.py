@@ -42,6 +42,7 @@ from ._model import Event, Execution
 SESSION_START = "session_start"
 RUN_START = "run_start"
 RUN_CLOSE = "run_close"
+RUN_RESUME = "run_resume"
 CHECKPOINT = "checkpoint"
 SESSION_CLOSE = "session_close"
 """The seal a hash-chained session writes when it is closed."""
@@ -53,7 +54,8 @@ COMPACTION = "compaction"
 SESSION_FACTS = frozenset({SESSION_UPDATE, TODOS, COMPACTION})
 
 RESERVED = (
-    frozenset({SESSION_START, RUN_START, RUN_CLOSE, CHECKPOINT, SESSION_CLOSE}) | SESSION_FACTS
+    frozenset({SESSION_START, RUN_START, RUN_CLOSE, RUN_RESUME, CHECKPOINT, SESSION_CLOSE})
+    | SESSION_FACTS
 )
 
 MODEL_EXEC_START = "model_exec_start"
@@ -187,10 +189,28 @@ def model_route(
     *,
     provider: str | None = None,
     reason: str | None = None,
+    error: BaseException | Mapping[str, Any] | str | None = None,
+    partial_message: Any = None,
+    usage: Any = None,
     timestamp: datetime | None = None,
 ) -> Event:
-    """A router chose ``model`` for this attempt."""
-    return _event(MODEL_ROUTE, execution, timestamp, model=model, provider=provider, reason=reason)
+    """A router chose ``model`` for this attempt, or (with ``error``) that attempt failed.
+
+    A router that falls through to its next model publishes the failed
+    attempt's evidence first: ``error`` (its type and message) and the
+    ``partial_message`` and ``usage`` received before it failed.
+    """
+    return _event(
+        MODEL_ROUTE,
+        execution,
+        timestamp,
+        model=model,
+        provider=provider,
+        reason=reason,
+        error=_error(error),
+        partial_message=partial_message,
+        usage=usage,
+    )
 
 
 def model_stream(execution: Execution, chunk: Any, *, timestamp: datetime | None = None) -> Event:
