@@ -12,6 +12,7 @@ from loopscribe import events as ev
 from loopscribe.otel import replay
 from loopscribe.testing import captured_spans
 from loopscribe.viewer import SessionTimeline, load_timeline
+from loopscribe.viewer._preview import PREVIEW_CHARS
 
 from .conftest import Demo, record_demo
 
@@ -76,12 +77,18 @@ def test_retries_errors_and_rows(demo: Demo) -> None:
 
 
 def test_timeline_json_never_holds_a_body(tmp_path: Path) -> None:
-    """The timeline names records by seq and labels bars; no message or tool output."""
+    """The timeline names records by seq and labels bars; of a body only a one-line preview."""
     demo = record_demo(tmp_path / "s.jsonl", big_output="SECRET-BODY " * 1000)
     data = next(load_timeline(demo.path).iter_runs()).to_json()
     text = repr(data)
-    assert "SECRET-BODY" not in text
-    assert "OpenTelemetry conventions describe" not in text
+    assert text.count("SECRET-BODY") <= PREVIEW_CHARS // len("SECRET-BODY ") + 1
+    bars = [bar for row in data["rows"] for bar in row["bars"]]
+    for bar in bars:
+        for key in ("preview", "outcome", "error_text"):
+            assert bar[key] is None or len(bar[key]) <= PREVIEW_CHARS
+    fetch = next(bar for bar in bars if bar["id"] == "call_fetch")
+    assert fetch["outcome"].startswith("SECRET-BODY SECRET-BODY")
+    assert fetch["outcome"].endswith("…")
     bar = data["rows"][3]["bars"][0]
     assert bar["span_id"] == demo.span_hex("call_search")
     assert bar["label"] == "search"
