@@ -77,8 +77,9 @@ class _Threads:
                 break
             chain.append(bar)
             current = bar.execution.parent_id
-        agents = [b for b in chain if b.execution.kind == "agent"]
-        depth = max(0, len(agents) - 1)
+        # A subagent is an agent execution with a parent (the top-level agent has none).
+        agents = [b for b in chain if b.execution.kind == "agent" and b.execution.parent_id]
+        depth = len(agents)
         result = (depth, agents[0].execution.id, agents[0].agent) if depth else (0, None, None)
         self.memo[execution_id] = result
         return result

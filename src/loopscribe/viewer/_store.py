@@ -25,7 +25,7 @@ import orjson
 
 from .._errors import FormatError, LoopscribeError
 from ..workspace import SessionSummary, Workspace
-from ._timeline import Bar, RunTimeline, SessionTimeline, epoch_us, iso
+from ._timeline import Bar, RunTimeline, SessionTimeline, iso
 
 __all__ = [
     "BODY_BUDGET_CHARS",
@@ -579,7 +579,8 @@ def summary_json(summary: SessionSummary, timeline: SessionTimeline) -> dict[str
         "records": timeline.records,
         "bytes": timeline.end_offset,
         "source": summary.source or "loopscribe",
-        "duration_us": max(0, epoch_us(summary.updated) - epoch_us(summary.created)),
+        # Run time, by the source's clock (an imported session was recorded long after).
+        "duration_us": None,
         **timeline.facts(),
     }
 

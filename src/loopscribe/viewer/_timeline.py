@@ -698,7 +698,12 @@ class SessionTimeline:
                     errors += 1
             if run.error_type:
                 errors += 1
+        firsts = [run.first_ts for run in self.runs.values()]
+        finals = [run.final_ts for run in self.runs.values()]
         facts = {
+            "duration_us": (
+                max(0, epoch_us(max(finals)) - epoch_us(min(firsts))) if firsts else None
+            ),
             "tools": list(tools),
             "models": list(models),
             "errors": errors,
