@@ -49,7 +49,7 @@ BarState = Literal["ok", "error", "open", "incomplete"]
 
 _BLOCK_BYTES = 1 << 16
 MINIMAP_BUCKETS = 240
-"""Time buckets of a run's minimap (bars and errors counted per bucket)."""
+"""Time buckets of a run's minimap: attempts started, and failed attempts, per bucket."""
 _ERRORS_LISTED = 500
 """Failed attempts a timeline lists by name; the minimap still counts every one."""
 _INPUT_TYPES = frozenset({ev.MODEL_REQUEST, ev.TOOL_EXEC_START, ev.TOOL_INVOKE_START})
@@ -345,10 +345,12 @@ class RunTimeline:
             start = epoch_us(bar.start) - t0
             end = epoch_us(bar.end) - t0 if bar.end is not None else end_us - t0
             first = min(buckets - 1, max(0, int(start * scale)))
+            if bar.state != "error":
+                bars[first] += 1  # activity: where attempts start
+                continue
             last = min(buckets - 1, max(first, int(end * scale)))
-            target = errors if bar.state == "error" else bars
             for i in range(first, last + 1):
-                target[i] += 1
+                errors[i] += 1  # a failure covers its whole time
         return {"buckets": buckets, "bars": bars, "errors": errors}
 
     def _errors(self, t0: int, final: datetime) -> list[dict[str, Any]]:

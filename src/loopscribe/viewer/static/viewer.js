@@ -503,7 +503,7 @@
       return h("span", { class: "mm-col" + (e ? " mm-err" : ""), style: { height: hgt + "%" } });
     });
     var w = this.window();
-    var win = h("span", { class: "mm-window", style: { left: (w[0] / total * 100) + "%", width: Math.max(0.5, (w[1] - w[0]) / total * 100) + "%" } });
+    var win = h("span", { class: "mm-window" + (this.view ? "" : " whole"), style: { left: (w[0] / total * 100) + "%", width: Math.max(0.5, (w[1] - w[0]) / total * 100) + "%" } });
     fill(this.minimapEl, h("span", { class: "mm-cols" }, cols), win);
     this.minimapEl.setAttribute("aria-valuemin", "0");
     this.minimapEl.setAttribute("aria-valuemax", String(total));
@@ -1107,7 +1107,7 @@
     if (t === "image" || t === "image_url" || t === "input_image") return imageOf(b);
     if (t === "file" || t === "document" || t === "input_file") {
       var name = b.name || b.uri || b.file_id || (b.source && b.source.url) || "";
-      return h("div", { class: "attach" }, "📄 file ", h("span", { class: "mono" }, String(name)),
+      return h("div", { class: "attach" }, h("span", { class: "chip" }, "file"), " ", h("span", { class: "mono" }, String(name)),
         b.mime_type || b.media_type ? h("span", { class: "tag" }, "  " + (b.mime_type || b.media_type)) : null,
         b.modality ? h("span", { class: "tag" }, "  " + b.modality) : null);
     }
@@ -1123,7 +1123,7 @@
     if (typeof data === "string" && /^image\/(png|jpeg|gif|webp)$/.test(mime) && /^[A-Za-z0-9+/=\s]+$/.test(data)) src = "data:" + mime + ";base64," + data;
     else if (typeof url === "string" && /^data:image\//.test(url)) src = url;
     return h("div", { class: "attach" }, src ? h("img", { src: src, alt: "image " + mime, class: "thumb" }) : null,
-      "🖼 image ", h("span", { class: "tag" }, mime || (typeof url === "string" ? url.slice(0, 80) : "")));
+      h("span", { class: "chip" }, "image"), " ", h("span", { class: "tag" }, mime || (typeof url === "string" ? url.slice(0, 80) : "")));
   }
 
 
