@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 from .. import events as ev
+from ._preview import error_text
 from ._store import BODY_BUDGET_CHARS, STRING_LIMIT_CHARS, Clipped, clip
 from ._timeline import Bar, RunTimeline, SessionTimeline
 
@@ -197,7 +198,7 @@ def _items(
         if message is not None and (not commits or bar is None or not bar.committed):
             out.append(item("message", message, role=_role(message) or "assistant"))
         if data.get("error") not in (None, False):
-            out.append(item("error", data["error"], error_text=bar and bar.error_text))
+            out.append(item("error", data["error"], error_text=error_text(data)))
     elif kind == ev.TOOL_EXEC_START:
         out.append(
             item(
@@ -211,22 +212,23 @@ def _items(
         result = data.get("result")
         if result is None:
             result = data.get("content")
+        failed = bool(data.get("is_error")) or data.get("error") is not None
         out.append(
             item(
                 "tool_result",
                 result,
                 tool=data.get("tool"),
                 call_id=execution and execution.get("id"),
-                is_error=bool(data.get("is_error")) or data.get("error") is not None,
+                is_error=failed,
                 error=data.get("error"),
-                error_text=bar and bar.error_text,
+                error_text=error_text(data) if failed else None,
             )
         )
     elif kind in (ev.AGENT_START, ev.AGENT_END) and execution is not None:
         if execution.get("parent_id") is not None:
             out.append(item("agent", data.get("error"), agent=data.get("agent"), event=kind))
         elif data.get("error") not in (None, False):
-            out.append(item("error", data["error"], error_text=bar and bar.error_text))
+            out.append(item("error", data["error"], error_text=error_text(data)))
     elif kind in (ev.COMPACTION, ev.CONTEXT_TRANSFORM_END) and data.get("summary") is not None:
         out.append(item("note", data["summary"], note=kind))
     return out

@@ -27,11 +27,13 @@ from __future__ import annotations
 import os
 import threading
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
+
+import orjson
 
 from .. import events as ev
 from .._errors import FormatError
@@ -91,12 +93,18 @@ class Bar:
     output_tokens: int | None = None
     retried: bool = False
     """A later attempt of the same execution exists."""
+    input_seq: int | None = None
+    """The record that says what went in (``model_request``, ``tool_exec_start``)."""
+    end_seq: int | None = None
+    """The terminal record."""
     preview: str | None = None
-    """One line of what went in: the prompt, the tool's arguments."""
+    """One line of what went in: the prompt, the tool's arguments (read on demand)."""
     outcome: str | None = None
-    """One line of what came out: the reply, the result, the error's message."""
+    """One line of what came out: the reply, the result, the error's message (on demand)."""
     error_text: str | None = None
-    """The error's message (or an ``is_error`` result), for a failed attempt."""
+    """The error's message (or an ``is_error`` result), for a failed attempt (on demand)."""
+    previewed: bool = False
+    """The three previews above were read from the file."""
     committed: bool = False
     """A ``message_end`` of this attempt committed its message."""
 
@@ -176,7 +184,10 @@ class RunTimeline:
     by_span: dict[int, tuple[str, int]] = field(default_factory=dict)
     commits: bool = False
     """The run has ``message_end`` records: its host commits messages."""
+    reader: Callable[[int], Mapping[str, Any] | None] | None = None
+    """Reads one record (parsed) by seq, for the previews of the bars a page shows."""
     _rows: tuple[tuple[int, int], list[tuple[int, str, list[Bar]]]] | None = None
+    _derived: tuple[tuple[int, int, int], dict[str, Any]] | None = None
 
     @property
     def closed(self) -> bool:
@@ -272,10 +283,10 @@ class RunTimeline:
             (visible rows in all), ``minimap`` (bars and errors per time
             bucket over the whole run) and ``errors`` (the failed attempts).
         """
-        t0 = epoch_us(self.first_ts)
-        final = self.final_ts
+        derived = self._derive()
+        t0, final = derived["t0"], derived["final"]
         every = self.rows()
-        sizes = _subtree_sizes(every)
+        sizes = derived["sizes"]
         where = None
         if select is not None and (key := self.by_span.get(select)) is not None:
             where = next((i for i, row in enumerate(every) if row[1] == key[0]), None)
@@ -290,6 +301,7 @@ class RunTimeline:
                 offset = visible.index(where) // limit * limit
             offset = max(0, min(offset, max(0, len(visible) - 1) // limit * limit))
             page = visible[offset : offset + limit]
+        self._fill_previews([bar for index in page for bar in every[index][2]])
         rows = []
         for index in page:
             depth, exec_id, bars = every[index]
@@ -330,9 +342,9 @@ class RunTimeline:
             "total_rows": len(visible),
             "all_rows": len(every),
             "collapsed": sorted(collapsed),
-            "minimap": self._minimap(t0, final, duration),
-            "errors": self._errors(t0, final),
-            "counts": self.counts(),
+            "minimap": derived["minimap"],
+            "errors": self._errors(derived["errors"], t0, final),
+            "counts": derived["counts"],
         }
 
     def _minimap(self, t0: int, final: datetime, duration: int) -> dict[str, Any]:
@@ -353,9 +365,53 @@ class RunTimeline:
                 errors[i] += 1  # a failure covers its whole time
         return {"buckets": buckets, "bars": bars, "errors": errors}
 
-    def _errors(self, t0: int, final: datetime) -> list[dict[str, Any]]:
+    def _derive(self) -> dict[str, Any]:
+        """What every page of the timeline shares, cached until the run changes."""
+        stamp = (len(self.bars), self.seq_last, self._ended())
+        if self._derived is not None and self._derived[0] == stamp:
+            return self._derived[1]
+        t0 = epoch_us(self.first_ts)
+        final = self.final_ts
+        duration = self.duration_us()
+        failed = [bar for bar in self.bars.values() if bar.state == "error"]
+        derived = {
+            "t0": t0,
+            "final": final,
+            "sizes": _subtree_sizes(self.rows()),
+            "minimap": self._minimap(t0, final, duration),
+            "errors": failed[:_ERRORS_LISTED],
+            "counts": self.counts(),
+        }
+        self._derived = (stamp, derived)
+        return derived
+
+    def _ended(self) -> int:
+        return -1 if self.end is None else epoch_us(self.end)
+
+    def _fill_previews(self, bars: list[Bar]) -> None:
+        """Read the one-line previews of ``bars`` from their records (once per bar)."""
+        if self.reader is None:
+            return
+        for bar in bars:
+            if bar.previewed or (bar.input_seq is None and bar.end_seq is None):
+                continue
+            if bar.input_seq is not None:
+                record = self.reader(bar.input_seq)
+                if record is not None:
+                    bar.preview = preview(str(record.get("type")), _mapping(record.get("data")))
+            if bar.end_seq is not None:
+                record = self.reader(bar.end_seq)
+                if record is not None:
+                    data = _mapping(record.get("data"))
+                    bar.outcome = preview(str(record.get("type")), data)
+                    if bar.state == "error":
+                        bar.error_text = error_text(data) or bar.outcome
+            bar.previewed = bar.end_seq is not None
+
+    def _errors(self, failed: list[Bar], t0: int, final: datetime) -> list[dict[str, Any]]:
+        self._fill_previews(failed)
         out = []
-        for bar in self.bars.values():
+        for bar in failed:
             if bar.state == "error":
                 out.append(
                     {
@@ -369,8 +425,6 @@ class RunTimeline:
                         "end_us": epoch_us(bar.end or final) - t0,
                     }
                 )
-                if len(out) >= _ERRORS_LISTED:
-                    break
         return out
 
     def counts(self) -> dict[str, int]:
@@ -515,6 +569,22 @@ class SessionTimeline:
             return self._offsets[seq], self._sizes[seq]
         return None
 
+    def read_record(self, seq: int) -> dict[str, Any] | None:
+        """Record ``seq`` parsed from its line (one ``os.pread``), or ``None`` if unreadable."""
+        where = self.locate(seq)
+        if where is None:
+            return None
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                raw = os.pread(fd, where[1], where[0])
+            finally:
+                os.close(fd)
+            obj = orjson.loads(raw)
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        return obj if isinstance(obj, dict) and obj.get("seq") == seq else None
+
     def refresh(self, st: os.stat_result | None = None) -> bool:
         """Read what was appended since the last call.
 
@@ -602,15 +672,13 @@ class SessionTimeline:
         bar.seq_last = record.seq
         bar.absorb(record)
         if record.type in _INPUT_TYPES:
-            if bar.preview is None:
-                bar.preview = preview(record.type, record.data)
+            if bar.input_seq is None:
+                bar.input_seq = record.seq
         elif record.type in TERMINAL_TYPES:
             bar.end = record.ts
+            bar.end_seq = record.seq
             bar.error_type = _error_type(record.data)
             bar.state = "error" if bar.error_type else "ok"
-            bar.outcome = preview(record.type, record.data)
-            if bar.error_type:
-                bar.error_text = error_text(record.data) or bar.outcome
 
     def _new_run(self, record: Record) -> RunTimeline:
         session_id, run_id = record.session_id, record.run_id or ""
@@ -619,6 +687,7 @@ class SessionTimeline:
             host = parse_traceparent(record.data.get("traceparent"))
         tid = trace_id(session_id, run_id) if host is None else host.trace_id
         return RunTimeline(
+            reader=self.read_record,
             session_id=session_id,
             run_id=run_id,
             trace_id=tid,
