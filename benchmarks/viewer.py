@@ -52,36 +52,36 @@ TARGET_REPORT_RSS_MIB = 150.0
 def record_big_run(path: Path, calls: int) -> tuple[str, str]:
     """One agent turn that makes ``calls`` tool calls; 1% of them fail."""
     t = datetime(2026, 1, 1, tzinfo=UTC)
-    with Session.create(path, metadata={"title": f"{calls:,} tool calls"}) as session:
-        with session.begin_run() as run:
-            agent = Execution("agent", "agent")
-            run.record(events.agent_start(agent, "bulk", timestamp=t))
-            turn = Execution("turn_1", "turn", parent_id="agent")
-            run.record(events.turn_start(turn, 1, timestamp=t))
-            for i in range(calls):
-                ex = Execution(f"call_{i}", "tool", parent_id="turn_1")
-                start = t + timedelta(milliseconds=i * 2)
-                run.record(events.tool_exec_start(ex, "lookup", {"key": i}, timestamp=start))
-                failed = i % 100 == 99
-                run.record(
-                    events.tool_exec_end(
-                        ex,
-                        "lookup",
-                        f"value of key {i}",
-                        error={"type": "KeyError", "message": str(i)} if failed else None,
-                        timestamp=start + timedelta(milliseconds=1),
-                    )
+    title = {"title": f"{calls:,} tool calls"}
+    with Session.create(path, metadata=title) as session, session.begin_run() as run:
+        agent = Execution("agent", "agent")
+        run.record(events.agent_start(agent, "bulk", timestamp=t))
+        turn = Execution("turn_1", "turn", parent_id="agent")
+        run.record(events.turn_start(turn, 1, timestamp=t))
+        for i in range(calls):
+            ex = Execution(f"call_{i}", "tool", parent_id="turn_1")
+            start = t + timedelta(milliseconds=i * 2)
+            run.record(events.tool_exec_start(ex, "lookup", {"key": i}, timestamp=start))
+            failed = i % 100 == 99
+            run.record(
+                events.tool_exec_end(
+                    ex,
+                    "lookup",
+                    f"value of key {i}",
+                    error={"type": "KeyError", "message": str(i)} if failed else None,
+                    timestamp=start + timedelta(milliseconds=1),
                 )
-            end = t + timedelta(milliseconds=calls * 2 + 1)
-            run.record(events.turn_end(turn, 1, timestamp=end))
-            run.record(events.agent_end(agent, "bulk", timestamp=end))
-            return session.id, run.id
+            )
+        end = t + timedelta(milliseconds=calls * 2 + 1)
+        run.record(events.turn_end(turn, 1, timestamp=end))
+        run.record(events.agent_end(agent, "bulk", timestamp=end))
+        return session.id, run.id
 
 
 def record_big_bodies(path: Path, mib: int) -> None:
     """Tool calls with 1-256 KiB outputs until the file holds ``mib`` MiB."""
     rng = random.Random(7)
-    words = "session record event model tool result message usage token".split()
+    words = ["session", "record", "event", "model", "tool", "result", "message", "usage"]
     target = mib << 20
     t = datetime(2026, 1, 1, tzinfo=UTC)
     with Session.create(path) as session, session.begin_run() as run:
@@ -207,9 +207,11 @@ def main() -> int:
             warm, response = best(lambda: client.get(url), args.reps)
             deep = f"{span_id(sid, rid, f'call_{args.calls - 5}', 1):016x}"
             linked, deep_response = best(lambda: client.get(f"{url}?span={deep}"), args.reps)
-            assert response.status_code == 200 and deep_response.status_code == 200
+            assert response.status_code == 200
+            assert deep_response.status_code == 200
             print(
-                f"web: session list (indexes the file) {cold:.2f} s; run page {warm * 1000:.0f} ms, "
+                f"web: session list (indexes the file) {cold:.2f} s; "
+                f"run page {warm * 1000:.0f} ms, "
                 f"{len(response.content) / 1e3:,.0f} KB; deep link to call_{args.calls - 5} "
                 f"{linked * 1000:.0f} ms"
             )
