@@ -43,8 +43,10 @@ from loopscribe import Execution, Session, events, read
 from loopscribe.viewer import load_timeline
 
 PAGE_ROWS = 300
-TARGET_OPEN_SECONDS = 5.0
-"""A 100,000-call run must open (index + first page) in seconds, not minutes."""
+TARGET_INDEX_RATIO = 5.0
+"""Indexing a run may cost at most this many raw read passes over its file."""
+TARGET_PAGE_BYTES_RATIO = 100.0
+"""The first page of rows must be at least this much smaller than the whole timeline."""
 TARGET_REPORT_RSS_MIB = 150.0
 """Peak RSS of a streamed report of a 150 MB session: well under the file's size."""
 
@@ -189,9 +191,11 @@ def main() -> int:
             f"{min(whole_t) / min(page_t):.1f}x faster"
         )
         opened = fold + min(page_t)
-        print(f"open a {args.calls:,}-call run from cold: {opened:.2f} s (target < 5 s)")
-        if opened >= TARGET_OPEN_SECONDS:
-            missed.append("open")
+        print(f"open a {args.calls:,}-call run from cold (index + first page): {opened:.2f} s")
+        if fold / raw > TARGET_INDEX_RATIO:
+            missed.append("index")
+        if len(whole_b) / len(page_b) < TARGET_PAGE_BYTES_RATIO:
+            missed.append("page bytes")
 
         # -- through the web application --------------------------------------------
         from starlette.testclient import TestClient

@@ -260,7 +260,7 @@ def serve() -> Iterator[Any]:
     """Start ``loopscribe serve DIR`` as a subprocess on a free loopback port; always stopped."""
     started: list[subprocess.Popen[str]] = []
 
-    def start(folder: Path) -> Server:
+    def start(folder: Path, timeout: float = 20.0) -> Server:
         port = free_port()
         process = subprocess.Popen(
             [sys.executable, "-m", "loopscribe.viewer", "serve", str(folder), "--port", str(port)],
@@ -270,7 +270,7 @@ def serve() -> Iterator[Any]:
         )
         started.append(process)
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 raise AssertionError(f"loopscribe serve exited: {process.communicate()}")
@@ -279,7 +279,7 @@ def serve() -> Iterator[Any]:
                     return Server(process, url)
             except OSError:
                 time.sleep(0.05)
-        raise AssertionError("loopscribe serve did not start listening within 20 s")
+        raise AssertionError(f"loopscribe serve did not start listening within {timeout} s")
 
     yield start
     for process in started:

@@ -223,6 +223,18 @@ def test_conversation_view_links_each_item_to_its_record_and_bar(
     ).click()
     heading = wait_for(browser, "main h1")
     assert heading.text == f"record {seq} · tool_exec_end"
+
+    # An imported Codex session: its reasoning folded (never the encrypted blob).
+    from loopscribe.importers.codex import import_transcript
+
+    rollouts = sorted((Path(__file__).parents[1] / "data" / "transcripts" / "codex").glob("*"))
+    codex = import_transcript(rollouts[0], root / "codex")
+    browser.get(f"{server.url}/session/{codex.session_id}")
+    reasoning = wait_for(browser, ".convo .ci-item details.thinking-block")
+    reasoning.find_element(By.TAG_NAME, "summary").click()
+    assert reasoning.find_element(By.TAG_NAME, "pre").text.startswith("**")  # its summary
+    assert "gAAAA" not in browser.find_element(By.ID, "app").text
+    assert browser.find_elements(By.CSS_SELECTOR, ".convo details.call")
     no_console_errors(browser)
 
 

@@ -164,3 +164,17 @@ def test_session_page_embeds_the_first_page_and_the_api_pages_on(
     assert [i["seq"] for i in api["items"]] == [12, 16]
     assert api["next"] == 17
     assert client.get(f"/api/session/{chat.session_id}/conversation?from=x").status_code == 400
+
+
+def test_an_imported_codex_session_keeps_its_reasoning_items(tmp_path: Path) -> None:
+    from loopscribe.importers.codex import import_transcript as import_codex
+
+    rollout = sorted((TRANSCRIPTS / "codex").glob("*.jsonl"))[0]
+    report = import_codex(rollout, tmp_path)
+    items = conversation(load_timeline(report.destination))["items"]
+    reasoning = [i for i in items if i["kind"] == "message" and i["role"] == "reasoning"]
+    assert reasoning
+    assert reasoning[0]["body"]["summary"][0]["type"] == "summary_text"
+    calls = [i for i in items if i["kind"] == "tool_call"]
+    results = [i for i in items if i["kind"] == "tool_result"]
+    assert len(calls) == len(results) > 0

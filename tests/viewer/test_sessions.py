@@ -18,10 +18,8 @@ TRANSCRIPTS = Path(__file__).parents[1] / "data" / "transcripts"
 
 def nested(tmp_path: Path) -> Path:
     root = tmp_path / "sessions"
-    record_demo(
-        (root / "team-a" / "2026" / "research.jsonl").parent.mkdir(parents=True)
-        or (root / "team-a" / "2026" / "research.jsonl")
-    )
+    (root / "team-a" / "2026").mkdir(parents=True)
+    record_demo(root / "team-a" / "2026" / "research.jsonl")
     (root / "team-b").mkdir(parents=True)
     record_chat(root / "team-b" / "chat.jsonl")
     import_transcript(TRANSCRIPTS / "claude-code" / "subagent.jsonl", root / "imported")

@@ -1052,6 +1052,12 @@
       return h("div", { class: "ci bubble role-other" }, h("div", { class: "ci-head" }, h("span", { class: "who" }, item.role || "message"), this.links(item)),
         renderValue(m, ["body"], ctx));
     }
+    var bare = blockType(m);
+    if (!m.role && (bare === "reasoning" || bare === "thinking" || bare === "function_call" || bare === "function_call_output")) {
+      // A Codex (OpenAI Responses) item recorded as a message: reasoning, a call, its output.
+      return h("div", { class: "ci ci-item" }, h("div", { class: "ci-head" }, h("span", { class: "who" }, bare.replace(/_/g, " ")), this.links(item)),
+        this.block(m, ["body"], ctx));
+    }
     var role = m.role || (m.$ls === "tool_result" ? "tool" : m.$ls) || item.role || "message";
     if (role === "tool" || role === "tool_result") {
       var callId = m.tool_call_id || m.tool_use_id;
