@@ -403,7 +403,7 @@ def test_an_ambiguous_prefix_lists_the_sessions(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A prefix several sessions share is refused with their IDs."""
-    sessions = []
+    sessions: list[Session] = []
     while True:  # two sessions whose IDs share the first digit
         sessions.append(record_demo(tmp_path / f"s{len(sessions)}.jsonl", turns=1))
         firsts = [s.id[0] for s in sessions]
@@ -525,3 +525,120 @@ def test_exporting_twice_over_the_same_glob_works(tmp_path: Path) -> None:
     assert [Path(r["file"]).name for r in second] == ["a.jsonl", "b.jsonl"]
     assert all(r["sent"] > 0 for r in first)
     assert [(r["sent"], r["skipped"]) for r in second] == [(0, r["sent"]) for r in first]
+
+
+# -- show renders every message kind ------------------------------------------------------
+
+
+def test_show_renders_every_message_kind(
+    session_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """loopscribe's own types and the framework shapes older files hold all become readable
+    lines: reasoning folded and marked (never its signature), tool calls and results named,
+    no `?` line."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from pydantic_ai.messages import (
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+
+    from loopscribe import FileContent, SystemMessage, ThinkingContent, ToolCall, ToolResultMessage
+    from loopscribe.adapters.langchain import lower_message
+
+    long_thought = "step " * 200
+    pydantic = ModelMessagesTypeAdapter.dump_python(
+        [
+            ModelRequest(parts=[UserPromptPart("PA-question")]),
+            ModelResponse(parts=[ToolCallPart("pa_tool", {"q": 1}, "pa_call"), TextPart("PA-ans")]),
+            ModelRequest(parts=[ToolReturnPart("pa_tool", "PA-result", "pa_call")]),
+        ],
+        mode="json",
+    )
+    messages: list[object] = [
+        SystemMessage("SYS-prompt"),
+        UserMessage((TextContent("look at this"), FileContent(uri="file:///x.pdf", name="x.pdf"))),
+        AssistantMessage(
+            (
+                ThinkingContent(long_thought, signature="SIG-NEVER-SHOWN"),
+                ToolCall("c1", "grep", {"pattern": "LS-args"}),
+            )
+        ),
+        ToolResultMessage("c1", "grep", (TextContent("LS-result"),)),
+        {  # Claude Code, as Anthropic content blocks
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "CC-thought", "signature": "SIG-NEVER-SHOWN"},
+                {"type": "tool_use", "id": "tu1", "name": "Bash", "input": {"cmd": "CC-ls"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "tu1", "content": "CC-out"}],
+        },
+        # Codex and the OpenAI Agents SDK: Responses items
+        {
+            "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": "CX-reason"}],
+            "encrypted_content": "ENC-NEVER-SHOWN",
+        },
+        {"type": "reasoning", "summary": [], "encrypted_content": "ENC-NEVER-SHOWN"},
+        {
+            "type": "function_call",
+            "call_id": "fc1",
+            "name": "shell",
+            "arguments": '{"c": "OA-args"}',
+        },
+        {"type": "function_call_output", "call_id": "fc1", "output": "OA-output"},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "OA-text"}],
+        },
+        *pydantic,
+        lower_message(HumanMessage("LC-human")),
+        lower_message(
+            AIMessage("", tool_calls=[{"name": "lc_tool", "args": {"a": "LC-args"}, "id": "l1"}])
+        ),
+        lower_message(ToolMessage("LC-tool-output", tool_call_id="l1")),
+    ]
+    with Session.create(session_path) as s, s.begin_run() as run:
+        for message in messages:
+            run.record(ev.message_end(None, message))
+    code, out, _ = run_cli(capsys, "show", str(session_path), "--last", "100")
+    assert code == 0
+    assert "SIG-NEVER-SHOWN" not in out
+    assert "ENC-NEVER-SHOWN" not in out
+    lines = out.splitlines()
+    assert not [line for line in lines if line.strip() in ("?", "[?]") or line.startswith("?")]
+    for expected in (
+        "SYS-prompt",
+        "[file x.pdf file:///x.pdf]",
+        '[tool call grep c1] {"pattern":"LS-args"}',
+        "[tool result grep c1] LS-result",
+        "[thinking] CC-thought",
+        '[tool call Bash tu1] {"cmd":"CC-ls"}',
+        "[tool result tu1] CC-out",
+        "[reasoning] CX-reason",
+        "[reasoning, encrypted]",
+        '[tool call shell fc1] {"c": "OA-args"}',
+        "[tool result fc1] OA-output",
+        "OA-text",
+        "PA-question",
+        '[tool call pa_tool pa_call] {"q":1}',
+        "PA-ans",
+        "[tool result pa_tool pa_call] PA-result",
+        "LC-human",
+        '[tool call lc_tool l1] {"a":"LC-args"}',
+        "[tool result l1] LC-tool-output",
+    ):
+        assert expected in lines, expected
+    (thought,) = [line for line in lines if line.startswith("[thinking] step")]
+    assert len(thought) < 400
+    assert thought.endswith("more characters)")
+    roles = [line for line in lines if line in ("user", "assistant", "system", "tool")]
+    assert len(roles) == len(messages)

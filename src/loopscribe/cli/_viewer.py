@@ -339,7 +339,7 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
                 r.run_id[:8],
                 escape(r.agent or ""),
                 f"[{_STATE_STYLE.get(r.state, '')}]{r.state}[/]",
-                duration(r.duration_us),
+                duration(r.duration_us) if r.duration_us else "-",
                 str(r.model_calls),
                 str(r.tool_calls),
                 _count(r.errors, bad=True),
