@@ -642,3 +642,60 @@ def test_show_renders_every_message_kind(
     assert thought.endswith("more characters)")
     roles = [line for line in lines if line in ("user", "assistant", "system", "tool")]
     assert len(roles) == len(messages)
+
+
+def test_ls_and_export_tables_fit_80_columns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Long titles and deep paths wrap inside their column at 80 columns; export keeps the
+    order the files were given."""
+    deep = tmp_path / "a-rather-long-folder-name" / "and-another-one-below-it"
+    deep.mkdir(parents=True)
+    paths = []
+    for name in ("z-last-by-name.jsonl", "a-first-by-name.jsonl"):
+        path = deep / name
+        with Session.create(path, metadata={"title": "a very long title " * 8}) as s:
+            s.begin_run().close()
+        paths.append(path)
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(capsys, "ls", str(tmp_path))
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    code, out, _ = run_cli(capsys, "export", *map(str, paths))
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert out.index("z-last") < out.index("a-first")
+
+
+def test_the_demo_gives_every_record_its_scripted_time_and_prints_commands(
+    tmp_path: Path,
+) -> None:
+    """examples/quickstart.py (make demo): times rise with seq across the whole scripted
+    session (checkpoints and run close too), and the commands it prints run as printed."""
+    example = Path(__file__).parents[1] / "examples" / "quickstart.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_EXPORTER_OTLP")}
+    env["PATH"] = os.defpath  # loopscribe not on PATH: the demo names it by its path
+    done = subprocess.run(
+        [sys.executable, str(example), str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    (path,) = [p for p in (tmp_path / "demo").glob("*.jsonl") if not p.name.endswith(".otlp.jsonl")]
+    records = list(read(path))
+    times = [r.ts for r in records]
+    assert times == sorted(times)
+    assert {r.type for r in records} >= {"checkpoint", "run_close", "retry_scheduled"}
+    assert 2.0 < (times[-1] - times[0]).total_seconds() < 3.0  # the script's ~2.5 s
+    commands = [line.strip() for line in done.stdout.splitlines() if "loopscribe " in line]
+    commands = [c for c in commands if c.split()[0].endswith("loopscribe")]
+    assert len(commands) >= 4
+    for command in commands:
+        argv = command.split()
+        assert Path(argv[0]).name == "loopscribe"
+        ran = subprocess.run(
+            argv, capture_output=True, text=True, check=False, cwd=tmp_path, env=env
+        )
+        assert ran.returncode == 0, (command, ran.stderr)
