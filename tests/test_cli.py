@@ -403,7 +403,7 @@ def test_an_ambiguous_prefix_lists_the_sessions(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A prefix several sessions share is refused with their IDs."""
-    sessions = []
+    sessions: list[Session] = []
     while True:  # two sessions whose IDs share the first digit
         sessions.append(record_demo(tmp_path / f"s{len(sessions)}.jsonl", turns=1))
         firsts = [s.id[0] for s in sessions]
@@ -525,3 +525,177 @@ def test_exporting_twice_over_the_same_glob_works(tmp_path: Path) -> None:
     assert [Path(r["file"]).name for r in second] == ["a.jsonl", "b.jsonl"]
     assert all(r["sent"] > 0 for r in first)
     assert [(r["sent"], r["skipped"]) for r in second] == [(0, r["sent"]) for r in first]
+
+
+# -- show renders every message kind ------------------------------------------------------
+
+
+def test_show_renders_every_message_kind(
+    session_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """loopscribe's own types and the framework shapes older files hold all become readable
+    lines: reasoning folded and marked (never its signature), tool calls and results named,
+    no `?` line."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from pydantic_ai.messages import (
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+
+    from loopscribe import FileContent, SystemMessage, ThinkingContent, ToolCall, ToolResultMessage
+    from loopscribe.adapters.langchain import lower_message
+
+    long_thought = "step " * 200
+    pydantic = ModelMessagesTypeAdapter.dump_python(
+        [
+            ModelRequest(parts=[UserPromptPart("PA-question")]),
+            ModelResponse(parts=[ToolCallPart("pa_tool", {"q": 1}, "pa_call"), TextPart("PA-ans")]),
+            ModelRequest(parts=[ToolReturnPart("pa_tool", "PA-result", "pa_call")]),
+        ],
+        mode="json",
+    )
+    messages: list[object] = [
+        SystemMessage("SYS-prompt"),
+        UserMessage((TextContent("look at this"), FileContent(uri="file:///x.pdf", name="x.pdf"))),
+        AssistantMessage(
+            (
+                ThinkingContent(long_thought, signature="SIG-NEVER-SHOWN"),
+                ToolCall("c1", "grep", {"pattern": "LS-args"}),
+            )
+        ),
+        ToolResultMessage("c1", "grep", (TextContent("LS-result"),)),
+        {  # Claude Code, as Anthropic content blocks
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "CC-thought", "signature": "SIG-NEVER-SHOWN"},
+                {"type": "tool_use", "id": "tu1", "name": "Bash", "input": {"cmd": "CC-ls"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "tu1", "content": "CC-out"}],
+        },
+        # Codex and the OpenAI Agents SDK: Responses items
+        {
+            "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": "CX-reason"}],
+            "encrypted_content": "ENC-NEVER-SHOWN",
+        },
+        {"type": "reasoning", "summary": [], "encrypted_content": "ENC-NEVER-SHOWN"},
+        {
+            "type": "function_call",
+            "call_id": "fc1",
+            "name": "shell",
+            "arguments": '{"c": "OA-args"}',
+        },
+        {"type": "function_call_output", "call_id": "fc1", "output": "OA-output"},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "OA-text"}],
+        },
+        *pydantic,
+        lower_message(HumanMessage("LC-human")),
+        lower_message(
+            AIMessage("", tool_calls=[{"name": "lc_tool", "args": {"a": "LC-args"}, "id": "l1"}])
+        ),
+        lower_message(ToolMessage("LC-tool-output", tool_call_id="l1")),
+    ]
+    with Session.create(session_path) as s, s.begin_run() as run:
+        for message in messages:
+            run.record(ev.message_end(None, message))
+    code, out, _ = run_cli(capsys, "show", str(session_path), "--last", "100")
+    assert code == 0
+    assert "SIG-NEVER-SHOWN" not in out
+    assert "ENC-NEVER-SHOWN" not in out
+    lines = out.splitlines()
+    assert not [line for line in lines if line.strip() in ("?", "[?]") or line.startswith("?")]
+    for expected in (
+        "SYS-prompt",
+        "[file x.pdf file:///x.pdf]",
+        '[tool call grep c1] {"pattern":"LS-args"}',
+        "[tool result grep c1] LS-result",
+        "[thinking] CC-thought",
+        '[tool call Bash tu1] {"cmd":"CC-ls"}',
+        "[tool result tu1] CC-out",
+        "[reasoning] CX-reason",
+        "[reasoning, encrypted]",
+        '[tool call shell fc1] {"c": "OA-args"}',
+        "[tool result fc1] OA-output",
+        "OA-text",
+        "PA-question",
+        '[tool call pa_tool pa_call] {"q":1}',
+        "PA-ans",
+        "[tool result pa_tool pa_call] PA-result",
+        "LC-human",
+        '[tool call lc_tool l1] {"a":"LC-args"}',
+        "[tool result l1] LC-tool-output",
+    ):
+        assert expected in lines, expected
+    (thought,) = [line for line in lines if line.startswith("[thinking] step")]
+    assert len(thought) < 400
+    assert thought.endswith("more characters)")
+    roles = [line for line in lines if line in ("user", "assistant", "system", "tool")]
+    assert len(roles) == len(messages)
+
+
+def test_ls_and_export_tables_fit_80_columns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Long titles and deep paths wrap inside their column at 80 columns; export keeps the
+    order the files were given."""
+    deep = tmp_path / "a-rather-long-folder-name" / "and-another-one-below-it"
+    deep.mkdir(parents=True)
+    paths = []
+    for name in ("z-last-by-name.jsonl", "a-first-by-name.jsonl"):
+        path = deep / name
+        with Session.create(path, metadata={"title": "a very long title " * 8}) as s:
+            s.begin_run().close()
+        paths.append(path)
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(capsys, "ls", str(tmp_path))
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    code, out, _ = run_cli(capsys, "export", *map(str, paths))
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert out.index("z-last") < out.index("a-first")
+
+
+def test_the_demo_gives_every_record_its_scripted_time_and_prints_commands(
+    tmp_path: Path,
+) -> None:
+    """examples/quickstart.py (make demo): times rise with seq across the whole scripted
+    session (checkpoints and run close too), and the commands it prints run as printed."""
+    example = Path(__file__).parents[1] / "examples" / "quickstart.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_EXPORTER_OTLP")}
+    env["PATH"] = os.defpath  # loopscribe not on PATH: the demo names it by its path
+    done = subprocess.run(
+        [sys.executable, str(example), str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    (path,) = [p for p in (tmp_path / "demo").glob("*.jsonl") if not p.name.endswith(".otlp.jsonl")]
+    records = list(read(path))
+    times = [r.ts for r in records]
+    assert times == sorted(times)
+    assert {r.type for r in records} >= {"checkpoint", "run_close", "retry_scheduled"}
+    assert 2.0 < (times[-1] - times[0]).total_seconds() < 3.0  # the script's ~2.5 s
+    commands = [line.strip() for line in done.stdout.splitlines() if "loopscribe " in line]
+    commands = [c for c in commands if c.split()[0].endswith("loopscribe")]
+    assert len(commands) >= 4
+    for command in commands:
+        argv = command.split()
+        assert Path(argv[0]).name == "loopscribe"
+        ran = subprocess.run(
+            argv, capture_output=True, text=True, check=False, cwd=tmp_path, env=env
+        )
+        assert ran.returncode == 0, (command, ran.stderr)

@@ -173,3 +173,58 @@ def test_serve_refuses_a_missing_folder_and_a_busy_port(
     assert code == 1
     assert f"cannot listen on 127.0.0.1:{port}" in err
     assert not list(tmp_path.glob("nowhere*"))  # a read-only viewer creates nothing
+
+
+def test_stats_ranks_what_has_a_duration_and_counts_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Tools whose start and end share one instant (as imports record them) are counted,
+    never listed as slowest with 0 µs."""
+    from datetime import UTC, datetime, timedelta
+
+    from loopscribe import Execution, Session
+    from loopscribe import events as ev
+
+    path = tmp_path / "s.jsonl"
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    with Session.create(path) as session:
+        run = session.begin_run(timestamp=t0)
+        slow = Execution("slow", "tool")
+        run.record(ev.tool_exec_start(slow, "build", {}, timestamp=t0))
+        run.record(ev.tool_exec_end(slow, "build", "ok", timestamp=t0 + timedelta(seconds=2)))
+        for i in range(3):
+            instant = Execution(f"instant{i}", "tool")
+            at = t0 + timedelta(seconds=3 + i)
+            run.record(ev.tool_exec_start(instant, "read", {}, timestamp=at))
+            run.record(ev.tool_exec_end(instant, "read", "ok", timestamp=at))
+        run.close(timestamp=t0 + timedelta(seconds=6))
+    code, out, _ = run_cli(capsys, "--json", "stats", str(path))
+    assert code == 0
+    (run_stats,) = orjson.loads(out)["runs"]
+    assert run_stats["tool_calls"] == 4
+    assert [s["execution_id"] for s in run_stats["slowest"]] == ["slow"]
+    assert run_stats["untimed"] == 3
+    code, out, _ = run_cli(capsys, "stats", str(path))
+    assert "0 µs" not in out
+    assert "3 execution(s) without a duration" in out
+
+
+def test_stats_keeps_the_order_given_and_fits_80_columns(
+    demo: Demo, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sessions are shown in the order named; every line fits an 80-column terminal."""
+    from .conftest import record_demo
+
+    (tmp_path / "other").mkdir()
+    other = record_demo(tmp_path / "other" / "z.jsonl", title="zeta " * 30)
+    monkeypatch.setenv("COLUMNS", "80")
+    for order in ([other.path, demo.path], [demo.path, other.path]):
+        code, out, _ = run_cli(capsys, "--json", "stats", *map(str, order))
+        assert code == 0
+        assert [orjson.loads(line)["file"] for line in out.splitlines()] == list(map(str, order))
+        code, out, _ = run_cli(capsys, "stats", *map(str, order))
+        assert code == 0
+        assert max(len(line) for line in out.splitlines()) <= 80, out
+        ids = {other.path: other.session_id, demo.path: demo.session_id}
+        firsts = [out.index(f"session {ids[p]}") for p in order]
+        assert firsts == sorted(firsts)

@@ -169,7 +169,7 @@ def _refusal(root: Path, agent: str, other: Counter[str]) -> str:
     if foreign:
         name = foreign[0]
         message += (
-            f"; it looks like {AGENT_LABELS[name]}: import it with "
+            f"; import {AGENT_LABELS[name]} transcripts with "
             f"`loopscribe import {name} {shlex.quote(str(root))}`"
         )
     elif other.get("session"):

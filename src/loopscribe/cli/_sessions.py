@@ -153,7 +153,7 @@ def cmd_ls(args: argparse.Namespace, out: Out) -> int:
             escape(_relative(s.path, root)),
             escape(s.title or ""),
             escape(s.source or "loopscribe"),
-            f"[{_COLOURS.get(status, '')}]{status}[/]",
+            f"[{_COLOURS[status]}]{status}[/]" if status in _COLOURS else status,
             s.updated.astimezone().strftime("%Y-%m-%d %H:%M"),
         )
     out.stdout.print(table)
@@ -162,7 +162,7 @@ def cmd_ls(args: argparse.Namespace, out: Out) -> int:
 
 def _relative(path: Path, root: Path) -> str:
     try:
-        return str(path.relative_to(root))
+        return str(path.absolute().relative_to(root.absolute()))
     except ValueError:
         return str(path)
 

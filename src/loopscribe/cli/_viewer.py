@@ -319,17 +319,21 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
     for number, s in enumerate(results):
         if number:
             console.print()
+        # Wrapped at the terminal's width, unlike the rest of the output (soft_wrap).
+        console.print(f"[bold]{escape(_session_name(s))}[/]", highlight=False, soft_wrap=False)
         console.print(
-            f"[bold]{escape(_session_name(s))}[/]  [dim]session {s.session_id} · "
-            f"{len(s.runs)} run(s) · {s.records} records · {escape(str(s.path))}[/]",
+            f"session {s.session_id} · {len(s.runs)} run(s) · {s.records} records · "
+            f"{escape(str(s.path))}",
+            style="dim",
             highlight=False,
+            soft_wrap=False,
         )
         if not s.runs:
             console.print("no runs", style="dim")
             continue
         runs = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
         runs.add_column("run", no_wrap=True)
-        runs.add_column("agent", min_width=11, overflow="fold")
+        runs.add_column("agent", min_width=8, overflow="ellipsis", no_wrap=True)
         runs.add_column("state", no_wrap=True)
         runs.add_column("duration", justify="right", no_wrap=True)
         for column in ("model\ncalls", "tool\ncalls", "errors", "retries", "tokens\nin/out"):
@@ -339,7 +343,7 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
                 r.run_id[:8],
                 escape(r.agent or ""),
                 f"[{_STATE_STYLE.get(r.state, '')}]{r.state}[/]",
-                duration(r.duration_us),
+                duration(r.duration_us) if r.duration_us else "-",
                 str(r.model_calls),
                 str(r.tool_calls),
                 _count(r.errors, bad=True),
