@@ -10,7 +10,9 @@ written                      content
 ==========================  ===================================================
 ``model_exec_start``         model and provider of a model call
 ``model_request``            messages, tool declarations, frozen per-call config
-``model_route``              a router's choice of model for an attempt
+``model_route``              a router's choice of model for an attempt; for a
+                             failed attempt the router fell through, its
+                             ``error`` and ``partial_message``
 ``model_exec_end``           ``message`` on success, or ``partial_message`` with
                              ``error`` on failure; ``usage``, ``provider_state``
 ``message_start``            that a message began (without the partial snapshot)
@@ -26,6 +28,12 @@ Not written (transient): ``message_update`` (token deltas and partial
 snapshots), ``model_stream``, ``tool_exec_update`` (progress and previews),
 and ``model_response`` — except a ``model_response`` carrying a
 ``length_recovery`` decision, which is written as the decision alone.
+Transient events recorded through a run are handed to observers with an
+``on_transient`` method (the live ``Bus``) instead.
+
+The Session writes ``session_start``, ``run_start``, ``run_close``,
+``run_resume`` (``Session.resume_run``: the run continues after a gap),
+``checkpoint`` and ``session_close`` itself.
 """
 
 from __future__ import annotations
