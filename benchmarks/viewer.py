@@ -109,7 +109,7 @@ def best(fn: Callable[[], Any], reps: int) -> tuple[float, Any]:
 
 
 _RSS_SCRIPT = """
-import resource, sys
+import sys
 from loopscribe.viewer import build_report, write_report
 import loopscribe.viewer._report
 mode, src, out, full = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
@@ -118,7 +118,8 @@ if mode == "stream":
 elif mode == "string":
     text = build_report(src, full=full)
     open(out, "w", encoding="utf-8").write(text)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+# VmHWM is this process's own peak (ru_maxrss would include the parent's, kept over exec).
+print(next(l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM:")))
 """
 
 
@@ -129,7 +130,7 @@ def peak_rss_mib(mode: str, src: Path, out: Path, full: bool) -> float:
         text=True,
         check=True,
     )
-    return int(done.stdout.strip().splitlines()[-1]) / 1024  # ru_maxrss is KiB on Linux
+    return int(done.stdout.strip().splitlines()[-1]) / 1024  # VmHWM is in KiB
 
 
 def main() -> int:
@@ -138,115 +139,126 @@ def main() -> int:
     parser.add_argument("--report-mib", type=int, default=150)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--only", choices=("run", "report"), help="run one part only")
     args = parser.parse_args()
-    missed = []
+    missed: list[str] = []
     with scratch_dir() as folder:
-        path = folder / "big-run.jsonl"
-        started = time.perf_counter()
-        sid, rid = record_big_run(path, args.calls)
-        size = path.stat().st_size
-        print(
-            f"recorded {args.calls:,} tool calls: {size / 1e6:.1f} MB "
-            f"in {time.perf_counter() - started:.1f} s"
-        )
-
-        # -- index vs one raw read, alternating ---------------------------------------
-        raw_times, fold_times = [], []
-        timeline = None
-        for _ in range(args.reps):
-            t0 = time.perf_counter()
-            for _record in read(path, decode=False):
-                pass
-            raw_times.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            timeline = load_timeline(path)
-            fold_times.append(time.perf_counter() - t0)
-        assert timeline is not None
-        raw, fold = min(raw_times), min(fold_times)
-        print(
-            f"index: fold {fold:.2f} s vs read(decode=False) {raw:.2f} s: "
-            f"{fold / raw:.2f}x the raw pass"
-        )
-        run = timeline.runs[rid]
-
-        # -- the run page's JSON: one page vs the whole timeline ---------------------
-        def page() -> bytes:
-            run._rows = None  # build the rows again, as after the file grew
-            return orjson.dumps(run.to_json(limit=PAGE_ROWS))
-
-        def whole() -> bytes:
-            run._rows = None
-            return orjson.dumps(run.to_json())
-
-        page_t, page_b, whole_t, whole_b = [], b"", [], b""
-        for _ in range(args.reps):
-            t, page_b = best(page, 1)
-            page_t.append(t)
-            t, whole_b = best(whole, 1)
-            whole_t.append(t)
-        print(
-            f"run page JSON: first {PAGE_ROWS} rows {min(page_t) * 1000:.0f} ms, "
-            f"{len(page_b) / 1e3:,.0f} KB vs the whole timeline {min(whole_t) * 1000:.0f} ms, "
-            f"{len(whole_b) / 1e6:,.1f} MB: {len(whole_b) / len(page_b):,.0f}x fewer bytes, "
-            f"{min(whole_t) / min(page_t):.1f}x faster"
-        )
-        opened = fold + min(page_t)
-        print(f"open a {args.calls:,}-call run from cold (index + first page): {opened:.2f} s")
-        if fold / raw > TARGET_INDEX_RATIO:
-            missed.append("index")
-        if len(whole_b) / len(page_b) < TARGET_PAGE_BYTES_RATIO:
-            missed.append("page bytes")
-
-        # -- through the web application --------------------------------------------
-        from starlette.testclient import TestClient
-
-        from loopscribe.otel import span_id
-        from loopscribe.viewer import create_app
-
-        with TestClient(create_app(folder), base_url="http://127.0.0.1") as client:
-            t0 = time.perf_counter()
-            client.get("/api/sessions")
-            cold = time.perf_counter() - t0
-            url = f"/session/{sid}/run/{rid}"
-            warm, response = best(lambda: client.get(url), args.reps)
-            deep = f"{span_id(sid, rid, f'call_{args.calls - 5}', 1):016x}"
-            linked, deep_response = best(lambda: client.get(f"{url}?span={deep}"), args.reps)
-            assert response.status_code == 200
-            assert deep_response.status_code == 200
-            print(
-                f"web: session list (indexes the file) {cold:.2f} s; "
-                f"run page {warm * 1000:.0f} ms, "
-                f"{len(response.content) / 1e3:,.0f} KB; deep link to call_{args.calls - 5} "
-                f"{linked * 1000:.0f} ms"
-            )
-        path.unlink()
-
-        # -- report memory on a large session -------------------------------------------
-        big = folder / "bodies.jsonl"
-        started = time.perf_counter()
-        record_big_bodies(big, args.report_mib)
-        print(
-            f"recorded {big.stat().st_size / 1e6:.0f} MB of 1-256 KiB tool outputs "
-            f"in {time.perf_counter() - started:.1f} s"
-        )
-        out = folder / "report.html"
-        floor = peak_rss_mib("none", big, out, False)
-        for full in (False, True):
-            t0 = time.perf_counter()
-            streamed = peak_rss_mib("stream", big, out, full)
-            took = time.perf_counter() - t0
-            written = out.stat().st_size
-            held = peak_rss_mib("string", big, out, full)
-            label = "--full" if full else "clipped"
-            print(
-                f"report ({label}, {written / 1e6:.0f} MB written in {took:.1f} s): peak RSS "
-                f"streamed {streamed:.0f} MiB vs held in memory {held:.0f} MiB "
-                f"(import floor {floor:.0f} MiB): {held / streamed:.1f}x less"
-            )
-            if streamed >= TARGET_REPORT_RSS_MIB:
-                missed.append(f"report {label}")
+        if args.only != "report":
+            run_part(folder, args, missed)
+        if args.only != "run":
+            report_part(folder, args, missed)
     print("targets missed: " + ", ".join(missed) if missed else "targets met")
     return 1 if missed and args.strict else 0
+
+
+def run_part(folder: Path, args: argparse.Namespace, missed: list[str]) -> None:
+    """Index, page and serve a run of ``args.calls`` tool calls."""
+    path = folder / "big-run.jsonl"
+    started = time.perf_counter()
+    sid, rid = record_big_run(path, args.calls)
+    size = path.stat().st_size
+    print(
+        f"recorded {args.calls:,} tool calls: {size / 1e6:.1f} MB "
+        f"in {time.perf_counter() - started:.1f} s"
+    )
+
+    # -- index vs one raw read, alternating ---------------------------------------
+    raw_times, fold_times = [], []
+    timeline = None
+    for _ in range(args.reps):
+        t0 = time.perf_counter()
+        for _record in read(path, decode=False):
+            pass
+        raw_times.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        timeline = load_timeline(path)
+        fold_times.append(time.perf_counter() - t0)
+    assert timeline is not None
+    raw, fold = min(raw_times), min(fold_times)
+    print(
+        f"index: fold {fold:.2f} s vs read(decode=False) {raw:.2f} s: "
+        f"{fold / raw:.2f}x the raw pass"
+    )
+    run = timeline.runs[rid]
+
+    # -- the run page's JSON: one page vs the whole timeline ---------------------
+    def page() -> bytes:
+        run._rows = None  # build the rows again, as after the file grew
+        return orjson.dumps(run.to_json(limit=PAGE_ROWS))
+
+    def whole() -> bytes:
+        run._rows = None
+        return orjson.dumps(run.to_json())
+
+    page_t, page_b, whole_t, whole_b = [], b"", [], b""
+    for _ in range(args.reps):
+        t, page_b = best(page, 1)
+        page_t.append(t)
+        t, whole_b = best(whole, 1)
+        whole_t.append(t)
+    print(
+        f"run page JSON: first {PAGE_ROWS} rows {min(page_t) * 1000:.0f} ms, "
+        f"{len(page_b) / 1e3:,.0f} KB vs the whole timeline {min(whole_t) * 1000:.0f} ms, "
+        f"{len(whole_b) / 1e6:,.1f} MB: {len(whole_b) / len(page_b):,.0f}x fewer bytes, "
+        f"{min(whole_t) / min(page_t):.1f}x faster"
+    )
+    opened = fold + min(page_t)
+    print(f"open a {args.calls:,}-call run from cold (index + first page): {opened:.2f} s")
+    if fold / raw > TARGET_INDEX_RATIO:
+        missed.append("index")
+    if len(whole_b) / len(page_b) < TARGET_PAGE_BYTES_RATIO:
+        missed.append("page bytes")
+
+    # -- through the web application --------------------------------------------
+    from starlette.testclient import TestClient
+
+    from loopscribe.otel import span_id
+    from loopscribe.viewer import create_app
+
+    with TestClient(create_app(folder), base_url="http://127.0.0.1") as client:
+        t0 = time.perf_counter()
+        client.get("/api/sessions")
+        cold = time.perf_counter() - t0
+        url = f"/session/{sid}/run/{rid}"
+        warm, response = best(lambda: client.get(url), args.reps)
+        deep = f"{span_id(sid, rid, f'call_{args.calls - 5}', 1):016x}"
+        linked, deep_response = best(lambda: client.get(f"{url}?span={deep}"), args.reps)
+        assert response.status_code == 200
+        assert deep_response.status_code == 200
+        print(
+            f"web: session list (indexes the file) {cold:.2f} s; "
+            f"run page {warm * 1000:.0f} ms, "
+            f"{len(response.content) / 1e3:,.0f} KB; deep link to call_{args.calls - 5} "
+            f"{linked * 1000:.0f} ms"
+        )
+    path.unlink()
+
+
+def report_part(folder: Path, args: argparse.Namespace, missed: list[str]) -> None:
+    """Peak memory of a streamed report of a large session, against building it in memory."""
+    big = folder / "bodies.jsonl"
+    started = time.perf_counter()
+    record_big_bodies(big, args.report_mib)
+    print(
+        f"recorded {big.stat().st_size / 1e6:.0f} MB of 1-256 KiB tool outputs "
+        f"in {time.perf_counter() - started:.1f} s"
+    )
+    out = folder / "report.html"
+    floor = peak_rss_mib("none", big, out, False)
+    for full in (False, True):
+        t0 = time.perf_counter()
+        streamed = peak_rss_mib("stream", big, out, full)
+        took = time.perf_counter() - t0
+        written = out.stat().st_size
+        held = peak_rss_mib("string", big, out, full)
+        label = "--full" if full else "clipped"
+        print(
+            f"report ({label}, {written / 1e6:.0f} MB written in {took:.1f} s): peak RSS "
+            f"streamed {streamed:.0f} MiB vs held in memory {held:.0f} MiB "
+            f"(import floor {floor:.0f} MiB): {held / streamed:.1f}x less"
+        )
+        if streamed >= TARGET_REPORT_RSS_MIB:
+            missed.append(f"report {label}")
 
 
 if __name__ == "__main__":

@@ -113,7 +113,7 @@ def nested_folder(tmp_path: Path) -> tuple[Path, Demo, Demo]:
     research = record_demo(root / "team-a" / "2026" / "research.jsonl")
     chat = record_chat(root / "team-b" / "chat.jsonl")
     transcripts = Path(__file__).parents[1] / "data" / "transcripts" / "claude-code"
-    import_transcript(transcripts / "subagent.jsonl", root / "imported")
+    import_transcript(transcripts / "subagent.jsonl", root / "imported", finished=False)
     return root, research, chat
 
 
