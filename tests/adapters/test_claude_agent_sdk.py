@@ -431,6 +431,7 @@ def test_observers_see_records_while_the_session_runs(tmp_path: Path) -> None:
                 session_id = next(iter(read(path, decode=False))).session_id
                 subscription = bus.subscribe(session_id)
             while (record := subscription.get(timeout=0)) is not None:
+                assert isinstance(record, Record)
                 delivered.append(record.seq)
             seen_spans.append(len(exporter.get_finished_spans()))
 
@@ -513,13 +514,15 @@ def test_the_directory_is_a_workspace(tmp_path: Path) -> None:
     assert [s.path for s in listed] == [store.path(KEY["project_key"], KEY["session_id"])]
     assert listed[0].message_count > 0
     done = subprocess.run(
-        [sys.executable, "-m", "loopscribe", "ls", str(tmp_path)],
+        [sys.executable, "-m", "loopscribe", "ls", "--json", str(tmp_path)],
         capture_output=True,
         timeout=60,
         check=False,
     )
     assert done.returncode == 0, done.stderr.decode()
-    assert listed[0].id[:8] in done.stdout.decode()
+    shown = [orjson.loads(line) for line in done.stdout.splitlines()]
+    assert [(s["id"], s["path"]) for s in shown] == [(listed[0].id, str(listed[0].path))]
+    assert shown[0]["title"]
 
 
 def test_odd_keys_make_distinct_safe_file_names(tmp_path: Path) -> None:
