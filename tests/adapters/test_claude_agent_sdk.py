@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import signal
 import subprocess
 import sys
 import textwrap
@@ -332,45 +333,66 @@ def test_a_batch_retried_after_a_timeout_is_recorded_once(tmp_path: Path) -> Non
 
 _CHILD = textwrap.dedent(
     """
-    import asyncio, os, sys
+    import asyncio, sys
     import orjson
     from loopscribe.adapters.claude_agent_sdk import LoopscribeSessionStore
 
-    directory, size = sys.argv[1], int(sys.argv[2])
     batches = orjson.loads(sys.stdin.buffer.read())
-    store = LoopscribeSessionStore(directory)
+    store = LoopscribeSessionStore(sys.argv[1])
 
     async def main():
-        for key, entries in batches:
+        for index, (key, entries) in enumerate(batches):
             await store.append(key, entries)
+            print(index, flush=True)
 
     asyncio.run(main())
-    os._exit(0)  # no close: the process ends as if killed after its last append
     """
 )
 
 
-def test_a_new_process_continues_the_same_session(tmp_path: Path) -> None:
-    """A store in another process appends half; this one appends the rest: one import's records."""
+def test_a_new_process_continues_a_session_killed_mid_append(tmp_path: Path) -> None:
+    """SIGKILL while another process appends; this one retries the batch and goes on.
+
+    The records equal an import of the files: a batch cut by the kill is
+    completed from its stored entries, and the retried batch is recognised
+    by its uuids (the entries without one are stored again, per the protocol).
+    """
     entries = written_order(BIG)
     batches = [(key_for(s), b) for s, b in sdk_batches(entries, 50)]
-    half = len(batches) // 2
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(tmp_path / "store"), "50"],
-        input=orjson.dumps(batches[:half]),
-        capture_output=True,
-        timeout=120,
-        check=False,
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(tmp_path / "store")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
-    assert done.returncode == 0, done.stderr.decode()
+    assert child.stdin is not None
+    assert child.stdout is not None
+    child.stdin.write(orjson.dumps(batches))
+    child.stdin.close()
+    confirmed = -1
+    try:
+        while confirmed < len(batches) // 2:
+            line = child.stdout.readline()
+            assert line, (child.wait(), child.stderr.read() if child.stderr else b"")
+            confirmed = int(line)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+        child.stdout.close()
+        if child.stderr is not None:
+            child.stderr.close()
 
     async def rest(store: LoopscribeSessionStore) -> None:
-        for key, batch in batches[half:]:
+        for key, batch in batches[confirmed + 1 :]:  # the SDK retries what was not confirmed
             await store.append(key, cast(list[SessionStoreEntry], batch))
 
     with LoopscribeSessionStore(tmp_path / "store") as store:
         asyncio.run(rest(store))
-        assert asyncio.run(store.load(KEY)) == [e for s, e in entries if s is None]
+        loaded = asyncio.run(store.load(KEY))
+    assert loaded is not None
+    main = [e for s, e in entries if s is None]
+    assert [e for e in loaded if "uuid" in e] == [e for e in main if "uuid" in e]
+    assert {orjson.dumps(e) for e in loaded} == {orjson.dumps(e) for e in main}
     path = store.path(KEY["project_key"], KEY["session_id"])
     assert mapped(path) == mapped(imported(BIG, tmp_path / "import"))
     assert len({r.session_id for r in read(path, decode=False)}) == 1
