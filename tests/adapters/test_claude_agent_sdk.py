@@ -552,6 +552,8 @@ def test_odd_keys_make_distinct_safe_file_names(tmp_path: Path) -> None:
     keys = [
         {"project_key": "../../etc", "session_id": "passwd"},
         {"project_key": "..", "session_id": "/x"},
+        {"project_key": "-home-user-project", "session_id": "-rf"},
+        {"project_key": "p", "session_id": ".hidden"},
         {"project_key": "p/q", "session_id": "s"},
         {"project_key": "p", "session_id": "q/s"},
         {"project_key": "ünï", "session_id": "c\u00f3de"},
@@ -570,5 +572,5 @@ def test_odd_keys_make_distinct_safe_file_names(tmp_path: Path) -> None:
         asyncio.run(scenario(store))
     files = sorted(p.name for p in (tmp_path / "store").glob("*.jsonl"))
     assert len(files) == len(keys)
-    assert all(len(name) < 255 for name in files)
+    assert all(len(name) < 255 and name[0] not in "-." for name in files)
     assert [p.name for p in tmp_path.iterdir()] == ["store"]

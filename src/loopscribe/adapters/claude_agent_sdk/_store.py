@@ -58,16 +58,23 @@ _MAX_NAME = 200
 
 
 def file_name(project_key: str, session_id: str) -> str:
-    """The session file's name: both parts, readable, ``%``-escaped, hashed when too long."""
+    """The session file's name: ``<session_id>+<project_key>.jsonl``, readable and safe.
+
+    Characters other than letters, digits, ``-``, ``_`` and ``.`` are
+    ``%``-escaped, and so is a leading ``-`` or ``.`` (a name a shell command
+    would take for an option, or a hidden file). A name too long for the
+    filesystem keeps the start of the session ID and a hash of the key.
+    """
 
     def enc(text: str) -> str:
-        out = "".join(c if c in _SAFE else "".join(f"%{b:02X}" for b in c.encode()) for c in text)
-        return "%2E" + out[1:] if out.startswith(".") else out
+        return "".join(c if c in _SAFE else "".join(f"%{b:02X}" for b in c.encode()) for c in text)
 
-    name = f"{enc(project_key)}+{enc(session_id)}"
+    name = f"{enc(session_id)}+{enc(project_key)}"
     if len(name) > _MAX_NAME:
         digest = hashlib.sha256(f"{project_key}\0{session_id}".encode()).hexdigest()[:32]
-        name = f"{enc(project_key)[:100]}+{digest}"
+        name = f"{enc(session_id)[:100]}+{digest}"
+    if name[:1] in ("-", "."):
+        name = f"%{ord(name[0]):02X}{name[1:]}"
     return name + ".jsonl"
 
 
