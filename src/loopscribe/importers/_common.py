@@ -365,7 +365,7 @@ class Destination:
     Run lifecycle records carry source timestamps
     (``Session.begin_run(timestamp=)``, ``Run.close(timestamp=)``,
     ``Session.annotate(timestamp=)``), and a run left open by one import is
-    continued by the next (``Run.detach()``, ``Session.resume_run()``).
+    continued by the next (``Run.detach()``, ``Session._continue_run()``).
     """
 
     def __init__(
@@ -481,7 +481,8 @@ class Destination:
             self.writing = None
             return
         if self._run_id is not None and self._run is None:
-            self._run = self._session.resume_run(self._run_id)
+            # The transcript holds every event: continuing is no gap (no run_resume).
+            self._run = self._session._continue_run(self._run_id, gap=False)
         self.writing = self._run
 
     def record(self, event: Event) -> None:
