@@ -101,7 +101,7 @@ def cmd_ls(args: argparse.Namespace, out: Out) -> int:
             out.emit(summary_json(summary))
         return 0
     table = Table("session", "title", "status", "model", "msgs", "tokens in/out", "updated")
-    colours = {"running": "green", "interrupted": "yellow", "idle": "dim"}
+    colours = {"running": "green", "interrupted": "yellow", "failed": "red", "idle": "dim"}
     for s in summaries:
         table.add_row(
             s.id[:12],
