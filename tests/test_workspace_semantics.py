@@ -249,3 +249,20 @@ def test_channel_sessions_are_listed_only_when_asked_and_titles_derive(tmp_path:
     assert len(title) == 80
     assert title.endswith("…")
     assert ws.update(untitled.id, title="Lisbon").title == "Lisbon"
+
+
+def test_a_crashed_run_stays_interrupted_while_this_process_reopens_the_file(
+    tmp_path: Path,
+) -> None:
+    """Reopened between turns after a crash, the old open run is interrupted, not running."""
+    ws = Workspace(tmp_path)
+    s = ws.create()
+    path = ws.path(s.id)
+    s.begin_run().detach()  # what a crash leaves: a run without run_close
+    s.close()
+    assert ws.status(s.id) == "interrupted"
+    with Session.open(path) as again:
+        assert ws.status(s.id) == "interrupted"
+        with again.begin_run():
+            assert ws.status(s.id) == "running"
+        assert ws.status(s.id) == "idle"

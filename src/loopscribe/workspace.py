@@ -742,7 +742,13 @@ class Workspace:
         fold = cached.fold
         status: Status
         if fold.run_open:
-            status = "running" if _is_locked(cached.path, st, locked) else "interrupted"
+            handle = open_handle(cached.path)
+            if handle is not None:
+                # This process writes the file: it knows whether the open run is its own
+                # or one a crashed writer left before this handle reopened the file.
+                status = "running" if handle.run is not None else "interrupted"
+            else:
+                status = "running" if _is_locked(cached.path, st, locked) else "interrupted"
         else:
             status = "failed" if fold.last_run_failed else "idle"
         if cached.summary is None or cached.summary.status != status:
