@@ -266,3 +266,60 @@ def test_a_crashed_run_stays_interrupted_while_this_process_reopens_the_file(
         with again.begin_run():
             assert ws.status(s.id) == "running"
         assert ws.status(s.id) == "idle"
+
+
+REOPENER = textwrap.dedent(
+    """
+    import sys
+    from loopscribe import Session
+    s = Session.open(sys.argv[1])   # after a crash: the old run is still open in the file
+    print("reopened", flush=True)
+    sys.stdin.readline()
+    run = s.begin_run()
+    print("running", flush=True)
+    sys.stdin.readline()
+    run.close()
+    print("idle", flush=True)
+    sys.stdin.readline()
+    s.close()
+    """
+)
+
+CRASHER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from loopscribe import Session
+    s = Session.open(sys.argv[1])
+    s.begin_run()
+    os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def test_a_writer_in_another_process_between_turns_after_a_crash(tmp_path: Path) -> None:
+    """A crashed run stays interrupted while another process holds the file with no run open."""
+    ws = Workspace(tmp_path)
+    with ws.create() as s:
+        pass
+    path = ws.path(s.id)
+    crashed = subprocess.run([sys.executable, "-c", CRASHER, str(path)], check=False, timeout=60)
+    assert crashed.returncode == -9
+    assert ws.status(s.id) == "interrupted"
+    with subprocess.Popen(
+        [sys.executable, "-c", REOPENER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as child:
+        assert child.stdin is not None
+        assert child.stdout is not None
+        try:
+            seen = []
+            for _ in range(3):
+                seen.append((child.stdout.readline().strip(), ws.status(s.id)))
+                child.stdin.write("next\n")
+                child.stdin.flush()
+            assert child.wait(timeout=30) == 0
+        finally:
+            child.kill()
+    assert seen == [("reopened", "interrupted"), ("running", "running"), ("idle", "idle")]

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 
@@ -472,9 +472,18 @@ def _append_side(path: Path, codec: Codec, kind: str, data: Mapping[str, Any], o
         os.close(fd)
 
 
-def _locked_inodes() -> set[tuple[int, int]] | None:
-    """(device, inode) of every flock-ed file, from /proc/locks; ``None`` if unavailable.
+class _Locks(NamedTuple):
+    """(device, inode) of the files with a writer, and of those with a run open by it."""
 
+    writers: set[tuple[int, int]]
+    runs: set[tuple[int, int]]
+
+
+def _locked_inodes() -> _Locks | None:
+    """Every flock-ed file and every run lock, from /proc/locks; ``None`` if unavailable.
+
+    A writer holds an exclusive ``flock`` on its file, and while a run is
+    open an OFD lock on its first byte (see ``loopscribe._session``).
     Reading /proc/locks has no side effect. Probing by taking the lock
     would, for an instant, make a writer's ``Session.open`` fail.
     """
@@ -483,24 +492,31 @@ def _locked_inodes() -> set[tuple[int, int]] | None:
             raw = f.read()
     except OSError:
         return None
-    out: set[tuple[int, int]] = set()
+    locks = _Locks(set(), set())
     for line in raw.splitlines():
         parts = line.split()
         # "1: FLOCK  ADVISORY  WRITE 1234 fe:00:2147158 0 EOF"; waiters read "1: -> FLOCK".
-        if len(parts) < 6 or parts[1] != b"FLOCK":
+        if len(parts) < 6:
+            continue
+        kind = parts[1]
+        if kind == b"FLOCK":
+            into = locks.writers
+        elif kind == b"OFDLCK":
+            into = locks.runs
+        else:
             continue
         try:
             major, minor, inode = parts[5].split(b":")
-            out.add((os.makedev(int(major, 16), int(minor, 16)), int(inode)))
+            into.add((os.makedev(int(major, 16), int(minor, 16)), int(inode)))
         except ValueError:
             continue
-    return out
+    return locks
 
 
-def _is_locked(path: Path, st: os.stat_result, locked: set[tuple[int, int]] | None) -> bool:
+def _is_locked(path: Path, st: os.stat_result, locked: _Locks | None) -> bool:
     if locked is not None:
         # /proc/locks lists this process's own writers too.
-        return (st.st_dev, st.st_ino) in locked
+        return (st.st_dev, st.st_ino) in locked.writers
     if open_handle(path) is not None:
         return True
     # No /proc/locks (not Linux): probe with a shared lock, released at once.
@@ -719,9 +735,7 @@ class Workspace:
         """The summary of a session file given by path (in this workspace's folder)."""
         return self._summary(path.name, (self.root / path.name).stat(), _locked_inodes())
 
-    def _summary(
-        self, name: str, st: os.stat_result, locked: set[tuple[int, int]] | None
-    ) -> SessionSummary:
+    def _summary(self, name: str, st: os.stat_result, locked: _Locks | None) -> SessionSummary:
         side = (self.root / name).with_name(name + _SIDE_SUFFIX).exists()
         with self._lock:
             return self._summary_locked(name, st, locked, side)
@@ -730,7 +744,7 @@ class Workspace:
         self,
         name: str,
         st: os.stat_result,
-        locked: set[tuple[int, int]] | None,
+        locked: _Locks | None,
         side: bool = False,
     ) -> SessionSummary:
         """:meth:`_summary` with the lock held: the file read only if new or changed."""
@@ -747,8 +761,14 @@ class Workspace:
                 # This process writes the file: it knows whether the open run is its own
                 # or one a crashed writer left before this handle reopened the file.
                 status = "running" if handle.run is not None else "interrupted"
+            elif not _is_locked(cached.path, st, locked):
+                status = "interrupted"
+            elif locked is not None and (st.st_dev, st.st_ino) not in locked.runs:
+                # Its writer is alive but has no run open: it reopened the file
+                # after a crash, and the open run in the file is the dead writer's.
+                status = "interrupted"
             else:
-                status = "running" if _is_locked(cached.path, st, locked) else "interrupted"
+                status = "running"
         else:
             status = "failed" if fold.last_run_failed else "idle"
         if cached.summary is None or cached.summary.status != status:
