@@ -348,8 +348,8 @@ class follow:  # used like a function, as in ``for r in follow(path)``
         codec: Decodes typed values; ``decode=False`` keeps raw JSON.
         poll_interval: Seconds between checks for new data where inotify is
             not available (see :func:`watch_mode`; a shared reader polls at
-            the interval of the follower that started it). ``stop`` and
-            ``idle_timeout`` are checked at least every 0.1 s.
+            the interval of the follower that started it). A shared
+            follower checks ``stop`` every ``max(poll_interval, 0.1)`` s.
         idle_timeout: Stop after this many seconds without new data (``None``: never).
         stop: Stop at the end of the available data once this event is set.
         shared: Join the process's shared reader of the file (the default);
