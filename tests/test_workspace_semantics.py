@@ -323,3 +323,33 @@ def test_a_writer_in_another_process_between_turns_after_a_crash(tmp_path: Path)
         finally:
             child.kill()
     assert seen == [("reopened", "interrupted"), ("running", "running"), ("idle", "idle")]
+
+
+@pytest.mark.parametrize("chunk", [61, 257, 4096, 8 << 20])
+def test_a_fresh_workspace_counts_the_total_without_folding(
+    tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The byte-scan total equals the folded summary's count, whatever the chunking."""
+    from loopscribe import workspace as wsmod
+
+    monkeypatch.setattr(wsmod, "_COUNT_CHUNK", chunk)
+    ws = Workspace(tmp_path)
+    with ws.create() as s, s.begin_run() as run:
+        for t in range(6):
+            exchange(run, t)
+    ws.compact(s.id, "early part", keep_last=3)
+    with Session.open(ws.path(s.id)) as again, again.begin_run() as run:
+        for t in range(6, 12):
+            exchange(run, t)
+    expected = ws.get(s.id).message_count
+    assert expected == 1 + 3 + 12
+    page = Workspace(tmp_path).messages(s.id, last=2)
+    assert page.total == expected
+    assert Workspace(tmp_path).messages(s.id, last=2, skip=3).total == expected
+    # A compaction from the side log (as while another process writes) is counted too.
+    ws._annotate_side(ws.path(s.id), ev.COMPACTION, {"summary": "all so far", "keep_last": 1})
+    with Session.open(ws.path(s.id)) as again, again.begin_run() as run:
+        exchange(run, 12)
+    folded = Workspace(tmp_path).get(s.id).message_count
+    assert folded == 1 + 1 + 2
+    assert Workspace(tmp_path).messages(s.id, last=1).total == folded
