@@ -353,3 +353,17 @@ def test_a_fresh_workspace_counts_the_total_without_folding(
     folded = Workspace(tmp_path).get(s.id).message_count
     assert folded == 1 + 1 + 2
     assert Workspace(tmp_path).messages(s.id, last=1).total == folded
+
+
+def test_the_byte_count_ignores_record_lookalikes_inside_data(tmp_path: Path) -> None:
+    """Tool output holding a copy of a message_end record is not counted as a message."""
+    ws = Workspace(tmp_path)
+    lookalike = {"session_id": "a" * 32, "seq": 7, "type": "message_end", "data": {}}
+    with ws.create() as s, s.begin_run() as run:
+        for t in range(4):
+            exchange(run, t)
+            tool = Execution(f"c{t}", "tool")
+            run.record(ev.tool_exec_start(tool, "cat", {"echo": lookalike, "also": [lookalike]}))
+            run.record(ev.tool_exec_end(tool, "cat", {"records": [lookalike] * 3}))
+    page = Workspace(tmp_path).messages(s.id, last=1)
+    assert page.total == 8 == ws.get(s.id).message_count

@@ -571,17 +571,36 @@ def _reverse_lines(fd: int, end: int) -> Iterator[tuple[int, bytes]]:
 
 
 # A record line's start: nothing inside a JSON line can hold a raw newline.
-_COUNTED = re.compile(
-    rb'\n\{"session_id":"[0-9a-f]{32}","seq":\d+,"type":"(message_end|compaction)"'
-)
+_LINE_HEAD = re.compile(rb'\n\{"session_id":"[0-9a-f]{32}","seq":\d+,')
+_HEAD_MAX = 80  # a line's start to its "type" key: 15 + 32 + 8 + up to 20 digits + 1
+_MESSAGE_END = b'"type":"message_end",'
+_COMPACTION = b'"type":"compaction",'
 _COUNT_CHUNK = 8 << 20
 
 
-def _count_visible(path: Path, side: _SideFact | None, codec: Codec) -> int:
-    """Visible messages, counted by matching record starts (no JSON parsing).
+def _record_starts(block: bytes, pattern: bytes, limit: int) -> list[int]:
+    """Offsets in ``block`` of the lines whose record type is ``pattern``'s.
 
-    A fresh Workspace uses it for ``MessagePage.total``: a byte scan costs a
-    fraction of folding the file's records into a summary.
+    ``bytes.find`` jumps between candidates; each is kept only if it sits
+    right after a line's ``session_id`` and ``seq``, so a nested value that
+    looks like a record type is never counted.
+    """
+    out: list[int] = []
+    find, head = block.find, _LINE_HEAD.fullmatch
+    i = find(pattern, 0, limit)
+    while i >= 0:
+        j = block.rfind(b"\n", max(0, i - _HEAD_MAX), i)
+        if j >= 0 and head(block, j, i) is not None:
+            out.append(j + 1)
+        i = find(pattern, i + 1, limit)
+    return out
+
+
+def _count_visible(path: Path, side: _SideFact | None, codec: Codec) -> int:
+    """Visible messages, counted from the record types at line starts (no JSON parsing).
+
+    A fresh Workspace uses it for ``MessagePage.total``: a byte search costs a
+    fraction of folding every record into a summary.
     """
     messages = 0
     compaction: tuple[int, int] | None = None  # (offset, messages before it)
@@ -595,15 +614,16 @@ def _count_visible(path: Path, side: _SideFact | None, codec: Codec) -> int:
                 break
             block = carry + chunk
             base = pos - len(carry)
-            # Match only line starts before the last newline: the line after it
-            # may go on in the next chunk, which starts with that newline again.
-            cut = block.rfind(b"\n")
-            for match in _COUNTED.finditer(block, 0, max(cut, 0)):
-                if match.group(1) == b"message_end":
-                    messages += 1
-                else:
-                    compaction = (base + match.start() + 1, messages)
-            carry = block[cut:] if cut >= 0 else block
+            # Only lines that start before the last newline: the one after it may
+            # go on in the next chunk, which starts with that newline again.
+            cut = max(block.rfind(b"\n"), 0)
+            ends = _record_starts(block, _MESSAGE_END, cut)
+            cuts = _record_starts(block, _COMPACTION, cut)
+            if cuts:
+                last = cuts[-1]
+                compaction = (base + last, messages + sum(1 for e in ends if e < last))
+            messages += len(ends)
+            carry = block[cut:]
             pos += len(chunk)
         keep, before = 0, messages
         if side is not None and (compaction is None or compaction[0] < side.offset):
