@@ -325,14 +325,8 @@ def test_a_writer_in_another_process_between_turns_after_a_crash(tmp_path: Path)
     assert seen == [("reopened", "interrupted"), ("running", "running"), ("idle", "idle")]
 
 
-@pytest.mark.parametrize("chunk", [61, 257, 4096, 8 << 20])
-def test_a_fresh_workspace_counts_the_total_without_folding(
-    tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The byte-scan total equals the folded summary's count, whatever the chunking."""
-    from loopscribe import workspace as wsmod
-
-    monkeypatch.setattr(wsmod, "_COUNT_CHUNK", chunk)
+def test_a_fresh_workspace_counts_the_total_without_folding(tmp_path: Path) -> None:
+    """The byte-search total equals the folded summary's count, compactions included."""
     ws = Workspace(tmp_path)
     with ws.create() as s, s.begin_run() as run:
         for t in range(6):

@@ -29,11 +29,13 @@ artifacts in ``<root>/<session_id>.artifacts/``.
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import contextlib
 import errno
 import fcntl
 import itertools
+import mmap
 import os
 import re
 import secrets
@@ -575,56 +577,45 @@ _LINE_HEAD = re.compile(rb'\n\{"session_id":"[0-9a-f]{32}","seq":\d+,')
 _HEAD_MAX = 80  # a line's start to its "type" key: 15 + 32 + 8 + up to 20 digits + 1
 _MESSAGE_END = b'"type":"message_end",'
 _COMPACTION = b'"type":"compaction",'
-_COUNT_CHUNK = 8 << 20
 
 
-def _record_starts(block: bytes, pattern: bytes, limit: int) -> list[int]:
-    """Offsets in ``block`` of the lines whose record type is ``pattern``'s.
+def _record_starts(data: mmap.mmap, pattern: bytes, end: int) -> list[int]:
+    """Offsets of the lines before ``end`` whose record type is ``pattern``'s.
 
-    ``bytes.find`` jumps between candidates; each is kept only if it sits
-    right after a line's ``session_id`` and ``seq``, so a nested value that
-    looks like a record type is never counted.
+    ``find`` jumps between candidates; each is kept only if it sits right
+    after a line's ``session_id`` and ``seq``, so a nested value that looks
+    like a record type is never counted.
     """
     out: list[int] = []
-    find, head = block.find, _LINE_HEAD.fullmatch
-    i = find(pattern, 0, limit)
+    find, rfind, head = data.find, data.rfind, _LINE_HEAD.fullmatch
+    i = find(pattern, 0, end)
     while i >= 0:
-        j = block.rfind(b"\n", max(0, i - _HEAD_MAX), i)
-        if j >= 0 and head(block, j, i) is not None:
+        j = rfind(b"\n", max(0, i - _HEAD_MAX), i)
+        if j >= 0 and head(data[j:i]) is not None:
             out.append(j + 1)
-        i = find(pattern, i + 1, limit)
+        i = find(pattern, i + 1, end)
     return out
 
 
 def _count_visible(path: Path, side: _SideFact | None, codec: Codec) -> int:
     """Visible messages, counted from the record types at line starts (no JSON parsing).
 
-    A fresh Workspace uses it for ``MessagePage.total``: a byte search costs a
-    fraction of folding every record into a summary.
+    A fresh Workspace uses it for ``MessagePage.total``: a byte search of the
+    mapped file costs a fraction of folding every record into a summary.
     """
-    messages = 0
     compaction: tuple[int, int] | None = None  # (offset, messages before it)
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         end = _complete_end(fd)
-        pos, carry = 0, b""
-        while pos < end:
-            chunk = os.pread(fd, min(_COUNT_CHUNK, end - pos), pos)
-            if not chunk:
-                break
-            block = carry + chunk
-            base = pos - len(carry)
-            # Only lines that start before the last newline: the one after it may
-            # go on in the next chunk, which starts with that newline again.
-            cut = max(block.rfind(b"\n"), 0)
-            ends = _record_starts(block, _MESSAGE_END, cut)
-            cuts = _record_starts(block, _COMPACTION, cut)
+        if end == 0:
+            return 0
+        with mmap.mmap(fd, end, access=mmap.ACCESS_READ) as data:
+            ends = _record_starts(data, _MESSAGE_END, end)
+            cuts = _record_starts(data, _COMPACTION, end)
+            messages = len(ends)
             if cuts:
                 last = cuts[-1]
-                compaction = (base + last, messages + sum(1 for e in ends if e < last))
-            messages += len(ends)
-            carry = block[cut:]
-            pos += len(chunk)
+                compaction = (last, bisect.bisect_left(ends, last))
         keep, before = 0, messages
         if side is not None and (compaction is None or compaction[0] < side.offset):
             keep = _keep(side.data.get("keep_last"))
@@ -635,8 +626,8 @@ def _count_visible(path: Path, side: _SideFact | None, codec: Codec) -> int:
             line = os.pread(fd, _BLOCK_BYTES, offset)
             newline = line.find(b"\n")
             if newline >= 0:
-                data = codec.loads(line[: newline + 1]).get("data") or {}
-                keep = _keep(data.get("keep_last"))
+                record = codec.loads(line[: newline + 1]).get("data") or {}
+                keep = _keep(record.get("keep_last"))
         else:
             return messages
     finally:
