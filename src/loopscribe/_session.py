@@ -882,10 +882,11 @@ class Run:
             written = {**written, "config": config}
         return self._session._append(kind, self._id, execution, written, timestamp)
 
-    def save_checkpoint(self, snapshot: Any) -> Record:
+    def save_checkpoint(self, snapshot: Any, *, timestamp: datetime | None = None) -> Record:
         """Append a codec-encoded snapshot and fsync it together with every prior record.
 
-        ``Session.load_checkpoint`` returns the latest one.
+        ``Session.load_checkpoint`` returns the latest one. ``timestamp`` is when
+        it was taken at the source; ``None`` means now.
         """
         self._check_open()
         with self._session._lock:
@@ -894,7 +895,7 @@ class Run:
                 self._id,
                 None,
                 {"snapshot": snapshot, "synced": self._session._sync_mark()},
-                None,
+                timestamp,
             )
             self._session._sync()
             return record
