@@ -299,4 +299,12 @@ def test_timeline_zoom_pan_collapse_and_previews(
     # An error chip selects the failed attempt.
     browser.find_element(By.CSS_SELECTOR, ".tl-errors .err-chip").click()
     wait_for(browser, f'.bar.selected[data-span="{demo.span_hex("model_2", 1)}"]')
+    # In a narrow window the failed bars stay visible and the failures listed.
+    browser.set_window_size(640, 900)
+    browser.refresh()
+    wait_for(browser, ".timeline .bar")
+    failed_bars = browser.find_elements(By.CSS_SELECTOR, ".timeline .bar.s-error")
+    assert len(failed_bars) == 2
+    assert all(b.is_displayed() and b.rect["width"] >= 5 for b in failed_bars)
+    assert browser.find_element(By.CSS_SELECTOR, ".tl-errors").is_displayed()
     no_console_errors(browser)
