@@ -717,16 +717,24 @@
     this.drawPager();
     // A bar too narrow for its text shows the text beside it, unless the next
     // bar of the row is in the way (the tooltip still has it).
+    // Measure every bar first, then change classes: one layout, not one per bar.
+    var plan = [];
     Array.prototype.forEach.call(this.timelineEl.querySelectorAll(".tl-track"), function (track) {
       var bars = Array.prototype.slice.call(track.querySelectorAll(".bar"));
-      bars.forEach(function (el, i) {
+      var boxes = bars.map(function (el) {
         var text = el.querySelector(".bt");
-        if (!text || el.clientWidth >= text.scrollWidth + 10) return;
-        el.classList.add("narrow");
-        var next = bars[i + 1];
-        var reach = el.offsetLeft + el.offsetWidth + text.offsetLeft - el.clientWidth + text.scrollWidth;
-        if (next && next.offsetLeft < reach + 4) el.classList.add("mute");
+        return { el: el, left: el.offsetLeft, width: el.offsetWidth, inner: el.clientWidth, text: text ? text.scrollWidth : 0 };
       });
+      boxes.forEach(function (b, i) {
+        if (!b.text || b.inner >= b.text + 10) return;
+        var next = boxes[i + 1];
+        var reach = b.left + b.width + 4 + b.text;  // the text beside the bar
+        plan.push([b.el, next && next.left < reach + 4]);
+      });
+    });
+    plan.forEach(function (p) {
+      p[0].classList.add("narrow");
+      if (p[1]) p[0].classList.add("mute");
     });
     if (this.selected) this.mark(this.selected);
   };
