@@ -78,7 +78,8 @@
   function chip(text, cls) { return h("span", { class: "chip " + (cls || "") }, text); }
   function stateChip(state, errorType) {
     var label = { ok: "ok", error: "error", open: "open", incomplete: "incomplete" }[state] || state;
-    return chip(errorType ? label + " · " + errorType : label, "s-" + state);
+    // _OTHER (an error with no type name) says nothing: the error's text is shown beside it.
+    return chip(errorType && errorType !== "_OTHER" ? label + " · " + errorType : label, "s-" + state);
   }
   function link(href, text, attrs) {
     if (REPORT) return h("span", attrs || null, text);
@@ -393,7 +394,7 @@
       h("div", { class: "empty" }, "Select a bar to see its records: messages, tool arguments and results, errors."));
     fill(this.container, this.headEl, legend(), this.errorsEl,
       h("div", { class: "run-grid" },
-        h("div", { class: "tl-col" }, this.toolsEl, this.minimapEl, this.timelineEl, this.pagerEl),
+        h("div", { class: "tl-col" }, this.toolsEl, this.minimapEl, this.pagerEl, this.timelineEl),
         this.detailsEl));
     this.drawHead();
     this.drawTools();
