@@ -430,7 +430,7 @@
   RunView.prototype.drawErrors = function () {
     var errs = this.run.errors || [], self = this;
     if (!errs.length) { fill(this.errorsEl); return; }
-    var shown = errs.slice(0, 12).map(function (e) {
+    var shown = errs.slice(0, 6).map(function (e) {
       return h("button", { type: "button", class: "err-chip", "data-span": e.span_id,
         title: e.name + " · " + e.id + " #" + e.attempt + " · " + errorLabel(e.error_type, e.error_text),
         onclick: function () { self.show(e.span_id); } },
