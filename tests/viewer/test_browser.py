@@ -101,6 +101,16 @@ def test_span_link_in_the_report_opened_from_disk(demo: Demo, tmp_path: Path, br
     tool_output_shown(browser, span)
     browser.save_screenshot(str(tmp_path / "report.png"))
     assert (tmp_path / "report.png").stat().st_size > 10_000
+    # Folding works in the report too (it holds every row and folds them itself).
+    from selenium.webdriver.common.by import By
+
+    rows = len(browser.find_elements(By.CSS_SELECTOR, ".tl-row[data-exec]"))
+    browser.find_element(By.CSS_SELECTOR, '.tl-row[data-exec="turn_2"] button.twisty').click()
+    wait_for(browser, '.tl-row[data-exec="turn_2"] .folded')
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".tl-row[data-exec]")) == rows - 2
+    # An error chip opens what the fold hid.
+    browser.find_element(By.CSS_SELECTOR, ".tl-errors .err-chip").click()
+    wait_for(browser, f'.bar.selected[data-span="{demo.span_hex("model_2", 1)}"]')
     no_console_errors(browser)
 
 
