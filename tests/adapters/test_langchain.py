@@ -37,7 +37,16 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from opentelemetry.sdk.trace import ReadableSpan
 
 import loopscribe
-from loopscribe import Execution, Record, Session, Usage
+from loopscribe import (
+    AssistantMessage,
+    Execution,
+    Record,
+    Session,
+    TextContent,
+    Usage,
+    UserMessage,
+)
+from loopscribe._cli import message_text
 from loopscribe.adapters.langchain import LoopscribeCallbackHandler, lower_message, to_langchain
 from loopscribe.otel import SpanBridge, replay
 from loopscribe.testing import captured_spans, span_tree
@@ -271,14 +280,14 @@ def test_records_requests_responses_and_tool_results_with_bodies(
     requests = of_type(records, "model_request")
     assert len(requests) == 6  # five model calls, one of them retried
     first = requests[0].data
-    assert [m["role"] for m in first["messages"]] == ["system", "user"]
-    assert PROMPT_CANARY in first["messages"][1]["content"]
+    assert [m.role for m in first["messages"]] == ["system", "user"]
+    assert PROMPT_CANARY in first["messages"][1].content
     assert [t["function"]["name"] for t in first["tools"]] == list(TOOLS)
     assert first["model"] == "scripted-1"
     assert first["config"]["temperature"] == 0.1
     assert "api_key" not in first["config"]
     last = requests[-1].data["messages"]
-    assert [m["role"] for m in last] == [
+    assert [m.role for m in last] == [
         *("system", "user", "assistant", "tool", "tool", "assistant", "tool", "assistant"),
         *("user", "assistant", "tool"),
     ]
@@ -287,22 +296,24 @@ def test_records_requests_responses_and_tool_results_with_bodies(
     assert ends[0].data["usage"] == Usage(40, 12)
     assert ends[0].data["model"] == "scripted-1-0611"
     assert ends[0].data["stop_reason"] == "tool_calls"
-    assert [c["id"] for c in ends[0].data["message"]["tool_calls"]] == ["call_1", "call_2"]
+    assert [c.id for c in ends[0].data["message"].tool_calls] == ["call_1", "call_2"]
     assert ends[3].data["error"] == {"type": "RateLimitError", "message": "429 slow down"}
-    assert ends[-1].data["message"]["content"] == "No forecast today, sorry."
+    assert ends[-1].data["message"].text == "No forecast today, sorry."
 
     starts = {execution(r).id: r.data for r in of_type(records, "tool_exec_start")}
     assert starts["call_1"] == {
         "tool": "get_weather",
         "args": {"city": f"Lisbon {ARGS_CANARY}"},
+        "tool_type": "function",
+        "description": starts["call_1"]["description"],
         "lc_run_id": starts["call_1"]["lc_run_id"],  # LangChain's run_id, for LangSmith
     }
     assert uuid.UUID(starts["call_1"]["lc_run_id"])
     tool_ends = {execution(r).id: r.data for r in of_type(records, "tool_exec_end")}
-    assert OUTPUT_CANARY in tool_ends["call_1"]["result"]["content"]
+    assert OUTPUT_CANARY in tool_ends["call_1"]["result"].content[0].text
     assert tool_ends["call_1"]["is_error"] is False
     assert tool_ends["call_3"]["is_error"] is True  # handled ToolException
-    assert tool_ends["call_3"]["result"]["status"] == "error"
+    assert tool_ends["call_3"]["result"].is_error
     assert tool_ends["call_4"]["error"]["type"] == "ValueError"  # raised into the loop
 
 
@@ -312,7 +323,7 @@ def test_committed_messages_are_written_once_each(
     """User input, assistant replies and tool results each get one message_end."""
     _, records, _ = recorded
     committed = [
-        (r.data["message"]["role"], None if r.execution is None else r.execution.kind)
+        (r.data["message"].role, None if r.execution is None else r.execution.kind)
         for r in of_type(records, "message_end")
     ]
     assert committed == [
@@ -347,7 +358,7 @@ def test_a_repeated_user_message_is_committed_again(tmp_path: Path) -> None:
         history.append(HumanMessage("ok"))
         model.invoke(history, config)
     committed = [
-        (r.data["message"]["role"], r.data["message"]["content"])
+        (r.data["message"].role, message_text(r.data["message"])[1])
         for r in of_type(list(loopscribe.read(path)), "message_end")
     ]
     assert committed == [
@@ -364,7 +375,7 @@ def test_executions_nest_as_langchain_nested_its_runs(
     """Agents are the root runs, models sit in with_retry chains, tools under the agent."""
     _, records, _ = recorded
     agents = [execution(r) for r in of_type(records, "agent_start") if execution(r).kind == "agent"]
-    assert [a.id for a in agents] == [str(ROOT_RUN_ID), str(SECOND_RUN_ID)]
+    assert [a.id for a in agents] == ["weather_agent_1", "weather_agent_2"]
     assert all(a.parent_id is None for a in agents)
     assert of_type(records, "agent_start")[0].data["agent"] == "weather_agent"
 
@@ -375,10 +386,10 @@ def test_executions_nest_as_langchain_nested_its_runs(
         assert chains[model.parent_id or ""].parent_id in {a.id for a in agents}
     tools = {execution(r).id: execution(r) for r in of_type(records, "tool_exec_start")}
     assert {k: v.parent_id for k, v in tools.items()} == {
-        "call_1": str(ROOT_RUN_ID),
-        "call_2": str(ROOT_RUN_ID),
-        "call_3": str(ROOT_RUN_ID),
-        "call_4": str(SECOND_RUN_ID),
+        "call_1": "weather_agent_1",
+        "call_2": "weather_agent_1",
+        "call_3": "weather_agent_1",
+        "call_4": "weather_agent_2",
     }
     assert all(t.kind == "tool" and t.attempt == 1 for t in tools.values())
 
@@ -397,29 +408,29 @@ def test_executions_nest_as_langchain_nested_its_runs(
     assert [a.data["tool"] for a in actions] == [
         *("get_weather", "get_weather", "get_alerts", "get_forecast")
     ]
-    assert {execution(a).id for a in actions} == {str(ROOT_RUN_ID), str(SECOND_RUN_ID)}
+    assert {execution(a).id for a in actions} == {"weather_agent_1", "weather_agent_2"}
     finishes = of_type(records, "agent_finish")
     assert finishes[-1].data["return_values"] == {"output": "No forecast today, sorry."}
 
 
 EXPECTED_TREE = """\
 invoke_agent weather_agent
-  agent *
-    chain *
+  agent weather_agent_1
+    chain ScriptedChatModel_1
       chat scripted-1
     execute_tool get_weather
     execute_tool get_weather
-    chain *
+    chain ScriptedChatModel_2
       chat scripted-1
     execute_tool get_alerts
-    chain *
+    chain ScriptedChatModel_3
       chat scripted-1
-  agent *
-    chain *
+  agent weather_agent_2
+    chain ScriptedChatModel_4
       chat scripted-1
       chat scripted-1
     execute_tool get_forecast
-    chain *
+    chain ScriptedChatModel_5
       chat scripted-1"""
 
 
@@ -450,8 +461,8 @@ def test_replayed_spans_nest_and_carry_no_bodies(
     first_chat = captured.named("chat scripted-1")[0].attributes or {}
     assert first_chat["gen_ai.usage.input_tokens"] == 40
     assert first_chat["gen_ai.response.model"] == "scripted-1-0611"
-    # LangChain derives ls_provider from the class name unless the model overrides it.
-    assert first_chat["gen_ai.provider.name"] == "scriptedchatmodel"
+    # LangChain derives ls_provider from the class name: that is no provider name.
+    assert "gen_ai.provider.name" not in first_chat
     tool_calls = {
         str((s.attributes or {})["gen_ai.tool.call.id"]): s
         for s in spans
@@ -563,7 +574,7 @@ def test_async_agent_with_parallel_tools(tmp_path: Path) -> None:
     captured = captured_spans()
     replay(path, captured.processor)
     assert normalized(span_tree(captured.spans)) == (
-        "invoke_agent weather_agent\n  agent *\n    chat scripted-1\n"
+        "invoke_agent weather_agent\n  agent weather_agent_1\n    chat scripted-1\n"
         "    execute_tool get_weather\n    execute_tool get_weather\n"
         "    chat scripted-1\n    execute_tool get_alerts\n    chat scripted-1"
     )
@@ -666,16 +677,16 @@ def test_failures_end_with_error_partial_content_and_error_status(tmp_path: Path
     records = list(loopscribe.read(path))
     broken, completion = of_type(records, "model_exec_end")
     assert broken.data["error"] == {"type": "ConnectionError", "message": "stream reset"}
-    assert broken.data["partial_message"]["content"] == "Partly sun"
-    assert of_type(records, "model_request")[1].data["messages"] == ["complete me"]
-    assert completion.data["message"] == {"role": "assistant", "content": "plain completion"}
+    assert broken.data["partial_message"].text == "Partly sun"
+    assert of_type(records, "model_request")[1].data["messages"] == [UserMessage("complete me")]
+    assert completion.data["message"] == AssistantMessage((TextContent("plain completion"),))
     (agent_end,) = of_type(records, "agent_end")
     assert agent_end.data["error"]["type"] == "KeyError"
 
     captured = captured_spans()
     replay(path, captured.processor)
     assert normalized(span_tree(captured.spans)) == (
-        "invoke_agent failing_step\n  chat scripted-1\n  chat FakeListLLM\n  agent *"
+        "invoke_agent failing_step\n  chat scripted-1\n  chat FakeListLLM\n  agent failing_step_1"
     )
     chat, _, agent, root = captured.spans
     assert not chat.status.is_ok
