@@ -47,7 +47,12 @@ from loopscribe import (
     UserMessage,
 )
 from loopscribe._cli import message_text
-from loopscribe.adapters.langchain import LoopscribeCallbackHandler, lower_message, to_langchain
+from loopscribe.adapters.langchain import (
+    LoopscribeCallbackHandler,
+    from_langchain,
+    lower_message,
+    to_langchain,
+)
 from loopscribe.otel import SpanBridge, replay
 from loopscribe.testing import captured_spans, span_tree
 
@@ -705,3 +710,86 @@ def test_lowered_messages_round_trip() -> None:
     assert lowered["role"] == "assistant"
     assert "additional_kwargs" not in lowered
     assert to_langchain(lowered) == message
+
+
+ROUND_TRIP: list[BaseMessage] = [
+    SystemMessage("You are terse."),
+    HumanMessage("Weather in Lisbon?"),
+    HumanMessage(
+        [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image", "base64": "iVBORw0K", "mime_type": "image/png"},
+            {"type": "image", "url": "https://example.com/cloud.png", "mime_type": "image/png"},
+            {"type": "file", "file_id": "file-123", "mime_type": "application/pdf"},
+        ]
+    ),
+    AIMessage(
+        [
+            {"type": "thinking", "thinking": "Lisbon is coastal.", "signature": "sig=="},
+            {"type": "text", "text": "Checking."},
+        ],
+        tool_calls=[call("get_weather", "call_1", city="Lisbon")],
+        response_metadata={"model_name": "m-1", "finish_reason": "tool_calls", "id": "resp_1"},
+        usage_metadata={
+            "input_tokens": 10,
+            "output_tokens": 4,
+            "total_tokens": 14,
+            "input_token_details": {"cache_read": 6, "cache_creation": 2},
+            "output_token_details": {"reasoning": 3},
+        },
+    ),
+    ToolMessage("sunny", tool_call_id="call_1", name="get_weather", artifact={"raw": 1}),
+    ToolMessage("boom", tool_call_id="call_2", name="get_alerts", status="error"),
+]
+
+
+@pytest.mark.parametrize("message", ROUND_TRIP, ids=lambda m: m.type)
+def test_messages_convert_to_loopscribe_types_and_back(message: BaseMessage) -> None:
+    """from_langchain gives a loopscribe type; to_langchain rebuilds an equal message."""
+    converted = from_langchain(message)
+    assert not isinstance(converted, Mapping), converted
+    back = to_langchain(converted)
+    assert type(back) is type(message)
+    assert back.content == message.content
+    if isinstance(message, AIMessage):
+        assert isinstance(back, AIMessage)
+        assert back.tool_calls == message.tool_calls
+        assert back.usage_metadata == message.usage_metadata
+        assert back.response_metadata == message.response_metadata
+    if isinstance(message, ToolMessage):
+        assert isinstance(back, ToolMessage)
+        assert (back.tool_call_id, back.name, back.status, back.artifact) == (
+            message.tool_call_id,
+            message.name,
+            message.status,
+            message.artifact,
+        )
+
+
+def test_usage_and_response_fields_land_on_the_assistant_message() -> None:
+    """Cached, cache-creation and reasoning tokens, response model, id and finish reason."""
+    converted = from_langchain(ROUND_TRIP[3])
+    assert isinstance(converted, AssistantMessage)
+    assert converted.usage == Usage(
+        10, 4, cache_read_tokens=6, cache_write_tokens=2, reasoning_tokens=3
+    )
+    assert (converted.model, converted.stop_reason, converted.response_id) == (
+        "m-1",
+        "tool_calls",
+        "resp_1",
+    )
+    assert [type(c).__name__ for c in converted.content] == [
+        "ThinkingContent",
+        "TextContent",
+        "ToolCall",
+    ]
+
+
+def test_what_loopscribe_has_no_type_for_stays_the_original() -> None:
+    """Citations and provider fields keep the framework's own message, rebuildable."""
+    cited = AIMessage([{"type": "text", "text": "hi", "annotations": [{"url": "u"}]}])
+    provider = AIMessage("hi", additional_kwargs={"audio": {"id": "a1"}})
+    for message in (cited, provider):
+        converted = from_langchain(message)
+        assert isinstance(converted, Mapping)
+        assert to_langchain(converted) == message

@@ -160,6 +160,25 @@ def _provider(metadata: Mapping[str, Any], serialized: Mapping[str, Any] | None)
     return provider_name(ls_provider)
 
 
+def _state_messages(output: Any, depth: int = 0) -> list[BaseMessage]:
+    """The messages a graph node returned: ``{"messages": [...]}``, a ``Command``, or a list."""
+    if depth > 4:
+        return []
+    if isinstance(output, BaseMessage):
+        return [output]
+    update = getattr(output, "update", None)
+    if update is not None and not isinstance(output, Mapping):
+        return _state_messages(update, depth + 1)  # a LangGraph Command
+    if isinstance(output, Mapping):
+        found = output.get("messages")
+        if isinstance(found, BaseMessage):
+            return [found]
+        return [m for m in found if isinstance(m, BaseMessage)] if isinstance(found, list) else []
+    if isinstance(output, list | tuple):
+        return [m for item in output for m in _state_messages(item, depth + 1)]
+    return []
+
+
 def _config(params: Mapping[str, Any]) -> dict[str, Any]:
     """Invocation parameters, with the well-known ones under the contract's names."""
     out: dict[str, Any] = {}
@@ -340,6 +359,8 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         self._open: dict[UUID, _Open] = {}
         self._children: dict[UUID, _Child] = {}
         self._tool_attempts: dict[str, int] = {}
+        # The tool execution of each tool call, to file a result a graph node made for it.
+        self._tool_executions: dict[str, Execution] = {}
         # Runs without a graph thread share one conversation per handler.
         self._conversation = _Conversation(None)
         with _SHARED_LOCK:
@@ -414,6 +435,7 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         if execution.kind == "tool" and tool_call_id:
             # Only IDs that can recur (tool-call IDs) need their attempts counted.
             self._tool_attempts[execution.id] = execution.attempt
+            self._tool_executions[tool_call_id] = execution
         if conversation is None:
             conversation = parent.conversation if parent is not None else self._conversation
         self._open[run_id] = _Open(execution, name, parent_run_id, conversation)
@@ -569,10 +591,19 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        """A chain ended."""
+        """A chain ended; a graph node's new messages are committed (host-made ones too)."""
+        parent = self._open.get(parent_run_id) if parent_run_id is not None else None
         opened = self._end(run_id)
-        if opened is not None:
-            self._record(ev.agent_end(opened.execution, opened.name))
+        if opened is None:
+            return
+        if parent is not None and parent.execution.kind == "agent":
+            # A graph node: what it returns is written to the graph's state.
+            conversation = opened.conversation
+            for message in _state_messages(outputs):
+                if not conversation.known(message):
+                    owner = self._tool_executions.get(getattr(message, "tool_call_id", ""))
+                    self._commit(conversation, owner or opened.execution, message)
+        self._record(ev.agent_end(opened.execution, opened.name))
 
     @_guarded
     def on_chain_error(
