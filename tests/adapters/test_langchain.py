@@ -46,7 +46,6 @@ from loopscribe import (
     Usage,
     UserMessage,
 )
-from loopscribe._cli import message_text
 from loopscribe.adapters.langchain import (
     LoopscribeCallbackHandler,
     from_langchain,
@@ -239,6 +238,14 @@ def recorded(tmp_path: Path) -> tuple[Path, list[Record], LoopscribeCallbackHand
     return path, list(loopscribe.read(path)), handler
 
 
+def text_of(message: Any) -> str:
+    """The text blocks of a loopscribe message, or its string content."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return "".join(getattr(part, "text", "") for part in content)
+
+
 def of_type(records: Sequence[Record], kind: str) -> list[Record]:
     """The records of one type, in file order."""
     return [r for r in records if r.type == kind]
@@ -363,7 +370,7 @@ def test_a_repeated_user_message_is_committed_again(tmp_path: Path) -> None:
         history.append(HumanMessage("ok"))
         model.invoke(history, config)
     committed = [
-        (r.data["message"].role, message_text(r.data["message"])[1])
+        (r.data["message"].role, text_of(r.data["message"]))
         for r in of_type(list(loopscribe.read(path)), "message_end")
     ]
     assert committed == [
