@@ -45,7 +45,7 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.run import AgentRunResult
 
 import loopscribe
-from loopscribe import Execution, Record, Session
+from loopscribe import Execution, Record, Session, SystemMessage, UserMessage
 from loopscribe.adapters.pydantic_ai import LoopscribeCapability
 from loopscribe.otel import SpanBridge, replay
 from loopscribe.testing import captured_spans, span_tree
@@ -224,9 +224,19 @@ def ex(record: Record) -> Execution:
     return record.execution
 
 
-def texts(message: Any) -> list[str]:
-    """Every text-like field of a lowered pydantic-ai message."""
-    return [str(part.get("content")) for part in message["parts"]]
+ROLES = {
+    "user-prompt": "user",
+    "system-prompt": "system",
+    "tool-return": "tool",
+    "retry-prompt": "tool",
+}
+
+
+def text_of(message: Any) -> str:
+    """The text of a loopscribe message: its string content or its text blocks."""
+    if isinstance(message.content, str):
+        return message.content
+    return "".join(getattr(part, "text", "") for part in message.content)
 
 
 def span_strings(span: ReadableSpan) -> list[str]:
@@ -254,17 +264,19 @@ def test_records_requests_responses_and_tool_results_with_bodies(
 
     request = of_type(first, "model_request")[0].data
     assert request["model"] == "scripted-1"
-    assert PROMPT_CANARY in texts(request["messages"][0])[0]
-    assert request["messages"][0]["instructions"] == "Answer briefly."
+    assert request["messages"][0] == SystemMessage("Answer briefly.")
+    assert PROMPT_CANARY in text_of(request["messages"][1])
     assert {t["name"] for t in request["tools"]} == {"get_weather", "lookup", "forecast", "explode"}
     assert request["config"]["temperature"] == 0.2
     assert request["config"]["request_parameters"]["output_mode"] == "text"
     assert SECRET not in conversation.path.read_text()
 
     end = of_type(first, "model_exec_end")[0].data
-    assert end["message"]["parts"][0]["tool_call_id"] == "call_1"
-    assert end["usage"]["input_tokens"] > 0
-    assert end["usage"]["output_tokens"] > 0
+    assert end["message"].tool_calls[0].id == "call_1"
+    assert end["message"].model == "scripted-1"
+    assert end["usage"].input_tokens > 0
+    assert end["usage"].output_tokens > 0
+    assert end["usage"] == end["message"].usage
     assert end["model"] == "scripted-1"
 
     starts = {ex(r).id: r.data for r in of_type(first, "tool_exec_start")}
@@ -280,8 +292,8 @@ def test_records_requests_responses_and_tool_results_with_bodies(
 
     # The second run's request carries the whole conversation.
     second_request = of_type(second, "model_request")[0].data
-    assert PROMPT_CANARY in texts(second_request["messages"][0])[0]
-    assert texts(second_request["messages"][-1]) == ["And tomorrow?"]
+    assert PROMPT_CANARY in text_of(second_request["messages"][1])
+    assert second_request["messages"][-1] == UserMessage("And tomorrow?")
 
 
 def test_committed_messages_are_written_once_each(conversation: Conversation) -> None:
@@ -290,20 +302,25 @@ def test_committed_messages_are_written_once_each(conversation: Conversation) ->
         runs(conversation.records), (conversation.first, conversation.second), strict=True
     ):
         committed = [r.data["message"] for r in of_type(run, "message_end")]
-        new = result.new_messages()
+        # One message per request part, one per response.
+        new = [
+            part
+            for m in result.new_messages()
+            for part in (m.parts if m.kind == "request" else [m])
+        ]
         assert len(committed) == len(new)
-        assert [m["kind"] for m in committed] == [m.kind for m in new]
+        assert [m.role for m in committed] == [
+            "assistant" if getattr(p, "kind", None) == "response" else ROLES[p.part_kind]
+            for p in new
+        ]
     first, second = runs(conversation.records)
     first_messages = [r.data["message"] for r in of_type(first, "message_end")]
-    assert PROMPT_CANARY in texts(first_messages[0])[0]
-    assert texts(first_messages[-1]) == [f"It is sunny. {OUTPUT_CANARY}"]
+    assert PROMPT_CANARY in text_of(first_messages[0])
+    assert text_of(first_messages[-1]) == f"It is sunny. {OUTPUT_CANARY}"
     # The tool results travel in the request of the following step.
-    returns = first_messages[2]["parts"]
-    assert [(p["tool_call_id"], p["outcome"]) for p in returns] == [
-        ("call_1", "success"),
-        ("call_2", "retried"),
-    ]
-    assert texts(of_type(second, "message_end")[0].data["message"]) == ["And tomorrow?"]
+    returns = first_messages[2:4]
+    assert [(m.tool_call_id, m.is_error) for m in returns] == [("call_1", False), ("call_2", True)]
+    assert of_type(second, "message_end")[0].data["message"] == UserMessage("And tomorrow?")
 
 
 def test_executions_nest_as_pydantic_ai_ran_them(conversation: Conversation) -> None:
@@ -539,8 +556,9 @@ def test_a_streamed_run_records_the_same_calls(tmp_path: Path) -> None:
     assert events
     records = list(loopscribe.read(path))
     ends = of_type(records, "model_exec_end")
-    assert [texts(r.data["message"]) for r in ends][1] == ["Cloudy in Porto."]
-    assert all(r.data["usage"]["output_tokens"] > 0 for r in ends)
+    assert [text_of(r.data["message"]) for r in ends][1] == "Cloudy in Porto."
+    assert all(r.data["usage"].output_tokens > 0 for r in ends)
+    assert {r.data["stream"] for r in of_type(records, "model_exec_start")} == {True}
     assert of_type(records, "tool_exec_end")[0].data["result"]["city"] == "Porto"
     assert [ex(r).id for r in of_type(records, "model_exec_end")] == [
         "agent_1/model_1",
@@ -616,7 +634,7 @@ def test_a_failed_stream_keeps_its_partial_content(tmp_path: Path) -> None:
     records = list(loopscribe.read(path))
     end = of_type(records, "model_exec_end")[0].data
     assert end["error"]["type"] == "ModelHTTPError"
-    assert texts(end["partial_message"]) == [f"Half an answer {OUTPUT_CANARY}"]
+    assert text_of(end["partial_message"]) == f"Half an answer {OUTPUT_CANARY}"
     assert "message" not in end
     assert of_type(records, "agent_end")[0].data["error"]["type"] == "ModelHTTPError"
 
@@ -660,4 +678,4 @@ def test_a_call_waiting_for_approval_ends_deferred_and_runs_later(tmp_path: Path
     ]
     # The resumed run copies the earlier response; it is not committed a second time.
     committed = [r for r in of_type(records, "message_end") if ex(r).id.startswith("agent_2")]
-    assert [r.data["message"]["kind"] for r in committed] == ["request", "response"]
+    assert [r.data["message"].role for r in committed] == ["tool", "assistant"]
