@@ -10,20 +10,21 @@ model call, tool call and agent run is written through ``Run.record``::
     with Session.create("chat.jsonl") as session, session.begin_run() as run:
         result = await agent.run("hi", capabilities=[LoopscribeCapability(run)])
 
-How pydantic-ai's lifecycle maps onto executions (``n`` counts the agent runs
-this capability has recorded into its loopscribe Run, ``s`` is pydantic-ai's
+How pydantic-ai's lifecycle maps onto executions (``agent`` is ``{name}_{n}``:
+the agent's name, as pydantic-ai names it, and ``n`` counting the agent runs
+this capability has recorded into its loopscribe Run; ``s`` is pydantic-ai's
 ``RunContext.run_step``, one model request step):
 
 =================================  =======================  =====  ==========================
 pydantic-ai                        ``Execution.id``         kind   ``parent_id``
 =================================  =======================  =====  ==========================
-``agent.run(...)`` (``wrap_run``)  ``agent_{n}``            agent  the tool call that started
+``agent.run(...)`` (``wrap_run``)  ``agent``                agent  the tool call that started
                                                                    it (a delegate), or none
-request step ``s``                 ``agent_{n}/turn_{s}``   turn   ``agent_{n}``
-attempt ``a`` at step ``s``        ``agent_{n}/model_{s}``  model  ``agent_{n}/turn_{s}``
+request step ``s``                 ``agent/turn_{s}``       turn   ``agent``
+attempt ``a`` at step ``s``        ``agent/model_{s}``      model  ``agent/turn_{s}``
                                    with attempt ``a``
-``ToolCallPart.tool_call_id``      the tool-call ID         tool   ``agent_{n}/turn_{s}``, or
-                                                                   ``agent_{n}`` for approved
+``ToolCallPart.tool_call_id``      the tool-call ID         tool   ``agent/turn_{s}``, or
+                                                                   ``agent`` for approved
                                                                    deferred calls run before
                                                                    the first step
 =================================  =======================  =====  ==========================

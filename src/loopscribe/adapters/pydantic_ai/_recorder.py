@@ -309,7 +309,7 @@ class LoopscribeCapability(AbstractCapability[Any]):
     or to ``Agent(capabilities=[...])`` when every run of the agent goes to
     the same loopscribe Run. Several agent runs (a multi-turn conversation, a
     delegate agent called from a tool) may share one loopscribe Run: each gets
-    its own ``agent_{n}`` execution. The capability places itself innermost,
+    its own ``{name}_{n}`` execution. The capability places itself innermost,
     so it records the request after every other capability changed it and
     the response before any of them did.
 
@@ -384,7 +384,9 @@ class LoopscribeCapability(AbstractCapability[Any]):
         current = _CURRENT_TOOL.get()
         parent = current[1] if current is not None and current[0] is self._shared else None
         name = (ctx.agent.name if ctx.agent is not None else None) or "agent"
-        agent = Execution(f"agent_{next(self._shared.agents)}", "agent", parent_id=parent)
+        # Named after the agent (slashes would read as the turn and model separator).
+        label = name.replace("/", "_")
+        agent = Execution(f"{label}_{next(self._shared.agents)}", "agent", parent_id=parent)
         state = _AgentRun(agent, name, ctx.run_id, ctx.messages)
         # Messages passed in as history were committed by an earlier run.
         state.mark_seen(ctx.messages)
