@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx2  # the openai client's own HTTP library
 import pytest
 from agents import (
     Agent,
@@ -26,6 +27,7 @@ from agents import (
     InputGuardrailTripwireTriggered,
     ModelResponse,
     ModelSettings,
+    OpenAIResponsesModel,
     OutputGuardrailTripwireTriggered,
     RunConfig,
     RunContextWrapper,
@@ -44,8 +46,15 @@ from agents.items import TResponseOutputItem, TResponseStreamEvent
 from agents.models.interface import Model, ModelTracing
 from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.tool import Tool
-from agents.tracing import Span, Trace, TracingProcessor, get_trace_provider
+from agents.tracing import (
+    Span,
+    Trace,
+    TracingProcessor,
+    add_trace_processor,
+    get_trace_provider,
+)
 from agents.tracing.provider import DefaultTraceProvider
+from openai import AsyncOpenAI
 from openai.types.responses import (
     ResponseFunctionToolCall,
     ResponseOutputMessage,
@@ -68,6 +77,7 @@ from loopscribe import (
 from loopscribe import Usage as LsUsage
 from loopscribe.adapters.openai_agents import (
     LoopscribeHooks,
+    LoopscribeTraceProcessor,
     from_items,
     provider_of,
     to_items,
@@ -1055,3 +1065,134 @@ def test_model_output_with_usage_details_becomes_one_assistant_message() -> None
     )
     assert (message.response_id, message.stop_reason) == ("resp_9", "tool_calls")
     assert message.tool_calls[0].arguments == {"city": "Lima"}
+
+
+# -- the TracingProcessor path ----------------------------------------------------------------
+
+
+def responses_api(script: list[dict[str, Any]]) -> Any:
+    """An ``AsyncOpenAI`` client whose Responses API answers from ``script`` (no socket)."""
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, json=script.pop(0))
+
+    transport = httpx2.MockTransport(answer)
+    return AsyncOpenAI(
+        api_key="sk-test",
+        base_url="http://127.0.0.1:9/v1",
+        http_client=httpx2.AsyncClient(transport=transport),
+    )
+
+
+def api_response(response_id: str, output: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Responses API response body, as OpenAI sends it."""
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": 0,
+        "model": "gpt-4.1-2025-04-14",
+        "instructions": "Answer briefly.",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "status": "completed",
+        "usage": {
+            "input_tokens": 50,
+            "output_tokens": 9,
+            "total_tokens": 59,
+            "input_tokens_details": {"cached_tokens": 32},
+            "output_tokens_details": {"reasoning_tokens": 4},
+        },
+    }
+
+
+def api_call(name: str, arguments: Mapping[str, Any], call_id: str) -> dict[str, Any]:
+    """A function call output item."""
+    return {
+        "type": "function_call",
+        "id": f"fc_{call_id}",
+        "call_id": call_id,
+        "name": name,
+        "arguments": json.dumps(arguments),
+        "status": "completed",
+    }
+
+
+def api_text(text: str) -> dict[str, Any]:
+    """An assistant message output item."""
+    return {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
+def test_the_trace_processor_records_from_the_sdks_own_spans(
+    tmp_path: Path, local_tracing: _Collect
+) -> None:
+    """add_trace_processor: OpenAI Responses models, a tool, an agent used as a tool, nested."""
+    inner = Agent(
+        name="researcher",
+        model=OpenAIResponsesModel(
+            "gpt-4.1",
+            responses_api(
+                [
+                    api_response("resp_r1", [api_call("get_weather", {"city": "Faro"}, "r1")]),
+                    api_response("resp_r2", [api_text("Faro: sunny.")]),
+                ]
+            ),
+        ),
+        tools=[get_weather],
+    )
+    outer = Agent(
+        name="planner",
+        instructions="Answer briefly.",
+        model=OpenAIResponsesModel(
+            "gpt-4.1",
+            responses_api(
+                [
+                    api_response("resp_1", [api_call("research", {"input": "Faro?"}, "o1")]),
+                    api_response("resp_2", [api_text("Sunny in Faro.")]),
+                ]
+            ),
+        ),
+        tools=[inner.as_tool(tool_name="research", tool_description="Research a city.")],
+    )
+    path = tmp_path / "traced.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        processor = LoopscribeTraceProcessor(run)
+        add_trace_processor(processor)
+        result = asyncio.run(Runner.run(outer, "Weather in Faro?"))
+        processor.close()
+    assert result.final_output == "Sunny in Faro."
+    assert processor.errors == 0
+    records = list(loopscribe.read(path))
+    assert_each_call_once(records)
+    tree = executions(records)
+    agents = {r.data["agent"]: r.execution for r in of_type(records, "agent_start")}
+    assert agents["planner"] is not None
+    assert agents["researcher"] is not None
+    assert agents["planner"].parent_id is None
+    assert agents["researcher"].parent_id == "o1"  # nested under the tool call that ran it
+    assert tree["o1"][0] == "tool"
+    assert tree["r1"][0] == "tool"
+    assert tree[tree["r1"][1]] == ("turn", agents["researcher"].id)
+    starts = of_type(records, "model_exec_start")
+    assert [r.data["model"] for r in starts] == ["gpt-4.1-2025-04-14"] * 4
+    assert {r.data["provider"] for r in starts} == {"openai"}
+    ends = of_type(records, "model_exec_end")
+    assert [r.data["response_id"] for r in ends] == ["resp_1", "resp_r1", "resp_r2", "resp_2"]
+    assert ends[0].data["usage"] == LsUsage(50, 9, cache_read_tokens=32, reasoning_tokens=4)
+    request = of_type(records, "model_request")[0].data
+    assert request["messages"] == [
+        SystemMessage("Answer briefly."),
+        UserMessage("Weather in Faro?"),
+    ]
+    committed = [r.data["message"] for r in of_type(records, "message_end")]
+    results = [m.tool_call_id for m in committed if isinstance(m, ToolResultMessage)]
+    assert sorted(results) == ["o1", "r1"]
+    assert sum(isinstance(m, AssistantMessage) for m in committed) == 4
+    assert "?" not in show_lines(path)

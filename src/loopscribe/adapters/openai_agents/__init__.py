@@ -18,10 +18,14 @@ to ``Runner.run`` or ``Runner.run_streamed`` alone records everything the
 SDK reports through its hooks; the other steps add guardrail results,
 failures, whether calls streamed, and the exception type of failed tools.
 
-Why ``RunHooks``, not the SDK's tracing: hooks see every model call whatever
-the ``Model`` is (a custom or test model emits no trace data), with the exact
-system prompt, input items and response; the SDK's tracing stays on and
-exports wherever the host sends it. Nothing here needs tracing disabled.
+Two paths. :class:`LoopscribeHooks` (``RunHooks``) is the default: hooks see
+every model call whatever the ``Model`` is (a custom or test model emits no
+trace data), with the exact system prompt, input items and response.
+:class:`LoopscribeTraceProcessor` (``agents.add_trace_processor``) records
+from the SDK's own trace events instead, with nothing passed to ``Runner``;
+it depends on the model emitting response or generation spans. Neither
+needs the SDK's tracing disabled: it stays on and exports wherever the
+host sends it.
 
 How the SDK's calls become executions. Ids are the SDK's tool-call ids or
 counters per loopscribe ``Run``, so the same script always gives the same ids:
@@ -65,14 +69,17 @@ guardrail trips after ``on_agent_end``; :meth:`LoopscribeHooks.record_error`
 then records it on an agent execution of its own, which ends with the error.
 """
 
-from ._messages import assistant_message, from_items, to_items
+from ._messages import assistant_message, from_chat_messages, from_items, to_items
 from ._recorder import GUARDRAIL, HANDOFF, LoopscribeHooks, provider_of
+from ._tracing import LoopscribeTraceProcessor
 
 __all__ = [
     "GUARDRAIL",
     "HANDOFF",
     "LoopscribeHooks",
+    "LoopscribeTraceProcessor",
     "assistant_message",
+    "from_chat_messages",
     "from_items",
     "provider_of",
     "to_items",

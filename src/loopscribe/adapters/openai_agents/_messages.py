@@ -341,3 +341,40 @@ def _assistant_items(message: AssistantMessage) -> list[dict[str, Any]]:
             texts.append(_to_part(part, output=True))
     flush()
     return items
+
+
+def from_chat_messages(messages: Iterable[Any]) -> list[Message | dict[str, Any]]:
+    """Chat Completions messages (what a generation span holds) as loopscribe messages."""
+    out: list[Message | dict[str, Any]] = []
+    names: dict[str, str] = {}
+    for raw in messages:
+        if not isinstance(raw, Mapping):
+            out.append({"value": raw})
+            continue
+        role, content = raw.get("role"), raw.get("content")
+        parts = _parts(content) if content is not None else ()
+        if role == "assistant" and parts is not None:
+            calls: list[Content] = []
+            for call in raw.get("tool_calls") or ():
+                function = call.get("function") or {} if isinstance(call, Mapping) else {}
+                args = _arguments(function.get("arguments"))
+                if args is None:
+                    break
+                names[str(call.get("id"))] = str(function.get("name"))
+                calls.append(ToolCall(str(call.get("id")), str(function.get("name")), args))
+            else:
+                out.append(AssistantMessage((*parts, *calls)))
+                continue
+        elif role == "tool" and parts is not None:
+            call_id = str(raw.get("tool_call_id"))
+            out.append(ToolResultMessage(call_id, names.get(call_id, ""), parts))
+            continue
+        elif role == "user" and parts is not None:
+            simple = len(parts) == 1 and isinstance(parts[0], TextContent)
+            out.append(UserMessage(parts[0].text if simple else parts))  # type: ignore[union-attr]
+            continue
+        elif role == "system" and isinstance(content, str):
+            out.append(SystemMessage(content))
+            continue
+        out.append(dict(raw))
+    return out
