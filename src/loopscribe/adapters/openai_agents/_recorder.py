@@ -800,6 +800,10 @@ class LoopscribeHooks(RunHooks[Any]):
 
     def _finish(self, stop_reason: str, error: BaseException | None = None) -> None:
         """End whatever the run left open, innermost first."""
+        for key, (hooks, _) in list(_AGENT_TOOL_CALLS.items()):
+            if hooks is self:
+                # An agent tool that never reported its end: forget it with the run.
+                _AGENT_TOOL_CALLS.pop(key, None)
         open_tools = [*self._tools.values()]
         open_tools.extend(t for waiting in self._anonymous_tools.values() for t in waiting)
         self._tools.clear()
