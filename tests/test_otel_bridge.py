@@ -70,8 +70,8 @@ invoke_agent coder
 
 
 def execution_id(attrs: Mapping[str, Any]) -> str:
-    """A span's execution ID: a tool span writes it once, as the tool call's ID."""
-    return str(attrs.get("loopscribe.execution.id") or attrs["gen_ai.tool.call.id"])
+    """A span's execution ID."""
+    return str(attrs["loopscribe.execution.id"])
 
 
 def span_file(attrs: Mapping[str, Any]) -> str:

@@ -265,3 +265,33 @@ def request_params(config: Any) -> RequestParams | None:
         choice_count=integer(first("n", "candidate_count", "choice_count")),
     )
     return None if params == RequestParams() else params
+
+
+NAME_FIELDS: tuple[str, ...] = ("name", "node", "agent", "guardrail")
+"""Record fields that name a non-GenAI execution (a graph node, a chain, a guardrail)."""
+
+
+def node_name(data: Mapping[str, Any]) -> str | None:
+    """The name a record gives its execution (a node's, a chain's), if any."""
+    for key in NAME_FIELDS:
+        name = text(plain(data.get(key)))
+        if name is not None:
+            return name
+    return None
+
+
+def span_name(
+    kind: str, *, model: str | None, tool: str | None, agent: str | None, node: str | None
+) -> str:
+    """An execution's span name: low-cardinality, never an ID.
+
+    ``chat {model}``, ``execute_tool {tool}``, ``invoke_agent {agent}``; any
+    other kind is named by its node's name, else by the kind (``turn``).
+    """
+    if kind == "model":
+        return f"chat {model}" if model else "chat"
+    if kind == "tool":
+        return f"execute_tool {tool}" if tool else "execute_tool"
+    if kind == "agent":
+        return f"invoke_agent {agent}" if agent else "invoke_agent"
+    return node or kind

@@ -85,7 +85,14 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 from opentelemetry.util.types import AttributeValue
 
 from .. import events as ev
-from .._fields import RequestParams, provider_name, request_params, response_labels
+from .._fields import (
+    RequestParams,
+    node_name,
+    provider_name,
+    request_params,
+    response_labels,
+    span_name,
+)
 from .._fields import TokenUsage as _Usage
 from .._fields import count as _count
 from .._fields import field as _get
@@ -167,8 +174,6 @@ _OPENINFERENCE_KINDS: Final = {
 }
 """``openinference.span.kind`` of the other kinds; ``CHAIN`` for every kind not listed."""
 
-_NAME_FIELDS: Final = ("name", "node", "agent", "guardrail")
-"""Record fields that name a non-GenAI execution (a graph node, a chain, a guardrail)."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
@@ -611,23 +616,21 @@ class SpanBridge:
             if INPUT_MESSAGES_REF in attrs or OUTPUT_MESSAGES_REF in attrs:
                 file = None  # the references name it already
         elif ex.kind == "tool":
-            name = f"execute_tool {attempt.tool}" if attempt.tool else "execute_tool"
+            name = span_name("tool", model=None, tool=attempt.tool, agent=None, node=None)
             _put(attrs, TOOL_NAME, attempt.tool)
-            # The execution ID is the tool call's ID: written once, under the conventions' name.
             attrs[TOOL_CALL_ID] = ex.id
             _put(attrs, TOOL_TYPE, attempt.tool_type)
             _put(attrs, TOOL_DESCRIPTION, attempt.tool_description)
         elif ex.kind == "agent":
-            name = f"invoke_agent {attempt.agent}" if attempt.agent else "invoke_agent"
+            name = span_name("agent", model=None, tool=None, agent=attempt.agent, node=None)
             _put(attrs, AGENT_NAME, attempt.agent)
             _put(attrs, PROVIDER_NAME, attempt.provider)
             _put(attrs, REQUEST_MODEL, attempt.request_model)
         else:
             # Not a GenAI operation: a low-cardinality name and a type backends show.
-            name = attempt.name or ex.kind
+            name = span_name(ex.kind, model=None, tool=None, agent=None, node=attempt.name)
             attrs[OPENINFERENCE_KIND] = _OPENINFERENCE_KINDS.get(ex.kind, "CHAIN")
-        if ex.kind != "tool":
-            attrs[LS_EXECUTION_ID] = ex.id
+        attrs[LS_EXECUTION_ID] = ex.id
         attrs[LS_EXECUTION_KIND] = ex.kind
         _put(attrs, LS_PARENT_ID, ex.parent_id)
         attrs[LS_ATTEMPT] = ex.attempt
@@ -759,7 +762,7 @@ def _model_attrs(attrs: dict[str, AttributeValue], attempt: _Attempt, file: str 
             attrs[TOOL_DEFINITIONS_REF] = ref
     if file is not None and attempt.response_seq is not None:
         attrs[OUTPUT_MESSAGES_REF] = f"{file}#seq={attempt.response_seq}"
-    return f"chat {model}" if model else "chat"
+    return span_name("model", model=model, tool=None, agent=None, node=None)
 
 
 def _put(attrs: dict[str, AttributeValue], key: str, value: str | int | float | None) -> None:
@@ -806,10 +809,7 @@ def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
     if attempt.source_file is None and "source" in data:
         _take_source(attempt, data)
     if attempt.name is None:
-        for key in _NAME_FIELDS:
-            attempt.name = _str(_plain(data.get(key)))
-            if attempt.name is not None:
-                break
+        attempt.name = node_name(data)
     if kind in (ev.MODEL_EXEC_START, ev.MODEL_ROUTE, ev.MODEL_REQUEST):
         # Later records refine earlier ones: a router's choice wins over the
         # model the call started with.
