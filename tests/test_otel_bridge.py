@@ -50,7 +50,6 @@ from loopscribe.testing import (
     CapturedSpans,
     captured_spans,
     span_tree,
-    temp_session,
     traced_session,
 )
 

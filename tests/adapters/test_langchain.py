@@ -674,7 +674,10 @@ def test_failures_end_with_error_partial_content_and_error_status(tmp_path: Path
     captured = captured_spans()
     replay(path, captured.processor)
     assert normalized(span_tree(captured.spans)) == (
-        "invoke_agent failing_step\n  chat scripted-1\n  chat FakeListLLM\n  invoke_agent failing_step"
+        "invoke_agent failing_step\n"
+        "  chat scripted-1\n"
+        "  chat FakeListLLM\n"
+        "  invoke_agent failing_step"
     )
     chat, _, agent, root = captured.spans
     assert not chat.status.is_ok
