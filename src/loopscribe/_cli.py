@@ -187,6 +187,12 @@ def find_records(
 
 def cmd_find(args: argparse.Namespace, out: Out) -> int:
     """Print the records behind a trace or span, bodies included."""
+    if args.genai_json:
+        from ._find_genai import cmd_find_genai
+
+        return cmd_find_genai(args, out)
+    if args.trace_id is None:
+        raise CliError("--trace-id is required (or follow a reference with --genai-json)")
     trace = parse_hex(args.trace_id, 128, "trace id")
     span = None if args.span_id is None else parse_hex(args.span_id, 64, "span id")
     files = session_files(Path(args.dir))
@@ -495,9 +501,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the records behind a trace or span",
         description="Search session files for the records behind a trace ID and span ID.",
     )
-    p.add_argument("dir", metavar="DIR", help="a folder of session files, or one file")
-    p.add_argument("--trace-id", required=True, metavar="HEX")
+    p.add_argument(
+        "dir",
+        metavar="DIR",
+        help="a folder of session files, or one file; with --genai-json also a gen_ai.*_ref",
+    )
+    p.add_argument("--trace-id", metavar="HEX")
     p.add_argument("--span-id", metavar="HEX")
+    p.add_argument(
+        "--genai-json",
+        action="store_true",
+        help="print the model calls' messages in the GenAI conventions' JSON schema",
+    )
     p.set_defaults(handler=cmd_find)
 
     p = sub.add_parser(
