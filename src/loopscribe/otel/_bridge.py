@@ -117,6 +117,7 @@ SESSION_ID = "session.id"
 REQUEST_MODEL = "gen_ai.request.model"
 RESPONSE_MODEL = "gen_ai.response.model"
 RESPONSE_ID = "gen_ai.response.id"
+TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
 PROVIDER_NAME = "gen_ai.provider.name"
 REQUEST_STREAM = "gen_ai.request.stream"
 REQUEST_TEMPERATURE = "gen_ai.request.temperature"
@@ -275,6 +276,8 @@ class _Attempt:
     usage: _Usage | None = None
     finish_reasons: tuple[str, ...] = ()
     request_seq: int | None = None
+    request_ns: int | None = None
+    first_chunk_ns: int | None = None
     has_system: bool = False
     has_tools: bool = False
     response_seq: int | None = None
@@ -726,6 +729,9 @@ def _model_attrs(attrs: dict[str, AttributeValue], attempt: _Attempt, file: str 
     _put(attrs, REQUEST_MODEL, attempt.request_model)
     _put(attrs, RESPONSE_MODEL, attempt.response_model)
     _put(attrs, RESPONSE_ID, attempt.response_id)
+    first, sent = attempt.first_chunk_ns, attempt.request_ns
+    if first is not None and sent is not None and attempt.stream is not False:
+        attrs[TIME_TO_FIRST_CHUNK] = max(0, first - sent) / 1e9
     if attempt.stream is not None:
         attrs[REQUEST_STREAM] = attempt.stream
     _put(attrs, SERVER_ADDRESS, attempt.server_address)
@@ -824,10 +830,14 @@ def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
             attempt.server_port = _count(_plain(data.get("server_port")))
         if kind == ev.MODEL_REQUEST:
             attempt.request_seq = record.seq
+            attempt.request_ns = _ns(record.ts)
             attempt.params = request_params(data.get("config")) or attempt.params
             attempt.has_system = _has_system(data)
             tools = _plain(data.get("tools"))
             attempt.has_tools = isinstance(tools, list | tuple | Mapping) and bool(tools)
+    elif kind in (ev.MODEL_STREAM, ev.MESSAGE_UPDATE):
+        if attempt.first_chunk_ns is None and attempt.request_ns is not None:
+            attempt.first_chunk_ns = _ns(record.ts)
     elif kind == ev.MODEL_EXEC_END:
         attempt.response_seq = record.seq
         labels = response_labels(data)
