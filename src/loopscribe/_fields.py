@@ -9,6 +9,7 @@ agree on what a record says.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -173,8 +174,12 @@ def provider_name(value: Any) -> str | None:
     (``"MyLabModel"`` becomes ``my_lab``), never a class name.
     """
     raw = text(value)
-    if raw is None:
-        return None
+    return None if raw is None else _provider_name(raw)
+
+
+@functools.lru_cache(maxsize=256)
+def _provider_name(raw: str) -> str | None:
+    """:func:`provider_name` of a non-empty string, cached: few names recur on every call."""
     lowered = raw.lower()
     for alias, name in _PROVIDER_ALIASES:
         if alias in lowered:
@@ -244,9 +249,11 @@ def request_params(config: Any) -> RequestParams | None:
     if config is None or isinstance(config, _SCALARS):
         return None
 
+    mapping = config if isinstance(config, Mapping) else None
+
     def first(*names: str) -> Any:
         for name in names:
-            value = field(config, name)
+            value = plain(mapping.get(name)) if mapping is not None else field(config, name)
             if value is not None:
                 return value
         return None

@@ -280,6 +280,7 @@ class _Attempt:
     first_chunk_ns: int | None = None
     has_system: bool = False
     has_tools: bool = False
+    informed: tuple[bool, bool] = (False, False)
     response_seq: int | None = None
     tool: str | None = None
     tool_type: str | None = None
@@ -794,18 +795,19 @@ def _parent(run: _Run, attempt: _Attempt) -> SpanContext | None:
 
 
 def _has_system(data: Mapping[str, Any]) -> bool:
-    """Whether a model request carries system instructions (apart or as a system message)."""
+    """Whether a model request carries system instructions (apart, or as leading messages)."""
     for key in ("system", "instructions", "system_instructions"):
-        if _plain(data.get(key)):
+        if data.get(key):
             return True
-    messages = _plain(data.get("messages"))
-    if isinstance(messages, list | tuple):
-        for message in messages:
-            if _get(message, "role") in ("system", "developer"):
-                return True
-            if isinstance(message, Mapping) and message.get("$ls") == "system":
-                return True
-    return False
+    messages = data.get("messages")
+    if not isinstance(messages, list | tuple) or not messages:
+        return False
+    first = messages[0]
+    if isinstance(first, Mapping):
+        role = first.get("role") or first.get("$ls")
+    else:
+        role = getattr(first, "role", None)
+    return role in ("system", "developer")
 
 
 def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
@@ -814,7 +816,7 @@ def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
     kind = record.type
     if attempt.source_file is None and "source" in data:
         _take_source(attempt, data)
-    if attempt.name is None:
+    if attempt.name is None and attempt.execution.kind not in _OPERATIONS:
         attempt.name = node_name(data)
     if kind in (ev.MODEL_EXEC_START, ev.MODEL_ROUTE, ev.MODEL_REQUEST):
         # Later records refine earlier ones: a router's choice wins over the
@@ -852,8 +854,12 @@ def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
         attempt.tool_description = _str(_plain(data.get("description"))) or attempt.tool_description
     elif kind in (ev.AGENT_START, ev.AGENT_END):
         attempt.agent = attempt.agent or _str(_plain(data.get("agent")))
-    if attempt.execution.kind == "model" and (attempt.provider or attempt.request_model):
-        _inform_agents(run, attempt)
+    if attempt.execution.kind == "model":
+        known = (attempt.provider is not None, attempt.request_model is not None)
+        if known != attempt.informed:
+            # Tell the enclosing agents once per newly known label, not on every record.
+            attempt.informed = known
+            _inform_agents(run, attempt)
     if kind in TERMINAL_TYPES:
         attempt.error_type = _error_type(data)
 
