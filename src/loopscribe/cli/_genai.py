@@ -11,21 +11,18 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from . import events as ev
-from ._errors import FormatError
-from .otel._genai import MessageReferenceError, parse_reference, resolve_reference
-
-if TYPE_CHECKING:
-    from ._cli import Out
+from .. import events as ev
+from .._errors import FormatError
+from ..otel._genai import MessageReferenceError, parse_reference, resolve_reference
+from ._common import CliError, Out, parse_hex, session_files
 
 _REFERENCED = frozenset({ev.MODEL_REQUEST, ev.MODEL_EXEC_END})
 
 
 def cmd_find_genai(args: argparse.Namespace, out: Out) -> int:
     """Print the conventions' message JSON of a reference, or of a span's model calls."""
-    from ._cli import CliError, find_records, parse_hex, session_files
+    from ._otel import find_records
 
     if "#" in args.dir:
         try:
