@@ -308,6 +308,7 @@ class _Run:
     latest: dict[str, int] = field(default_factory=dict)
     ended: set[tuple[str, int]] = field(default_factory=set)
     started: int = 0
+    resumed_at: list[int] = field(default_factory=list)
 
 
 class SpanBridge:
@@ -517,6 +518,10 @@ class SpanBridge:
         if record.type == ev.RUN_CLOSE:
             del self._runs[key]
             return self._close_run(run, record)
+        if record.type == ev.RUN_RESUME:
+            # A later writer continued the run: what happened in between is unrecorded.
+            run.resumed_at.append(record.seq)
+            return []
         execution = record.execution
         if execution is None:
             return []
@@ -600,6 +605,8 @@ class SpanBridge:
         attrs[LS_SEQ_LAST] = record.seq
         _put(attrs, LS_FILE, self._file_of(run))
         _put(attrs, ERROR_TYPE, run.error_type)
+        if run.resumed_at:
+            attrs["loopscribe.run.resumed_at_seq"] = tuple(run.resumed_at)
         name = f"invoke_agent {run.agent}" if run.agent else "invoke_agent"
         return self._span(
             name, run.span, run.host_parent, attrs, run.start_ns, end_ns, run.error_type
