@@ -20,6 +20,10 @@
    recording latency with the bridge and ``default_processor`` against no
    bridge, and how long ``session.close()`` and ``processor.shutdown()`` take
    against the configured export timeout.
+5. OTLP bytes and encode time per span against the previous attribute layout
+   (the session ID under a third name, ``loopscribe.session.id``, and
+   ``loopscribe.file`` beside the ``*_ref`` URIs on chat spans), rebuilt from
+   the same spans and encoded interleaved with them.
 
 Files live in a temporary folder; the only network traffic is connection
 attempts to a closed loopback port. Every processor, exporter and thread the
@@ -611,6 +615,82 @@ def bench_bytes(ref: Reference) -> bool:
     return passed
 
 
+# -- 5: span size: each reference once ------------------------------------------------
+
+
+def previous_layout(span: ReadableSpan) -> ReadableSpan:
+    """The same span with the references the bridge used to repeat.
+
+    Until each reference was written once, every span also carried the
+    session ID as ``loopscribe.session.id`` (a third name beside
+    ``gen_ai.conversation.id`` and ``session.id``) and every span, chat spans
+    included, carried ``loopscribe.file`` beside the ``*_ref`` URIs that
+    already name the file.
+    """
+    attributes = dict(span.attributes or {})
+    attributes["loopscribe.session.id"] = attributes["session.id"]
+    ref = attributes.get("gen_ai.input.messages_ref") or attributes.get(
+        "gen_ai.output.messages_ref"
+    )
+    if "loopscribe.file" not in attributes and isinstance(ref, str):
+        attributes["loopscribe.file"] = ref.partition("#")[0]
+    return with_attributes(span, attributes)
+
+
+def with_attributes(span: ReadableSpan, attributes: dict[str, AttributeValue]) -> ReadableSpan:
+    """A copy of ``span`` with other attributes."""
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=attributes,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
+
+
+def encode_ns(spans: Sequence[ReadableSpan]) -> float:
+    """Nanoseconds to encode ``spans`` as OTLP protobuf requests, as an exporter does."""
+    start = time.perf_counter_ns()
+    for first in range(0, len(spans), BATCH_SPANS):
+        encode_spans(spans[first : first + BATCH_SPANS]).SerializeToString()
+    return float(time.perf_counter_ns() - start)
+
+
+def bench_span_size(ref: Reference, reps: int) -> None:
+    """Section 5: OTLP bytes and encode time per span, now against the previous layout."""
+    now = ref.spans
+    before = [previous_layout(span) for span in now]
+    count = len(now)
+    chats = [
+        i for i, s in enumerate(now) if (s.attributes or {}).get("gen_ai.operation.name") == "chat"
+    ]
+    ours_ns: list[float] = []
+    theirs_ns: list[float] = []
+    for _ in range(reps):  # interleaved, so load on the machine hits both alike
+        theirs_ns.append(encode_ns(before))
+        ours_ns.append(encode_ns(now))
+    bytes_now, bytes_before = otlp_bytes(now) / count, otlp_bytes(before) / count
+    chat_now = otlp_bytes([now[i] for i in chats]) / len(chats)
+    chat_before = otlp_bytes([before[i] for i in chats]) / len(chats)
+    attrs_now = median([float(len(s.attributes or {})) for s in now])
+    print(f"5. span size, each reference once, vs the previous layout ({count} spans, {reps} reps)")
+    print(
+        f"bytes per span: {bytes_now:,.0f} B vs {bytes_before:,.0f} B -> "
+        f"{bytes_now / bytes_before:.1%}; chat spans {chat_now:,.0f} B vs {chat_before:,.0f} B "
+        f"-> {chat_now / chat_before:.1%}; median {attrs_now:.0f} attributes per span"
+    )
+    per_now, per_before = median(ours_ns) / count, median(theirs_ns) / count
+    print(
+        f"encode time per span (median of {reps}): {us(per_now)} vs {us(per_before)} "
+        f"-> {per_now / per_before:.1%}"
+    )
+
+
 # -- 4: collector down ------------------------------------------------------------
 
 
@@ -730,6 +810,7 @@ def main() -> int:
             bench_bytes(ref),
             bench_collector_down(folder, events, args.down_reps, args.timeout),
         ]
+        bench_span_size(ref, max(15, 2 * args.reps))
     print(
         f"finished in {time.perf_counter() - started:.0f} s: "
         f"{'every target met' if all(passed) else 'a target was missed'}"

@@ -134,12 +134,12 @@ def test_loop_recording_reads_back_with_retries_and_tool_errors(session_path: Pa
     replay(session_path, captured.processor)
     tree = span_tree(captured.spans)
     assert "invoke_agent weather-bot" in tree.splitlines()[0]
-    for name in ("chat scripted-1", "execute_tool weather", "execute_tool broken", "turn turn_2"):
+    for name in ("chat scripted-1", "execute_tool weather", "execute_tool broken", "turn"):
         assert name in tree
     by_id = {s.context.span_id: s for s in captured.spans}
     tool = next(s for s in captured.spans if s.name == "execute_tool weather")
     assert tool.parent is not None
-    assert by_id[tool.parent.span_id].name == "turn turn_1"
+    assert (by_id[tool.parent.span_id].attributes or {})["loopscribe.execution.id"] == "turn_1"
     retries = [
         s
         for s in captured.spans
@@ -147,7 +147,11 @@ def test_loop_recording_reads_back_with_retries_and_tool_errors(session_path: Pa
     ]
     assert sorted(int(str((s.attributes or {})["loopscribe.attempt"])) for s in retries) == [1, 2]
     assert {s.parent.span_id for s in retries if s.parent} == {
-        next(s.context.span_id for s in captured.spans if s.name == "turn turn_2")
+        next(
+            s.context.span_id
+            for s in captured.spans
+            if (s.attributes or {}).get("loopscribe.execution.id") == "turn_2"
+        )
     }
 
 

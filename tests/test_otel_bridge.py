@@ -50,7 +50,6 @@ from loopscribe.testing import (
     CapturedSpans,
     captured_spans,
     span_tree,
-    temp_session,
     traced_session,
 )
 
@@ -59,14 +58,26 @@ HOST_SPAN = 0x00F067AA0BA902B7
 
 EXPECTED_TREE = """\
 invoke_agent coder
-  agent agent_1
-    turn turn_1
-      context ctx_1
+  invoke_agent coder
+    turn
+      context
       chat gpt-test
       chat gpt-test
       execute_tool grep
       execute_tool read
   chat small-model"""
+
+
+def execution_id(attrs: Mapping[str, Any]) -> str:
+    """A span's execution ID."""
+    return str(attrs["loopscribe.execution.id"])
+
+
+def span_file(attrs: Mapping[str, Any]) -> str:
+    """The session file a span names: ``loopscribe.file``, or its message references' file."""
+    if "loopscribe.file" in attrs:
+        return str(attrs["loopscribe.file"])
+    return str(attrs["gen_ai.input.messages_ref"]).partition("#")[0]
 
 
 class Clock:
@@ -269,11 +280,11 @@ def test_ids_follow_the_derivation(scenario_file: tuple[Path, Session, list[Read
         assert span.context is not None
         assert span.context.trace_id == trace_id(session.id, run_id)
         assert span.context.trace_flags.sampled
-        if span.name.startswith("invoke_agent"):
+        if "loopscribe.attempt" not in attrs:
             assert span.context.span_id == run_span_id(session.id, run_id)
             assert span.parent is None
             continue
-        ex_id, attempt = str(attrs["loopscribe.execution.id"]), attrs["loopscribe.attempt"]
+        ex_id, attempt = execution_id(attrs), attrs["loopscribe.attempt"]
         assert isinstance(attempt, int)
         assert span.context.span_id == span_id(session.id, run_id, ex_id, attempt)
         ctx = span_context(CallRef(session.id, run_id, ex_id, attempt))
@@ -313,7 +324,8 @@ def test_model_span_attributes(scenario_file: tuple[Path, Session, list[Readable
     assert attrs["gen_ai.response.finish_reasons"] == ("tool_use",)
     assert attrs["loopscribe.execution.kind"] == "model"
     uri = to_file_uri(path)
-    assert attrs["loopscribe.file"] == uri
+    # The references name the file; it is not written a third time.
+    assert "loopscribe.file" not in attrs
     request_ref, response_ref = (
         str(attrs["gen_ai.input.messages_ref"]),
         str(attrs["gen_ai.output.messages_ref"]),
@@ -358,8 +370,11 @@ def test_every_span_names_the_session(
         attrs = span.attributes or {}
         assert attrs["gen_ai.conversation.id"] == session.id
         assert attrs["session.id"] == session.id
-        assert attrs["loopscribe.session.id"] == session.id
-        assert attrs["loopscribe.file"] == to_file_uri(path)
+        # Each reference once: no third name for the session, the file named once.
+        assert "loopscribe.session.id" not in attrs
+        assert span_file(attrs) == to_file_uri(path)
+        refs = sum(key.endswith("_ref") for key in attrs)
+        assert sum(str(v).count(to_file_uri(path)) for v in attrs.values()) == max(1, refs)
         assert isinstance(attrs["loopscribe.seq.first"], int)
         assert isinstance(attrs["loopscribe.seq.last"], int)
         assert span.instrumentation_scope is not None
@@ -469,7 +484,7 @@ def test_open_executions_end_at_run_close(session_path: Path) -> None:
         run.record(ev.tool_exec_start(Execution("t", "tool", parent_id="turn_1"), "sleep", {}))
 
     _, live = record_file(session_path, scenario)
-    assert [s.name for s in live] == ["execute_tool sleep", "turn turn_1", "invoke_agent"]
+    assert [s.name for s in live] == ["execute_tool sleep", "turn", "invoke_agent"]
     close = next(r for r in read(session_path) if r.type == "run_close")
     for span in live:
         assert span.end_time == ns(close.ts)
@@ -496,7 +511,7 @@ def test_children_attach_to_the_latest_parent_attempt(session_path: Path) -> Non
 
     session, live = record_file(session_path, scenario)
     run_id = str((live[-1].attributes or {})["loopscribe.run.id"])
-    turns = [s for s in live if s.name == "turn turn_1"]
+    turns = [s for s in live if s.name == "turn"]
     assert [s.parent.span_id for s in turns if s.parent] == [run_span_id(session.id, run_id)] * 2
     tools = [s for s in live if s.name == "execute_tool x"]
     assert [s.parent.span_id for s in tools if s.parent] == [
@@ -682,14 +697,28 @@ def test_attribute_limits_are_applied(session_path: Path, monkeypatch: pytest.Mo
     assert all(len(v) <= 6 for v in (chat.attributes or {}).values() if isinstance(v, str))
 
 
-def test_without_file_uri_no_file_references(session_path: Path) -> None:
-    """A bridge that was not told the file leaves file and message references out."""
+def test_attached_bridge_learns_the_file(session_path: Path) -> None:
+    """Attached without file_uri, the bridge names the session's file: live equals replay."""
     captured: CapturedSpans = captured_spans()
-    with (
-        temp_session(observers=[SpanBridge(captured.processor)]) as session,
-        session.begin_run() as run,
-    ):
+    bridge = SpanBridge(captured.processor)
+    with Session.create(session_path) as session:
+        session.add_observer(bridge)  # attached late, still told the file
+        with session.begin_run() as run:
+            record_scenario(run, plain)
+    assert bridge.file == to_file_uri(session_path)
+    for span in captured.spans:
+        assert span_file(span.attributes or {}) == to_file_uri(session_path)
+    assert as_json(replayed(session_path)) == as_json(list(captured.spans))
+
+
+def test_unattached_bridge_without_file_uri_no_file_references(session_path: Path) -> None:
+    """Fed records by hand and never told the file, the bridge leaves file references out."""
+    with Session.create(session_path) as session, session.begin_run() as run:
         record_scenario(run, plain)
+    captured: CapturedSpans = captured_spans()
+    bridge = SpanBridge(captured.processor)
+    for record in read(session_path, decode=False):
+        bridge(record)
     for span in captured.spans:
         keys = set(span.attributes or {})
         assert not keys & {
@@ -711,7 +740,7 @@ def test_traced_session_helper_and_span_tree() -> None:
         assert len(captured.named("chat gpt-test")) == 2
         orphans = [s for s in captured.spans if s.name.startswith(("chat", "execute_tool"))]
         assert span_tree(orphans).splitlines()[0] == "chat gpt-test"
-        assert (captured.spans[0].attributes or {})["loopscribe.file"] == to_file_uri(path)
+        assert span_file(captured.spans[0].attributes or {}) == to_file_uri(path)
         captured.clear()
         assert captured.spans == ()
     assert not path.exists()

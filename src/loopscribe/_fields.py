@@ -9,6 +9,9 @@ agree on what a record says.
 
 from __future__ import annotations
 
+import functools
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -128,3 +131,174 @@ def response_labels(data: Mapping[str, Any]) -> ResponseLabels:
         usage if usage is not None else token_usage(field(message, "usage")),
         text(plain(data.get("response_id"))) or text(field(message, "response_id")),
     )
+
+
+# The conventions' well-known ``gen_ai.provider.name`` values, and the names
+# frameworks and SDKs use for them. Checked in order: more specific first.
+_PROVIDER_ALIASES: tuple[tuple[str, str], ...] = (
+    ("azure.ai.inference", "azure.ai.inference"),
+    ("azure_ai_inference", "azure.ai.inference"),
+    ("azure", "azure.ai.openai"),
+    ("bedrock", "aws.bedrock"),
+    ("vertex", "gcp.vertex_ai"),
+    ("gemini", "gcp.gemini"),
+    ("google-gla", "gcp.gemini"),
+    ("google_genai", "gcp.gemini"),
+    ("google-genai", "gcp.gemini"),
+    ("gcp.gen_ai", "gcp.gen_ai"),
+    ("google", "gcp.gen_ai"),
+    ("openai", "openai"),
+    ("anthropic", "anthropic"),
+    ("claude", "anthropic"),
+    ("mistral", "mistral_ai"),
+    ("cohere", "cohere"),
+    ("deepseek", "deepseek"),
+    ("groq", "groq"),
+    ("perplexity", "perplexity"),
+    ("xai", "x_ai"),
+    ("x_ai", "x_ai"),
+    ("grok", "x_ai"),
+    ("watsonx", "ibm.watsonx.ai"),
+)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_NOT_NAME = re.compile(r"[^a-z0-9._]+")
+
+
+def provider_name(value: Any) -> str | None:
+    """``gen_ai.provider.name`` for a recorded provider: a well-known value when one fits.
+
+    ``"openai"``, ``"OpenAIChatModel"``, ``"openai.responses"`` and
+    ``"ChatOpenAI"`` all become ``openai``; ``"google-vertex"`` becomes
+    ``gcp.vertex_ai``; ``"bedrock"`` becomes ``aws.bedrock``. A name the
+    conventions do not list is kept as a lowercase snake_case identifier
+    (``"MyLabModel"`` becomes ``my_lab``), never a class name.
+    """
+    raw = text(value)
+    return None if raw is None else _provider_name(raw)
+
+
+@functools.lru_cache(maxsize=256)
+def _provider_name(raw: str) -> str | None:
+    """:func:`provider_name` of a non-empty string, cached: few names recur on every call."""
+    lowered = raw.lower()
+    for alias, name in _PROVIDER_ALIASES:
+        if alias in lowered:
+            return name
+    snake = _CAMEL.sub("_", raw.strip()).lower()
+    for affix in ("chat_", "_chat_model", "_model", "_chat", "_llm", "_provider", "_client"):
+        if snake.startswith(affix) and affix.endswith("_"):
+            snake = snake[len(affix) :]
+        elif snake.endswith(affix) and affix.startswith("_"):
+            snake = snake[: -len(affix)]
+    snake = _NOT_NAME.sub("_", snake).strip("_.")
+    return snake or None
+
+
+def number(value: Any) -> float | None:
+    """A finite int or float (not a bool) as a float, else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    result = float(value)
+    return result if math.isfinite(result) else None
+
+
+def integer(value: Any) -> int | None:
+    """An int (not a bool), or a float with an integral value, else ``None``."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def strings(value: Any) -> tuple[str, ...]:
+    """A string or a list of strings as a tuple of the non-empty strings."""
+    if isinstance(value, str):
+        return (value,) if value else ()
+    if isinstance(value, list | tuple):
+        return tuple(item for item in value if isinstance(item, str) and item)
+    return ()
+
+
+@dataclass(frozen=True, slots=True)
+class RequestParams:
+    """The sampling parameters of a model request: small labels, never a body."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    top_p: float | None = None
+    top_k: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    stop_sequences: tuple[str, ...] = ()
+    seed: int | None = None
+    choice_count: int | None = None
+
+
+def request_params(config: Any) -> RequestParams | None:
+    """The parameters of a request's ``config`` (a mapping, a Fragment or an object).
+
+    OpenAI, Anthropic and Gemini spellings are read alike: ``max_tokens``,
+    ``max_output_tokens``, ``max_completion_tokens``; ``stop``,
+    ``stop_sequences``; ``n``, ``candidate_count``. ``None`` when the config
+    names none of them.
+    """
+    config = plain(config)
+    if config is None or isinstance(config, _SCALARS):
+        return None
+
+    mapping = config if isinstance(config, Mapping) else None
+
+    def first(*names: str) -> Any:
+        for name in names:
+            value = plain(mapping.get(name)) if mapping is not None else field(config, name)
+            if value is not None:
+                return value
+        return None
+
+    params = RequestParams(
+        temperature=number(first("temperature")),
+        max_tokens=integer(
+            first("max_tokens", "max_output_tokens", "max_completion_tokens", "max_new_tokens")
+        ),
+        top_p=number(first("top_p")),
+        top_k=number(first("top_k")),
+        frequency_penalty=number(first("frequency_penalty")),
+        presence_penalty=number(first("presence_penalty")),
+        stop_sequences=strings(first("stop_sequences", "stop")),
+        seed=integer(first("seed")),
+        choice_count=integer(first("n", "candidate_count", "choice_count")),
+    )
+    return None if params == RequestParams() else params
+
+
+NAME_FIELDS: tuple[str, ...] = ("name", "node", "agent", "guardrail")
+"""Record fields that name a non-GenAI execution (a graph node, a chain, a guardrail)."""
+
+
+def node_name(data: Mapping[str, Any]) -> str | None:
+    """The name a record gives its execution (a node's, a chain's), if any."""
+    for key in NAME_FIELDS:
+        name = text(plain(data.get(key)))
+        if name is not None:
+            return name
+    return None
+
+
+def span_name(
+    kind: str, *, model: str | None, tool: str | None, agent: str | None, node: str | None
+) -> str:
+    """An execution's span name: low-cardinality, never an ID.
+
+    ``chat {model}``, ``execute_tool {tool}``, ``invoke_agent {agent}``; any
+    other kind is named by its node's name, else by the kind (``turn``).
+    """
+    if kind == "model":
+        return f"chat {model}" if model else "chat"
+    if kind == "tool":
+        return f"execute_tool {tool}" if tool else "execute_tool"
+    if kind == "agent":
+        return f"invoke_agent {agent}" if agent else "invoke_agent"
+    return node or kind

@@ -23,6 +23,7 @@ Durability rules, and why:
 from __future__ import annotations
 
 import contextlib
+import enum
 import errno
 import fcntl
 import hashlib
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Final, Self
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -72,8 +73,18 @@ lock is held: keep them fast. One that raises is logged and counted, never
 propagated into the agent loop. An observer that also has an
 ``on_transient(item)`` method receives the transient events (token deltas,
 tool progress) as :class:`Transient` values, in the same order; they are
-never written to the file.
+never written to the file. An observer with a ``bind_session(session)``
+method (a SpanBridge) is called with the Session when it is attached, so it
+learns the session's ID and file.
 """
+
+
+class _Join(enum.Enum):
+    ACTIVE_SPAN = "active span"
+
+
+ACTIVE_SPAN: Final = _Join.ACTIVE_SPAN
+"""``begin_run``'s default parent: the active OpenTelemetry span, if there is one."""
 
 _SCAN_BUFFER_BYTES = 1 << 16
 _BLOCK_BYTES = 1 << 20
@@ -146,7 +157,22 @@ def _traceparent(parent: str | Context) -> str:
     ctx = trace.get_current_span(parent).get_span_context()
     if not ctx.is_valid:
         raise ValueError("parent Context holds no valid span; pass a Context with a recording span")
+    return _format_traceparent(ctx)
+
+
+def _format_traceparent(ctx: trace.SpanContext) -> str:
     return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
+
+
+def _bind(observer: Observer, session: Session) -> None:
+    """Tell an observer that has ``bind_session`` (a SpanBridge) which Session it observes."""
+    bind = getattr(observer, "bind_session", None)
+    if not callable(bind):
+        return
+    try:
+        bind(session)
+    except Exception:
+        logger.exception("loopscribe observer %r could not bind to %s", observer, session.path)
 
 
 def _lock(fd: int, path: Path) -> None:
@@ -226,6 +252,8 @@ class Session:
         self._id = session_id
         self._codec = codec
         self._observers: tuple[Observer, ...] = tuple(observers)
+        for observer in self._observers:
+            _bind(observer, self)
         self._transient_sinks = _transient_sinks(self._observers)
         self._next_seq = next_seq
         self._size = size
@@ -475,6 +503,7 @@ class Session:
 
     def add_observer(self, observer: Observer) -> None:
         """Deliver every later Record to ``observer`` as well."""
+        _bind(observer, self)
         with self._lock:
             self._observers = (*self._observers, observer)
             self._transient_sinks = _transient_sinks(self._observers)
@@ -490,7 +519,7 @@ class Session:
     def begin_run(
         self,
         *,
-        parent: str | Context | None = None,
+        parent: str | Context | _Join | None = ACTIVE_SPAN,
         actor: Actor | None = None,
         timestamp: datetime | None = None,
     ) -> Run:
@@ -499,8 +528,13 @@ class Session:
         Args:
             parent: The host span this run belongs to: an OpenTelemetry
                 ``Context`` holding a span, or a W3C ``traceparent`` string.
-                It is stored in ``run_start``, so live export and replay both
-                put the run in the host's trace.
+                By default, the span active in the current OpenTelemetry
+                context, when there is a valid one, so a run started inside a
+                host span lands in the host's trace (a run given a
+                ``timestamp`` happened in the past, so it joins no span by
+                default); ``None`` starts a trace of the run's own. It is
+                stored in ``run_start``, so live export and replay both put
+                the run in the host's trace.
             actor: Who the run is attributed to (stored in ``run_start``).
             timestamp: When the run began at the source (an importer's
                 transcript line); ``None`` means now.
@@ -510,7 +544,11 @@ class Session:
             ValueError: ``parent`` is not a valid traceparent or span context.
         """
         start: dict[str, Any] = {}
-        if parent is not None:
+        if parent is ACTIVE_SPAN and timestamp is None:
+            active = trace.get_current_span().get_span_context()
+            if active.is_valid:
+                start["traceparent"] = _format_traceparent(active)
+        elif parent is not None and not isinstance(parent, _Join):
             start["traceparent"] = _traceparent(parent)
         if actor is not None:
             start["actor"] = actor.to_json()

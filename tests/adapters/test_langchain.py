@@ -427,22 +427,22 @@ def test_executions_nest_as_langchain_nested_its_runs(
 
 EXPECTED_TREE = """\
 invoke_agent weather_agent
-  agent weather_agent_1
-    chain ScriptedChatModel_1
+  invoke_agent weather_agent
+    ScriptedChatModel
       chat scripted-1
     execute_tool get_weather
     execute_tool get_weather
-    chain ScriptedChatModel_2
+    ScriptedChatModel
       chat scripted-1
     execute_tool get_alerts
-    chain ScriptedChatModel_3
+    ScriptedChatModel
       chat scripted-1
-  agent weather_agent_2
-    chain ScriptedChatModel_4
+  invoke_agent weather_agent
+    ScriptedChatModel
       chat scripted-1
       chat scripted-1
     execute_tool get_forecast
-    chain ScriptedChatModel_5
+    ScriptedChatModel
       chat scripted-1"""
 
 
@@ -464,9 +464,8 @@ def test_replayed_spans_nest_and_carry_no_bodies(
         if span.name.startswith("execute_tool"):
             parent = by_id[span.parent.span_id] if span.parent else None
             assert parent is not None
-            assert parent.name == "agent " + str(
-                (parent.attributes or {})["loopscribe.execution.id"]
-            )
+            assert parent.name == "invoke_agent weather_agent"
+            assert (parent.attributes or {})["loopscribe.execution.kind"] == "agent"
         for canary in CANARIES:
             assert canary not in span_text(span), (canary, span.name)
         assert attrs.get("loopscribe.incomplete") is None, span.name
@@ -586,7 +585,7 @@ def test_async_agent_with_parallel_tools(tmp_path: Path) -> None:
     captured = captured_spans()
     replay(path, captured.processor)
     assert normalized(span_tree(captured.spans)) == (
-        "invoke_agent weather_agent\n  agent weather_agent_1\n    chat scripted-1\n"
+        "invoke_agent weather_agent\n  invoke_agent weather_agent\n    chat scripted-1\n"
         "    execute_tool get_weather\n    execute_tool get_weather\n"
         "    chat scripted-1\n    execute_tool get_alerts\n    chat scripted-1"
     )
@@ -698,7 +697,10 @@ def test_failures_end_with_error_partial_content_and_error_status(tmp_path: Path
     captured = captured_spans()
     replay(path, captured.processor)
     assert normalized(span_tree(captured.spans)) == (
-        "invoke_agent failing_step\n  chat scripted-1\n  chat FakeListLLM\n  agent failing_step_1"
+        "invoke_agent failing_step\n"
+        "  chat scripted-1\n"
+        "  chat FakeListLLM\n"
+        "  invoke_agent failing_step"
     )
     chat, _, agent, root = captured.spans
     assert not chat.status.is_ok

@@ -405,23 +405,23 @@ def test_executions_nest_as_pydantic_ai_ran_them(conversation: Conversation) -> 
 
 EXPECTED_TREE = """\
 invoke_agent weather-bot
-  agent weather-bot_1
-    turn weather-bot_1/turn_1
+  invoke_agent weather-bot
+    turn
       chat scripted-1
       execute_tool get_weather
       execute_tool lookup
-    turn weather-bot_1/turn_2
+    turn
       chat scripted-1
       chat scripted-1
       execute_tool lookup
-    turn weather-bot_1/turn_3
+    turn
       chat scripted-1
 invoke_agent weather-bot
-  agent weather-bot_1
-    turn weather-bot_1/turn_1
+  invoke_agent weather-bot
+    turn
       chat scripted-1
       execute_tool forecast
-    turn weather-bot_1/turn_2
+    turn
       chat scripted-1"""
 
 
@@ -438,7 +438,7 @@ def test_replayed_spans_nest_and_carry_no_bodies(conversation: Conversation) -> 
         if attrs.get("gen_ai.operation.name") in ("chat", "execute_tool"):
             assert span.parent is not None
             parent = by_id[span.parent.span_id]
-            assert parent.name.startswith("turn ")
+            assert parent.name == "turn"
             assert (parent.attributes or {})["loopscribe.execution.id"] == attrs[
                 "loopscribe.execution.parent_id"
             ]
@@ -612,14 +612,14 @@ def test_a_delegate_agent_nests_under_the_tool_call(tmp_path: Path) -> None:
     replay(path, captured.processor)
     assert span_tree(captured.spans) == (
         "invoke_agent boss\n"
-        "  agent boss_1\n"
-        "    turn boss_1/turn_1\n"
+        "  invoke_agent boss\n"
+        "    turn\n"
         "      chat boss-model\n"
         "      execute_tool ask_helper\n"
-        "        agent helper_2\n"
-        "          turn helper_2/turn_1\n"
+        "        invoke_agent helper\n"
+        "          turn\n"
         "            chat test\n"
-        "    turn boss_1/turn_2\n"
+        "    turn\n"
         "      chat boss-model"
     )
 

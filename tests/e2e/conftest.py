@@ -34,7 +34,7 @@ import pytest
 PHOENIX_ENV = "LOOPSCRIBE_PHOENIX"
 """Path of the ``phoenix`` executable; unset means: do not collect these tests."""
 
-STARTUP_TIMEOUT_S = 120.0
+STARTUP_TIMEOUT_S = 300.0  # a fresh database migrates first: minutes on a loaded machine
 """Phoenix imports for about 20 s and migrates a fresh database: be generous."""
 
 STOP_TIMEOUT_S = 15.0

@@ -130,7 +130,7 @@ def span_structure(
             attrs.get("loopscribe.execution.id"),
             attrs.get("loopscribe.attempt"),
         )
-    ignored = {"gen_ai.conversation.id", "session.id", "loopscribe.session.id", "loopscribe.run.id"}
+    ignored = {"gen_ai.conversation.id", "session.id", "loopscribe.run.id"}
     out = []
     for span in found:
         attrs = span.attributes or {}

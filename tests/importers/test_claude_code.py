@@ -290,6 +290,14 @@ def _ancestors(span_id: int, by_id: dict[int, Any]) -> list[str]:
     return names
 
 
+def _execution(span: ReadableSpan) -> str:
+    return str((span.attributes or {}).get("loopscribe.execution.id", ""))
+
+
+def _kind(span: ReadableSpan) -> str:
+    return str((span.attributes or {}).get("loopscribe.execution.kind", ""))
+
+
 def test_subagent_file_nests_under_its_task_call(whole: dict[str, Path]) -> None:
     """The records of a subagents/agent-*.jsonl file nest under the Task tool call that ran it."""
     dest = whole[BIG.stem + ":dest"]
@@ -299,7 +307,8 @@ def test_subagent_file_nests_under_its_task_call(whole: dict[str, Path]) -> None
     assert len(from_file) > 40
     found_spans = spans(dest)
     by_id = {s.context.span_id: s for s in found_spans}
-    agent = next(s for s in found_spans if s.name.startswith("agent agent-a2898e3"))
+    agent = next(s for s in found_spans if _execution(s).startswith("agent-a2898e3"))
+    assert agent.name.startswith("invoke_agent")
     assert agent.parent is not None
     task = by_id[agent.parent.span_id]
     assert task.name == "execute_tool Task"
@@ -319,7 +328,8 @@ def test_subagent_from_progress_lines_nests_under_its_task_call(whole: dict[str,
     """Without a subagent file, the agent_progress lines give the nested subagent."""
     found_spans = spans(whole[SUBAGENT_PROGRESS.stem + ":dest"])
     by_id = {s.context.span_id: s for s in found_spans}
-    agent = next(s for s in found_spans if s.name.startswith("agent "))
+    agent = next(s for s in found_spans if _kind(s) == "agent")
+    assert agent.name.startswith("invoke_agent")
     assert agent.parent is not None
     assert by_id[agent.parent.span_id].name == "execute_tool Task"
     chats = [s for s in found_spans if s.parent and s.parent.span_id == agent.context.span_id]
@@ -336,8 +346,10 @@ def test_compaction_is_a_context_span_with_its_summarizer(whole: dict[str, Path]
     assert "continued from a previous conversation" in orjson.dumps(compactions[0].data).decode()
     found_spans = spans(dest)
     by_id = {s.context.span_id: s for s in found_spans}
-    context = next(s for s in found_spans if s.name.startswith("context compact-"))
-    agent = next(s for s in found_spans if s.name.startswith("agent agent-acompact"))
+    context = next(s for s in found_spans if _execution(s).startswith("compact-"))
+    assert context.name == "context"
+    assert (context.attributes or {})["openinference.span.kind"] == "CHAIN"
+    agent = next(s for s in found_spans if _execution(s).startswith("agent-acompact"))
     assert agent.parent is not None
     assert by_id[agent.parent.span_id] is context
     assert context.start_time is not None
@@ -354,8 +366,9 @@ def test_runs_are_turns_with_source_times(whole: dict[str, Path]) -> None:
     assert len(starts) == len(closes) == 3
     assert starts[0].ts.isoformat().startswith("2026-02-12T16:02:25.284")
     assert closes[0].ts.isoformat().startswith("2026-02-12T16:08:07.223")  # turn_duration
-    runs = [s for s in spans(dest) if s.name.startswith("invoke_agent")]
+    runs = [s for s in spans(dest) if "loopscribe.execution.id" not in (s.attributes or {})]
     assert len(runs) == 3
+    assert all(s.name.startswith("invoke_agent") for s in runs)
 
 
 def test_usage_is_counted_once_per_response(whole: dict[str, Path]) -> None:

@@ -67,10 +67,18 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         description="Search session files for the records behind a trace ID and span ID.",
     )
     p.add_argument(
-        "dir", metavar="DIR", help="a folder of sessions (searched recursively), or one file"
+        "dir",
+        metavar="DIR",
+        help="a folder of sessions (searched recursively), or one file; "
+        "with --genai-json also a gen_ai.*_ref",
     )
-    p.add_argument("--trace-id", required=True, metavar="HEX", help="the trace ID (32 hex digits)")
+    p.add_argument("--trace-id", metavar="HEX", help="the trace ID (32 hex digits)")
     p.add_argument("--span-id", metavar="HEX", help="only the records of this span (16 hex digits)")
+    p.add_argument(
+        "--genai-json",
+        action="store_true",
+        help="print the model calls' messages in the GenAI conventions' JSON schema",
+    )
     p.set_defaults(handler=cmd_find)
 
     p = sub.add_parser(
@@ -161,6 +169,12 @@ def find_records(
 
 def cmd_find(args: argparse.Namespace, out: Out) -> int:
     """Print the records behind a trace or span, bodies included."""
+    if args.genai_json:
+        from ._genai import cmd_find_genai
+
+        return cmd_find_genai(args, out)
+    if args.trace_id is None:
+        raise CliError("--trace-id is required (or follow a reference with --genai-json)")
     trace = parse_hex(args.trace_id, 128, "trace id")
     span = None if args.span_id is None else parse_hex(args.span_id, 64, "span id")
     searched = find_sessions(Path(args.dir))

@@ -8,15 +8,17 @@ recording coordinates, so a ``CallRef`` is enough to find a span::
     from loopscribe import Session
     from loopscribe.otel import SpanBridge, default_processor
 
-    processor = default_processor("agent.jsonl")  # OTEL_EXPORTER_OTLP_* or a file
-    with Session.create("agent.jsonl", observers=[SpanBridge(processor, file_uri="agent.jsonl")]):
+    bridge = SpanBridge()  # the host's TracerProvider if it has one, else the default
+    with Session.create("agent.jsonl", observers=[bridge]) as session:
         ...
-    processor.shutdown()
+    bridge.shutdown()
 
 Spans carry session, run, execution, attempt, record sequence numbers and a
 ``file://...#seq=N`` URI, plus the GenAI semantic-convention labels (model,
-tool, agent, token usage, finish reasons, ``error.type``). Prompts, messages,
-arguments, tool output and error messages stay in the session file.
+provider, tool, agent, token usage, finish reasons, request parameters,
+``error.type``). Prompts, messages, arguments, tool output and error messages
+stay in the session file; :func:`resolve_reference` turns a span's
+``gen_ai.*_ref`` back into the conventions' message JSON.
 """
 
 from ._bridge import TERMINAL_TYPES, SpanBridge, default_resource, replay, to_file_uri
@@ -28,10 +30,12 @@ from ._export import (
     describe_destination,
     encode_otlp_json,
 )
+from ._genai import MessageReferenceError, parse_reference, resolve_reference
 from ._ids import run_span_id, span_context, span_id, trace_id
 
 __all__ = [
     "TERMINAL_TYPES",
+    "MessageReferenceError",
     "OTLPJsonFileExporter",
     "SpanBridge",
     "default_export_path",
@@ -40,7 +44,9 @@ __all__ = [
     "default_resource",
     "describe_destination",
     "encode_otlp_json",
+    "parse_reference",
     "replay",
+    "resolve_reference",
     "run_span_id",
     "span_context",
     "span_id",

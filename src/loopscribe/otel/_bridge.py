@@ -17,38 +17,33 @@ ends a span when the record that finishes it is written:
 ``[ts(seq.first), ts(seq.last)]``. Records after an attempt's terminal record
 (``retry_scheduled``, a late ``message_end``) do not change its span.
 
-Attributes, all optional ones present only when the records say so:
+Names, kinds and attributes (the full table, with the record field behind
+each attribute, is ``docs/semconv.md``):
 
-* every span: ``gen_ai.conversation.id``, ``session.id`` and
-  ``loopscribe.session.id`` (the session ID), ``loopscribe.run.id``,
-  ``loopscribe.seq.first``, ``loopscribe.seq.last``, ``loopscribe.file``;
-* run span: ``gen_ai.operation.name=invoke_agent``, ``gen_ai.agent.name``;
-  ERROR with ``error.type`` when the top-level ``agent_end`` carries an error;
-* every execution span: ``loopscribe.execution.id``, ``.kind``,
-  ``.parent_id``, ``loopscribe.attempt``, and ``loopscribe.incomplete`` when
-  ``run_close`` ended it; ``loopscribe.source.file`` and
-  ``loopscribe.source.line`` when its records name the transcript line they
-  were imported from (``data.source = {"file": ..., "line": ...}`` of the
-  first record that has one); ERROR with ``error.type`` (``_OTHER`` when the
-  failure has no type) when its terminal record has ``error`` or ``is_error``;
-* model (``chat {model}``, kind CLIENT): ``gen_ai.operation.name=chat``,
-  ``gen_ai.request.model``, ``gen_ai.response.model``,
-  ``gen_ai.provider.name``, ``gen_ai.usage.input_tokens`` /
-  ``output_tokens`` / ``cache_read.input_tokens`` /
-  ``cache_creation.input_tokens``, ``gen_ai.response.finish_reasons``,
-  ``gen_ai.input.messages_ref`` / ``gen_ai.output.messages_ref``
-  (``file:///...#seq=N`` of the ``model_request`` / ``model_exec_end`` record);
-* tool (``execute_tool {tool}``): ``gen_ai.operation.name=execute_tool``,
-  ``gen_ai.tool.name``, ``gen_ai.tool.call.id`` (the execution ID);
-* other kinds (``{kind} {id}``, e.g. ``turn turn_1``): ``gen_ai.agent.name``
-  for agents. They name no GenAI operation: the run span is the
-  ``invoke_agent`` operation, and an agent execution inside it is not a second one.
+* run span, ``invoke_agent {agent}``: the run is the top-level agent invocation;
+* ``model`` executions, ``chat {model}`` (kind CLIENT); ``tool`` executions,
+  ``execute_tool {tool}``; ``agent`` executions (nested agents, sub-agents,
+  handoffs, agents used as tools), ``invoke_agent {agent}``. Each carries
+  ``gen_ai.operation.name`` and the GenAI attributes its records give: models,
+  ``gen_ai.provider.name`` (normalised to the conventions' well-known values),
+  response ID, finish reasons, token counts, request parameters, streaming,
+  ``server.address``/``server.port``, tool type and description;
+* every other execution (turns, graph nodes, chains, guardrails) is named by
+  its node's name or its kind (``turn``), never by an ID, and carries
+  ``openinference.span.kind`` (``CHAIN``, or ``GUARDRAIL``/``RETRIEVER``/
+  ``EMBEDDING`` for those kinds) so that Phoenix and Langfuse can type it; it
+  names no GenAI operation;
+* every span: ``gen_ai.conversation.id`` and ``session.id`` (the session ID:
+  the conventions' name and the one Phoenix and Langfuse group sessions by),
+  ``loopscribe.run.id``, ``loopscribe.seq.first``, ``loopscribe.seq.last``,
+  ``loopscribe.execution.*`` and ``loopscribe.attempt`` for executions, and the
+  file: ``loopscribe.file``, or, on a chat span, the ``gen_ai.*_ref``
+  attributes (``file:///...#seq=N``), which name it already;
+* ERROR with ``error.type`` when the terminal record has ``error`` or ``is_error``.
 
-Everything a span carries is a reference or a small label: IDs, kinds,
-model/tool/agent names, token counts, finish reasons, ``error.type``, record
-sequence numbers and a ``file://...#seq=N`` URI. Message text, prompts,
-arguments, tool output, partial content, snapshots, config values and error
-*messages* are never read into a span.
+Each reference is written once. Message text, prompts, arguments, tool output,
+partial content, snapshots and error *messages* are never read into a span;
+the request's sampling parameters (temperature, max tokens, ...) are.
 
 Because spans are emitted only when a record is written, feeding the records
 of a file through a fresh bridge (:func:`replay`) emits exactly the spans
@@ -71,8 +66,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
+from opentelemetry import trace as trace_api
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import (
     SERVICE_NAME,
@@ -82,18 +78,25 @@ from opentelemetry.sdk.resources import (
     OTELResourceDetector,
     Resource,
 )
-from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.sdk.version import __version__ as sdk_version
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
 from .. import events as ev
+from .._fields import (
+    RequestParams,
+    node_name,
+    provider_name,
+    request_params,
+    response_labels,
+    span_name,
+)
 from .._fields import TokenUsage as _Usage
 from .._fields import count as _count
 from .._fields import field as _get
 from .._fields import plain as _plain
-from .._fields import response_labels
 from .._fields import text as _str
 from .._model import Execution, Record
 from .._reader import read
@@ -113,19 +116,38 @@ CONVERSATION_ID = "gen_ai.conversation.id"
 SESSION_ID = "session.id"
 REQUEST_MODEL = "gen_ai.request.model"
 RESPONSE_MODEL = "gen_ai.response.model"
+RESPONSE_ID = "gen_ai.response.id"
+TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
 PROVIDER_NAME = "gen_ai.provider.name"
+REQUEST_STREAM = "gen_ai.request.stream"
+REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+REQUEST_TOP_P = "gen_ai.request.top_p"
+REQUEST_TOP_K = "gen_ai.request.top_k"
+REQUEST_FREQUENCY_PENALTY = "gen_ai.request.frequency_penalty"
+REQUEST_PRESENCE_PENALTY = "gen_ai.request.presence_penalty"
+REQUEST_STOP_SEQUENCES = "gen_ai.request.stop_sequences"
+REQUEST_SEED = "gen_ai.request.seed"
+REQUEST_CHOICE_COUNT = "gen_ai.request.choice.count"
 INPUT_TOKENS = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
 CACHE_CREATION_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+REASONING_TOKENS = "gen_ai.usage.reasoning.output_tokens"
 FINISH_REASONS = "gen_ai.response.finish_reasons"
 TOOL_NAME = "gen_ai.tool.name"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
+TOOL_TYPE = "gen_ai.tool.type"
+TOOL_DESCRIPTION = "gen_ai.tool.description"
 AGENT_NAME = "gen_ai.agent.name"
 INPUT_MESSAGES_REF = "gen_ai.input.messages_ref"
 OUTPUT_MESSAGES_REF = "gen_ai.output.messages_ref"
+SYSTEM_INSTRUCTIONS_REF = "gen_ai.system_instructions_ref"
+TOOL_DEFINITIONS_REF = "gen_ai.tool.definitions_ref"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
 ERROR_TYPE = "error.type"
-LS_SESSION_ID = "loopscribe.session.id"
+OPENINFERENCE_KIND = "openinference.span.kind"
 LS_RUN_ID = "loopscribe.run.id"
 LS_EXECUTION_ID = "loopscribe.execution.id"
 LS_EXECUTION_KIND = "loopscribe.execution.kind"
@@ -141,9 +163,18 @@ LS_SOURCE_LINE = "loopscribe.source.line"
 OTHER_ERROR = "_OTHER"
 """``error.type`` when a failure carries no usable type (the conventions' fallback)."""
 
-# The run span is the invoke_agent operation; an agent execution inside it is
-# not counted as a second one, so only these kinds name an operation.
-_OPERATIONS: Final = {"model": "chat", "tool": "execute_tool"}
+_OPERATIONS: Final = {"model": "chat", "tool": "execute_tool", "agent": "invoke_agent"}
+"""Execution kinds that are GenAI operations, and the operation each one is."""
+
+_OPENINFERENCE_KINDS: Final = {
+    "guardrail": "GUARDRAIL",
+    "retrieval": "RETRIEVER",
+    "retriever": "RETRIEVER",
+    "embedding": "EMBEDDING",
+    "embeddings": "EMBEDDING",
+}
+"""``openinference.span.kind`` of the other kinds; ``CHAIN`` for every kind not listed."""
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
@@ -233,14 +264,27 @@ class _Attempt:
     seq_first: int
     seq_last: int
     parent: SpanContext | None = None
+    name: str | None = None
     request_model: str | None = None
     response_model: str | None = None
+    response_id: str | None = None
     provider: str | None = None
+    stream: bool | None = None
+    server_address: str | None = None
+    server_port: int | None = None
+    params: RequestParams | None = None
     usage: _Usage | None = None
     finish_reasons: tuple[str, ...] = ()
     request_seq: int | None = None
+    request_ns: int | None = None
+    first_chunk_ns: int | None = None
+    has_system: bool = False
+    has_tools: bool = False
+    informed: tuple[bool, bool] = (False, False)
     response_seq: int | None = None
     tool: str | None = None
+    tool_type: str | None = None
+    tool_description: str | None = None
     agent: str | None = None
     error_type: str | None = None
     source_file: str | None = None
@@ -257,6 +301,8 @@ class _Run:
     start_ns: int
     seq_first: int
     agent: str | None = None
+    provider: str | None = None
+    model: str | None = None
     error_type: str | None = None
     attempts: dict[tuple[str, int], _Attempt] = field(default_factory=dict)
     latest: dict[str, int] = field(default_factory=dict)
@@ -268,51 +314,102 @@ class _Run:
 class SpanBridge:
     """A Session observer that turns written Records into OpenTelemetry spans.
 
-    Pass it to ``Session.create`` or ``Session.open``; it hands every span it
-    ends to ``processor.on_end`` (normally :func:`default_processor`)::
+    Pass it to ``Session.create`` or ``Session.open`` (or ``add_observer``);
+    it learns the session's file from the Session itself::
 
-        processor = default_processor(path)
-        bridge = SpanBridge(processor, file_uri=path)
-        with Session.create(path, observers=[bridge]) as session:
+        with Session.create(path, observers=[SpanBridge()]) as session:
             ...
-        processor.shutdown()
+
+    Where the spans go, in this order:
+
+    * ``processor`` given: to that ``SpanProcessor``, with ``resource``
+      (default :func:`default_resource`);
+    * ``tracer_provider`` given, or else the global one when the host has
+      configured an SDK ``TracerProvider``: through that provider's span
+      processors, exporters included, with its resource (``service.name``
+      ...). The host's trace is joined by ``begin_run()``, which takes the
+      active span as the run's parent;
+    * neither: the embedded default, :func:`default_processor` for the
+      session's file (``OTEL_EXPORTER_OTLP_*``, or an OTLP JSON file beside
+      the session), which :meth:`shutdown` flushes and stops.
 
     Span and trace IDs are derived from the coordinates (see
-    :func:`trace_id`, :func:`span_id`); a run begun with
-    ``begin_run(parent=...)`` joins the host's trace and its root span's
-    parent is the host span. Spans are always sampled: the session file is
-    complete, so its spans are too, even below an unsampled host span.
+    :func:`trace_id`, :func:`span_id`); a run begun inside a host span joins
+    the host's trace and its root span's parent is the host span. Spans are
+    always sampled: the session file is complete, so its spans are too, even
+    below an unsampled host span.
 
     The bridge never raises into the recorder. A record it cannot handle is
     logged and counted in :attr:`failed_records`; a span the processor
     refuses is logged and counted in :attr:`dropped_spans`.
 
-    One bridge serves one session file (``file_uri`` names it). Attach it
-    before ``begin_run``: records of a run whose ``run_start`` it did not see
-    still make spans, but without the host trace.
+    One bridge serves the sessions it is attached to; attach it before
+    ``begin_run``: records of a run whose ``run_start`` it did not see still
+    make spans, but without the host trace.
 
     Args:
         processor: Receives each finished span through ``on_end``. It is
             called on the recording thread, so it must not block: use a
             ``BatchSpanProcessor`` outside tests.
-        resource: The spans' Resource; default :func:`default_resource`.
-        file_uri: The session file, as a path or a URI, for the
-            ``loopscribe.file`` and ``gen_ai.*.messages_ref`` attributes.
-            Without it those attributes are left out.
+        tracer_provider: An SDK ``TracerProvider`` whose processors and
+            resource the spans use; default: the global one, if it is an SDK
+            provider and no ``processor`` is given.
+        resource: The spans' Resource with ``processor`` or the embedded
+            default; default :func:`default_resource`. Not allowed with a
+            tracer provider, whose resource is used.
+        file_uri: How spans name the session file (a path or a URI, e.g. a
+            shipped location); default: the attached Session's path. A bridge
+            fed records by hand (not attached) needs it for ``loopscribe.file``
+            and the ``gen_ai.*_ref`` attributes, which are left out otherwise.
+
+    Raises:
+        ValueError: ``processor`` and ``tracer_provider`` are both given, or
+            ``resource`` is given with a tracer provider.
+        TypeError: ``tracer_provider`` is not an SDK ``TracerProvider``.
     """
 
     def __init__(
         self,
-        processor: SpanProcessor,
+        processor: SpanProcessor | None = None,
         *,
+        tracer_provider: trace_api.TracerProvider | None = None,
         resource: Resource | None = None,
         file_uri: str | os.PathLike[str] | None = None,
     ) -> None:
-        self._processor = processor
-        self._resource = default_resource() if resource is None else resource
-        self._file = None if file_uri is None else to_file_uri(file_uri)
-        self._scope = _scope()
+        if processor is not None and tracer_provider is not None:
+            raise ValueError("give SpanBridge a processor or a tracer_provider, not both")
+        provider = tracer_provider
+        if processor is None and provider is None:
+            configured = trace_api.get_tracer_provider()
+            if isinstance(configured, TracerProvider):
+                provider = configured
         self._limits = SpanLimits()
+        self._owned: SpanProcessor | None = None
+        self._processor: SpanProcessor | None = processor
+        if provider is not None:
+            if not isinstance(provider, TracerProvider):
+                raise TypeError(
+                    f"tracer_provider must be an opentelemetry.sdk.trace.TracerProvider, "
+                    f"got {type(provider).__name__}: loopscribe hands finished spans to its "
+                    "span processors"
+                )
+            if resource is not None:
+                raise ValueError(
+                    "a bridge bound to a TracerProvider uses the provider's resource; "
+                    "configure the resource there instead of passing resource="
+                )
+            self._processor = _provider_processor(provider)
+            self._resource = provider.resource
+            limits = getattr(provider, "_span_limits", None)
+            if isinstance(limits, SpanLimits):
+                self._limits = limits
+        else:
+            self._resource = default_resource() if resource is None else resource
+        self.tracer_provider = provider
+        """The host's TracerProvider the bridge is bound to, or ``None``."""
+        self._file = None if file_uri is None else to_file_uri(file_uri)
+        self._files: dict[str, str] = {}
+        self._scope = _scope()
         self._runs: dict[tuple[str, str], _Run] = {}
         self._lock = threading.Lock()
         self.spans_emitted = 0
@@ -324,8 +421,41 @@ class SpanBridge:
 
     @property
     def file(self) -> str | None:
-        """The session file's URI, if known."""
-        return self._file
+        """The URI spans give the session file: ``file_uri``, or the attached session's."""
+        if self._file is not None:
+            return self._file
+        with self._lock:
+            return next(iter(self._files.values()), None)
+
+    @property
+    def processor(self) -> SpanProcessor | None:
+        """Where spans go: the given processor, the provider's, or the embedded default.
+
+        ``None`` until the embedded default is created, when the bridge is
+        attached to its first Session.
+        """
+        return self._processor
+
+    def bind_session(self, session: SessionLike) -> None:
+        """Learn a Session's ID and file; the Session calls it when the bridge is attached."""
+        uri = to_file_uri(session.path)
+        with self._lock:
+            self._files[session.id] = uri
+            if self._processor is None:
+                from ._export import default_processor
+
+                self._owned = self._processor = default_processor(session.path)
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Export what the processor holds; with a host provider, its processors flush."""
+        processor = self._processor
+        return True if processor is None else processor.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        """Flush and stop the embedded default processor; a host's processors are left to it."""
+        owned, self._owned = self._owned, None
+        if owned is not None:
+            owned.shutdown()
 
     def __call__(self, record: Record) -> None:
         """Observe one written Record; end the spans it completes."""
@@ -344,9 +474,20 @@ class SpanBridge:
             return
         # Outside the lock: a processor that records into an observed session
         # must not deadlock the bridge.
+        processor = self._processor
+        if processor is None:
+            if spans:
+                with self._lock:
+                    self.dropped_spans += len(spans)
+                logger.warning(
+                    "loopscribe span bridge has nowhere to send %d spans: attach it to a "
+                    "Session or give it a processor or tracer_provider",
+                    len(spans),
+                )
+            return
         for span in spans:
             try:
-                self._processor.on_end(span)
+                processor.on_end(span)
             except Exception:
                 with self._lock:
                     self.dropped_spans += 1
@@ -398,7 +539,7 @@ class SpanBridge:
             attempt = self._new_attempt(run, record, execution)
             run.attempts[attempt_key] = attempt
         attempt.seq_last = record.seq
-        _update(attempt, record)
+        _update(run, attempt, record)
         if record.type not in TERMINAL_TYPES:
             return []
         del run.attempts[attempt_key]
@@ -442,25 +583,28 @@ class SpanBridge:
 
     # -- span construction -------------------------------------------------------
 
+    def _file_of(self, run: _Run) -> str | None:
+        if self._file is not None:
+            return self._file
+        return self._files.get(run.session_id)
+
     @staticmethod
     def _common(run: _Run, operation: str | None) -> dict[str, AttributeValue]:
         attrs: dict[str, AttributeValue] = {} if operation is None else {OPERATION_NAME: operation}
         attrs[CONVERSATION_ID] = run.session_id
         attrs[SESSION_ID] = run.session_id
-        attrs[LS_SESSION_ID] = run.session_id
         attrs[LS_RUN_ID] = run.run_id
         return attrs
 
     def _run_span(self, run: _Run, record: Record, end_ns: int) -> ReadableSpan:
         attrs = self._common(run, "invoke_agent")
-        if run.agent:
-            attrs[AGENT_NAME] = run.agent
+        _put(attrs, AGENT_NAME, run.agent)
+        _put(attrs, PROVIDER_NAME, run.provider)
+        _put(attrs, REQUEST_MODEL, run.model)
         attrs[LS_SEQ_FIRST] = run.seq_first
         attrs[LS_SEQ_LAST] = record.seq
-        if self._file:
-            attrs[LS_FILE] = self._file
-        if run.error_type:
-            attrs[ERROR_TYPE] = run.error_type
+        _put(attrs, LS_FILE, self._file_of(run))
+        _put(attrs, ERROR_TYPE, run.error_type)
         if run.resumed_at:
             attrs["loopscribe.run.resumed_at_seq"] = tuple(run.resumed_at)
         name = f"invoke_agent {run.agent}" if run.agent else "invoke_agent"
@@ -475,40 +619,35 @@ class SpanBridge:
         parent = attempt.parent or _parent(run, attempt) or run.span
         operation = _OPERATIONS.get(ex.kind)
         attrs = self._common(run, operation)
+        file = self._file_of(run)
         kind = SpanKind.INTERNAL
         if ex.kind == "model":
             kind = SpanKind.CLIENT
-            model = attempt.request_model or attempt.response_model
-            name = f"chat {model}" if model else "chat"
-            _put(attrs, REQUEST_MODEL, attempt.request_model)
-            _put(attrs, RESPONSE_MODEL, attempt.response_model)
-            _put(attrs, PROVIDER_NAME, attempt.provider)
-            if attempt.usage is not None:
-                _put(attrs, INPUT_TOKENS, attempt.usage.input_tokens)
-                _put(attrs, OUTPUT_TOKENS, attempt.usage.output_tokens)
-                _put(attrs, CACHE_READ_TOKENS, attempt.usage.cache_read or None)
-                _put(attrs, CACHE_CREATION_TOKENS, attempt.usage.cache_creation or None)
-            if attempt.finish_reasons:
-                attrs[FINISH_REASONS] = attempt.finish_reasons
-            if self._file and attempt.request_seq is not None:
-                attrs[INPUT_MESSAGES_REF] = f"{self._file}#seq={attempt.request_seq}"
-            if self._file and attempt.response_seq is not None:
-                attrs[OUTPUT_MESSAGES_REF] = f"{self._file}#seq={attempt.response_seq}"
+            name = _model_attrs(attrs, attempt, file)
+            if INPUT_MESSAGES_REF in attrs or OUTPUT_MESSAGES_REF in attrs:
+                file = None  # the references name it already
         elif ex.kind == "tool":
-            name = f"execute_tool {attempt.tool}" if attempt.tool else "execute_tool"
+            name = span_name("tool", model=None, tool=attempt.tool, agent=None, node=None)
             _put(attrs, TOOL_NAME, attempt.tool)
             attrs[TOOL_CALL_ID] = ex.id
-        else:
-            name = f"{ex.kind} {ex.id}"
+            _put(attrs, TOOL_TYPE, attempt.tool_type)
+            _put(attrs, TOOL_DESCRIPTION, attempt.tool_description)
+        elif ex.kind == "agent":
+            name = span_name("agent", model=None, tool=None, agent=attempt.agent, node=None)
             _put(attrs, AGENT_NAME, attempt.agent)
+            _put(attrs, PROVIDER_NAME, attempt.provider)
+            _put(attrs, REQUEST_MODEL, attempt.request_model)
+        else:
+            # Not a GenAI operation: a low-cardinality name and a type backends show.
+            name = span_name(ex.kind, model=None, tool=None, agent=None, node=attempt.name)
+            attrs[OPENINFERENCE_KIND] = _OPENINFERENCE_KINDS.get(ex.kind, "CHAIN")
         attrs[LS_EXECUTION_ID] = ex.id
         attrs[LS_EXECUTION_KIND] = ex.kind
         _put(attrs, LS_PARENT_ID, ex.parent_id)
         attrs[LS_ATTEMPT] = ex.attempt
         attrs[LS_SEQ_FIRST] = attempt.seq_first
         attrs[LS_SEQ_LAST] = attempt.seq_last
-        if self._file:
-            attrs[LS_FILE] = self._file
+        _put(attrs, LS_FILE, file)
         _put(attrs, LS_SOURCE_FILE, attempt.source_file)
         _put(attrs, LS_SOURCE_LINE, attempt.source_line)
         if incomplete:
@@ -539,8 +678,8 @@ class SpanBridge:
         kind: SpanKind = SpanKind.INTERNAL,
     ) -> ReadableSpan:
         # ReadableSpan skips the SDK's span limits; apply them here.
-        # Every value is a str, int, bool or tuple of str the bridge built
-        # itself, so the SDK's type cleaning has nothing to do; only limits can.
+        # Every value is a str, int, float, bool or tuple of str the bridge
+        # built itself, so the SDK's type cleaning has nothing to do; only limits can.
         limits = self._limits
         if limits.max_span_attribute_length is None and (
             limits.max_span_attributes is None or len(attrs) <= limits.max_span_attributes
@@ -570,7 +709,77 @@ class SpanBridge:
         )
 
 
-def _put(attrs: dict[str, AttributeValue], key: str, value: str | int | None) -> None:
+class SessionLike(Protocol):
+    """What :meth:`SpanBridge.bind_session` reads of a Session."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def path(self) -> Path: ...
+
+
+def _provider_processor(provider: TracerProvider) -> SpanProcessor:
+    """The span processor an SDK TracerProvider hands its finished spans to."""
+    processor = getattr(provider, "_active_span_processor", None)
+    if not isinstance(processor, SpanProcessor):  # pragma: no cover - an SDK without it
+        raise TypeError(
+            f"this opentelemetry-sdk's TracerProvider ({type(provider).__name__}) exposes no "
+            "span processor; pass SpanBridge(processor=...) instead"
+        )
+    return processor
+
+
+def _model_attrs(attrs: dict[str, AttributeValue], attempt: _Attempt, file: str | None) -> str:
+    """The chat span's GenAI attributes; returns the span name."""
+    model = attempt.request_model or attempt.response_model
+    _put(attrs, PROVIDER_NAME, attempt.provider)
+    _put(attrs, REQUEST_MODEL, attempt.request_model)
+    _put(attrs, RESPONSE_MODEL, attempt.response_model)
+    _put(attrs, RESPONSE_ID, attempt.response_id)
+    first, sent = attempt.first_chunk_ns, attempt.request_ns
+    if first is not None and sent is not None and attempt.stream is not False:
+        attrs[TIME_TO_FIRST_CHUNK] = max(0, first - sent) / 1e9
+    if attempt.stream is not None:
+        attrs[REQUEST_STREAM] = attempt.stream
+    _put(attrs, SERVER_ADDRESS, attempt.server_address)
+    if attempt.server_address is not None:
+        _put(attrs, SERVER_PORT, attempt.server_port)
+    params = attempt.params
+    if params is not None:
+        _put(attrs, REQUEST_TEMPERATURE, params.temperature)
+        _put(attrs, REQUEST_MAX_TOKENS, params.max_tokens)
+        _put(attrs, REQUEST_TOP_P, params.top_p)
+        _put(attrs, REQUEST_TOP_K, params.top_k)
+        _put(attrs, REQUEST_FREQUENCY_PENALTY, params.frequency_penalty)
+        _put(attrs, REQUEST_PRESENCE_PENALTY, params.presence_penalty)
+        if params.stop_sequences:
+            attrs[REQUEST_STOP_SEQUENCES] = params.stop_sequences
+        _put(attrs, REQUEST_SEED, params.seed)
+        if params.choice_count is not None and params.choice_count != 1:
+            attrs[REQUEST_CHOICE_COUNT] = params.choice_count
+    usage = attempt.usage
+    if usage is not None:
+        _put(attrs, INPUT_TOKENS, usage.input_tokens)
+        _put(attrs, OUTPUT_TOKENS, usage.output_tokens)
+        _put(attrs, CACHE_READ_TOKENS, usage.cache_read or None)
+        _put(attrs, CACHE_CREATION_TOKENS, usage.cache_creation or None)
+        _put(attrs, REASONING_TOKENS, usage.reasoning or None)
+    if attempt.finish_reasons:
+        attrs[FINISH_REASONS] = attempt.finish_reasons
+    if file is not None and attempt.request_seq is not None:
+        ref = f"{file}#seq={attempt.request_seq}"
+        attrs[INPUT_MESSAGES_REF] = ref
+        if attempt.has_system:
+            attrs[SYSTEM_INSTRUCTIONS_REF] = ref
+        if attempt.has_tools:
+            attrs[TOOL_DEFINITIONS_REF] = ref
+    if file is not None and attempt.response_seq is not None:
+        attrs[OUTPUT_MESSAGES_REF] = f"{file}#seq={attempt.response_seq}"
+    return span_name("model", model=model, tool=None, agent=None, node=None)
+
+
+def _put(attrs: dict[str, AttributeValue], key: str, value: str | int | float | None) -> None:
     if value is not None:
         attrs[key] = value
 
@@ -592,32 +801,92 @@ def _parent(run: _Run, attempt: _Attempt) -> SpanContext | None:
     return SpanContext(run.trace_id, sid, False, _SAMPLED)
 
 
-def _update(attempt: _Attempt, record: Record) -> None:
+def _has_system(data: Mapping[str, Any]) -> bool:
+    """Whether a model request carries system instructions (apart, or as leading messages)."""
+    for key in ("system", "instructions", "system_instructions"):
+        if data.get(key):
+            return True
+    messages = data.get("messages")
+    if not isinstance(messages, list | tuple) or not messages:
+        return False
+    first = messages[0]
+    if isinstance(first, Mapping):
+        role = first.get("role") or first.get("$ls")
+    else:
+        role = getattr(first, "role", None)
+    return role in ("system", "developer")
+
+
+def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
     """Take the references and labels a record holds; never a body."""
     data = record.data
     kind = record.type
     if attempt.source_file is None and "source" in data:
         _take_source(attempt, data)
+    if attempt.name is None and attempt.execution.kind not in _OPERATIONS:
+        attempt.name = node_name(data)
     if kind in (ev.MODEL_EXEC_START, ev.MODEL_ROUTE, ev.MODEL_REQUEST):
         # Later records refine earlier ones: a router's choice wins over the
         # model the call started with.
         attempt.request_model = _str(_plain(data.get("model"))) or attempt.request_model
-        attempt.provider = _str(_plain(data.get("provider"))) or attempt.provider
+        attempt.provider = provider_name(_plain(data.get("provider"))) or attempt.provider
+        stream = _plain(data.get("stream"))
+        if isinstance(stream, bool):
+            attempt.stream = stream
+        address = _str(_plain(data.get("server_address")))
+        if address is not None:
+            attempt.server_address = address
+            attempt.server_port = _count(_plain(data.get("server_port")))
         if kind == ev.MODEL_REQUEST:
             attempt.request_seq = record.seq
+            attempt.request_ns = _ns(record.ts)
+            attempt.params = request_params(data.get("config")) or attempt.params
+            attempt.has_system = _has_system(data)
+            tools = _plain(data.get("tools"))
+            attempt.has_tools = isinstance(tools, list | tuple | Mapping) and bool(tools)
+    elif kind in (ev.MODEL_STREAM, ev.MESSAGE_UPDATE):
+        if attempt.first_chunk_ns is None and attempt.request_ns is not None:
+            attempt.first_chunk_ns = _ns(record.ts)
     elif kind == ev.MODEL_EXEC_END:
         attempt.response_seq = record.seq
         labels = response_labels(data)
         attempt.response_model = labels.model or attempt.response_model
-        attempt.provider = attempt.provider or labels.provider
+        attempt.provider = attempt.provider or provider_name(labels.provider)
+        attempt.response_id = labels.response_id or attempt.response_id
         attempt.usage = labels.usage
         attempt.finish_reasons = _finish_reason(data, labels.message)
     elif kind in (ev.TOOL_EXEC_START, ev.TOOL_INVOKE_START, ev.TOOL_EXEC_END):
         attempt.tool = _str(_plain(data.get("tool"))) or attempt.tool
+        attempt.tool_type = _str(_plain(data.get("tool_type"))) or attempt.tool_type
+        attempt.tool_description = _str(_plain(data.get("description"))) or attempt.tool_description
     elif kind in (ev.AGENT_START, ev.AGENT_END):
         attempt.agent = attempt.agent or _str(_plain(data.get("agent")))
+    if attempt.execution.kind == "model":
+        known = (attempt.provider is not None, attempt.request_model is not None)
+        if known != attempt.informed:
+            # Tell the enclosing agents once per newly known label, not on every record.
+            attempt.informed = known
+            _inform_agents(run, attempt)
     if kind in TERMINAL_TYPES:
         attempt.error_type = _error_type(data)
+
+
+def _inform_agents(run: _Run, model: _Attempt) -> None:
+    """Give the enclosing agents (and the run) the provider and model of their first call."""
+    run.provider = run.provider or model.provider
+    run.model = run.model or model.request_model
+    parent_id = model.execution.parent_id
+    seen: set[str] = set()
+    while parent_id is not None and parent_id not in seen:
+        seen.add(parent_id)
+        number = run.latest.get(parent_id)
+        parent = None if number is None else run.attempts.get((parent_id, number))
+        if parent is None:
+            return
+        if parent.execution.kind == "agent":
+            parent.provider = parent.provider or model.provider
+            parent.request_model = parent.request_model or model.request_model
+        parent_id = parent.execution.parent_id
 
 
 def _take_source(attempt: _Attempt, data: Mapping[str, Any]) -> None:
@@ -631,8 +900,9 @@ def _take_source(attempt: _Attempt, data: Mapping[str, Any]) -> None:
 
 def replay(
     path: str | os.PathLike[str],
-    processor: SpanProcessor,
+    processor: SpanProcessor | None = None,
     *,
+    tracer_provider: trace_api.TracerProvider | None = None,
     resource: Resource | None = None,
     file_uri: str | os.PathLike[str] | None = None,
 ) -> int:
@@ -650,21 +920,33 @@ def replay(
     Args:
         path: The session file.
         processor: Receives each span through ``on_end``.
-        resource: The spans' Resource; default :func:`default_resource`.
-        file_uri: How spans name the file; default ``path`` as a ``file://`` URI.
-            Give the live bridge's value if it differed.
+        tracer_provider: Instead of ``processor``: a host's SDK TracerProvider
+            (its processors and resource), as for :class:`SpanBridge`. With
+            neither, the global SDK provider if one is configured.
+        resource: The spans' Resource with ``processor``; default :func:`default_resource`.
+        file_uri: How spans name the file; default ``path`` as a ``file://`` URI,
+            which is what a live bridge attached to the Session used.
 
     Returns:
         The number of spans handed to the processor.
 
     Raises:
+        ValueError: Neither a processor nor a configured TracerProvider is there.
         CorruptRecordError: A complete line of the file is damaged.
         UnsupportedVersionError: The file's format version is not supported.
         OSError: The file cannot be read.
     """
     bridge = SpanBridge(
-        processor, resource=resource, file_uri=path if file_uri is None else file_uri
+        processor,
+        tracer_provider=tracer_provider,
+        resource=resource,
+        file_uri=path if file_uri is None else file_uri,
     )
+    if bridge.processor is None:
+        raise ValueError(
+            "replay needs somewhere to send spans: pass a processor or a tracer_provider "
+            "(or configure a global SDK TracerProvider)"
+        )
     for record in read(path, decode=False):
         bridge(record)
     return bridge.spans_emitted

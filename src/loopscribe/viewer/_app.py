@@ -49,6 +49,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._errors import FormatError
+from ..otel._genai import MessageReferenceError, resolve_reference
 from ._conversation import CONVERSATION_PAGE, conversation
 from ._page import LOOPBACK_HOSTS, render
 from ._store import (
@@ -469,6 +470,8 @@ class _Views:
     def api_record(self, request: Request) -> Response:
         p = request.path_params
         timeline = self.catalog.session(p["session_id"])
+        if request.query_params.get("format") == "genai":
+            return JSONResponse(genai_record(timeline, p["seq"]))
         return JSONResponse(self.catalog.record(timeline, p["seq"]))
 
     @_serialized
@@ -513,3 +516,11 @@ def _int_param(request: Request, name: str, default: int) -> int:
     if not value.isdigit():
         raise HTTPException(400, f"{name} must be a non-negative integer, got {value!r}")
     return int(value)
+
+
+def genai_record(timeline: SessionTimeline, seq: int) -> dict[str, Any]:
+    """A model request's or response's messages in the GenAI conventions' JSON schema."""
+    try:
+        return resolve_reference(timeline.path, seq)
+    except MessageReferenceError as exc:
+        raise HTTPException(404, str(exc)) from None

@@ -37,7 +37,7 @@ import orjson
 
 from .. import events as ev
 from .._errors import FormatError
-from .._fields import plain, response_labels, text
+from .._fields import node_name, plain, response_labels, span_name, text
 from .._format import Scanner
 from .._model import Execution, Record
 from .._reader import to_record
@@ -89,6 +89,7 @@ class Bar:
     provider: str | None = None
     tool: str | None = None
     agent: str | None = None
+    node: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
     retried: bool = False
@@ -116,13 +117,13 @@ class Bar:
     @property
     def name(self) -> str:
         """The span's name, as the bridge gives it."""
-        ex = self.execution
-        if ex.kind == "model":
-            model = self.model or self.response_model
-            return f"chat {model}" if model else "chat"
-        if ex.kind == "tool":
-            return f"execute_tool {self.tool}" if self.tool else "execute_tool"
-        return f"{ex.kind} {ex.id}"
+        return span_name(
+            self.execution.kind,
+            model=self.model or self.response_model,
+            tool=self.tool,
+            agent=self.agent,
+            node=self.node,
+        )
 
     @property
     def label(self) -> str:
@@ -144,6 +145,8 @@ class Bar:
         """Take the labels a record holds (never a body), like the span bridge."""
         data = record.data
         kind = record.type
+        if self.node is None:
+            self.node = node_name(data)
         if kind in (ev.MODEL_EXEC_START, ev.MODEL_ROUTE, ev.MODEL_REQUEST):
             self.model = text(plain(data.get("model"))) or self.model
             self.provider = text(plain(data.get("provider"))) or self.provider
