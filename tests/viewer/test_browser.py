@@ -128,10 +128,15 @@ def nested_folder(tmp_path: Path) -> tuple[Path, Demo, Demo]:
 
 
 def listed(driver: Any) -> list[str]:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
-    rows = driver.find_elements(By.CSS_SELECTOR, "table.sessions tbody tr")
-    return sorted(r.get_attribute("data-session") for r in rows)
+    while True:  # the list may be redrawn between finding its rows and reading them
+        rows = driver.find_elements(By.CSS_SELECTOR, "table.sessions tbody tr")
+        try:
+            return sorted(r.get_attribute("data-session") for r in rows)
+        except StaleElementReferenceException:
+            continue
 
 
 def test_session_list_search_and_filters(

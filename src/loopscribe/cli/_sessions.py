@@ -101,9 +101,9 @@ def summary_json(summary: Any) -> dict[str, Any]:
 
 def display_status(summary: Any) -> str:
     """The status as a user reads it: an imported transcript is finished or still open."""
-    if summary.source is None or summary.status == "running":
+    if summary.source is None:
         return str(summary.status)
-    return "open" if summary.status == "interrupted" else "finished"
+    return {"interrupted": "open", "idle": "finished"}.get(summary.status, str(summary.status))
 
 
 _COLOURS = {
