@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from ._codec import DEFAULT_CODEC, Codec
+from ._codec import snapshot_error as _snapshot_error
 from ._errors import EncodeError
 
 _SECRET_NAMES = frozenset(
@@ -69,15 +70,9 @@ def strip_secrets(value: Any) -> Any:
 def snapshot_error(value: Any, exc: BaseException) -> dict[str, str]:
     """The diagnostic that replaces a value which cannot be recorded.
 
-    It names the value's type and the failure, never the value itself.
+    It names the value's type and the failure's type, never the value itself.
     """
-    kind = type(value)
-    return {
-        "snapshot_error": (
-            f"{type(exc).__name__}: a {kind.__module__}.{kind.__qualname__} value "
-            "could not be encoded as JSON and was not recorded"
-        )
-    }
+    return _snapshot_error(value, type(exc).__name__)
 
 
 def _config_items(config: Any) -> Iterable[tuple[str, Any]]:
@@ -118,7 +113,7 @@ def freeze_config(config: Any, codec: Codec = DEFAULT_CODEC) -> dict[str, Any]:
             frozen[key] = value
             continue
         try:
-            frozen[key] = orjson.Fragment(codec.dumps(strip_secrets(value)))
+            frozen[key] = orjson.Fragment(codec.dumps(strip_secrets(value), strict=True))
         except (EncodeError, TypeError, ValueError) as exc:
             frozen[key] = snapshot_error(value, exc)
     return frozen

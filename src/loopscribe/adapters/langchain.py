@@ -112,7 +112,6 @@ from langchain_core.outputs import ChatGeneration, LLMResult
 from pydantic import BaseModel
 
 from .. import events as ev
-from .._codec import TAG
 from .._errors import EncodeError
 from .._freeze import snapshot_error, strip_secrets
 from .._messages import Usage
@@ -130,8 +129,6 @@ logger = logging.getLogger(__name__)
 _RETRY_TAG = "retry:attempt:"
 _MAX_DEPTH = 64
 _INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1
-# The codec marks typed values with this key; a plain dict using it cannot be recorded.
-_TAG_KEY = f'"{TAG}":'.encode()
 # Kept on a message even when empty: content is the message, type rebuilds it.
 _ALWAYS = frozenset({"content", "type"})
 
@@ -173,9 +170,7 @@ def lower_message(message: BaseMessage) -> dict[str, Any]:
     for key, value in dumped.items():
         if key in _ALWAYS or value not in (None, {}, [], False):
             out[key] = value
-    if _TAG_KEY in orjson.dumps(out):
-        # Provider metadata that uses the codec's reserved key: diagnose that part.
-        return cast("dict[str, Any]", _jsonable(out, _never))
+    # Provider metadata that uses the codec's reserved key is escaped by the codec.
     return out
 
 
@@ -190,10 +185,6 @@ def to_langchain(message: Mapping[str, Any]) -> BaseMessage:
     return messages_from_dict([{"type": message["type"], "data": data}])[0]
 
 
-def _never(_: Any) -> bool:
-    return False
-
-
 def _jsonable(value: Any, codec_ok: Callable[[Any], bool], depth: int = 0) -> Any:
     """``value`` as plain JSON; messages lowered, unknown values diagnosed."""
     if value is None or isinstance(value, str | bool | float):
@@ -206,8 +197,6 @@ def _jsonable(value: Any, codec_ok: Callable[[Any], bool], depth: int = 0) -> An
     if isinstance(value, BaseMessage):
         return lower_message(value)
     if isinstance(value, Mapping):
-        if TAG in value:
-            return snapshot_error(value, ValueError(f"uses the codec's reserved key {TAG!r}"))
         return {str(k): _jsonable(v, codec_ok, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [_jsonable(v, codec_ok, depth + 1) for v in value]
@@ -387,7 +376,7 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
 
     def _codec_ok(self, value: Any) -> bool:
         try:
-            self._run.session.codec.dumps(value)
+            self._run.session.codec.dumps(value, strict=True)
         except (EncodeError, TypeError, ValueError):
             return False
         return True
