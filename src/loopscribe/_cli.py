@@ -26,6 +26,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 
 from ._errors import FormatError, LoopscribeError
+from ._logsafe import install as install_log_filter
 from ._model import Record
 from ._reader import read
 from .otel._ids import parse_traceparent, run_span_id, span_id, trace_id
@@ -557,6 +558,7 @@ def run(args: argparse.Namespace) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="loopscribe: %(levelname)s: %(message)s",
     )
+    install_log_filter(*logging.getLogger().handlers)
     out = Out(Console(soft_wrap=True), Console(stderr=True, soft_wrap=True), args.json)
     handler: Callable[[argparse.Namespace, Out], int] = args.handler
     try:
