@@ -138,6 +138,10 @@ def write_report(
     document = build_report(path, run_ids=run_ids, full=full, on_progress=on_progress)
     target = Path(out)
     partial = target.with_name(f".{target.name}.partial")
-    partial.write_text(document, encoding="utf-8")
+    # 0600, like session files: a report holds every body of the session.
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as stream:
+        os.fchmod(fd, 0o600)
+        stream.write(document.encode("utf-8"))
     partial.replace(target)
     return target

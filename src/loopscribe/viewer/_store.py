@@ -182,12 +182,14 @@ class Catalog:
         if not self.root.is_dir():
             raise NotFoundError(f"{self.root}: no such folder")
         found = []
+        inside = self.root.resolve()
         for path in self.root.rglob("*.jsonl"):
             if path.name.endswith(".otlp.jsonl") or any(
                 part.endswith(".artifacts") for part in path.relative_to(self.root).parts[:-1]
             ):
                 continue
-            if path.is_file():
+            if path.is_file() and path.resolve().is_relative_to(inside):
+                # A symlink that leads out of the served folder is not served.
                 found.append(path)
         return sorted(found)
 
