@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from ._errors import FormatError
 from ._model import Record
 from ._reader import read
+from ._safeopen import check_regular
 from .live import follow
 
 logger = logging.getLogger("loopscribe")
@@ -59,6 +60,7 @@ class Cursor:
     def load(cls, path: Path) -> Cursor:
         """Read a cursor file; a missing file means nothing was exported yet."""
         try:
+            check_regular(path)
             obj = orjson.loads(path.read_bytes())
         except FileNotFoundError:
             return cls()
@@ -68,7 +70,23 @@ class Cursor:
                 "whole session again (spans already sent would be sent twice)",
                 path=path,
             ) from None
-        return cls(obj.get("session_id"), int(obj.get("seq", 0)), int(obj.get("offset", 0)))
+        session_id = obj.get("session_id") if isinstance(obj, dict) else None
+        seq = obj.get("seq", 0) if isinstance(obj, dict) else None
+        offset = obj.get("offset", 0) if isinstance(obj, dict) else None
+        if (
+            not isinstance(session_id, str | None)
+            or type(seq) is not int
+            or type(offset) is not int
+            or seq < 0
+            or offset < 0
+        ):
+            raise FormatError(
+                f"{path}: the export cursor has the wrong shape (expected "
+                '{"session_id": str, "seq": int >= 0, "offset": int >= 0}); delete it to '
+                "export the whole session again (spans already sent would be sent twice)",
+                path=path,
+            )
+        return cls(session_id, seq, offset)
 
     def save(self, path: Path) -> None:
         """Replace the cursor file atomically (write, fsync, rename)."""

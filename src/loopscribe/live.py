@@ -32,6 +32,7 @@ from ._errors import CorruptRecordError, FormatError
 from ._format import Scanner
 from ._model import Record
 from ._reader import to_record
+from ._safeopen import open_session_file
 
 __all__ = ["TERMINAL_TYPES", "Bus", "Subscription", "follow"]
 
@@ -135,7 +136,7 @@ class follow:  # used like a function, as in ``for r in follow(path)``
         return self.idle_timeout is not None and time.monotonic() - idle_since >= self.idle_timeout
 
     def __iter__(self) -> Iterator[Record]:
-        with open(self.path, "rb", buffering=0) as stream:
+        with open_session_file(self.path, buffering=0) as stream:
             scanner = self._scanner(stream)
             pending = bytearray()
             idle_since = time.monotonic()
@@ -150,7 +151,7 @@ class follow:  # used like a function, as in ``for r in follow(path)``
                     time.sleep(self.poll_interval)
 
     async def __aiter__(self) -> AsyncIterator[Record]:
-        with open(self.path, "rb", buffering=0) as stream:
+        with open_session_file(self.path, buffering=0) as stream:
             scanner = self._scanner(stream)
             pending = bytearray()
             idle_since = time.monotonic()

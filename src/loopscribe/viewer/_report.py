@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from .._safeopen import open_session_file
 from ..workspace import Workspace
 from ._page import render
 from ._store import record_view, summary_json
@@ -103,7 +104,7 @@ def _records(
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
     limit = None if full else REPORT_STRING_LIMIT_CHARS
-    with open(timeline.path, "rb") as stream:
+    with open_session_file(timeline.path) as stream:
         fd = stream.fileno()
         for seq in seqs:
             where = timeline.locate(seq)

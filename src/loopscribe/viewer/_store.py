@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from .._errors import FormatError, LoopscribeError
+from .._safeopen import open_session_fd
 from ..workspace import SessionSummary, Workspace
 from ._timeline import Bar, RunTimeline, SessionTimeline, iso
 
@@ -360,7 +361,7 @@ class Catalog:
     def raw_line(self, timeline: SessionTimeline, seq: int) -> bytes:
         """The exact bytes of one record's line, read with one ``os.pread``."""
         offset, size = self._locate(timeline, seq)
-        fd = os.open(timeline.path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_session_fd(timeline.path)
         try:
             raw = os.pread(fd, size, offset)
         finally:
@@ -377,7 +378,7 @@ class Catalog:
             the index raises here rather than mid-stream.
         """
         offset, size = self._locate(timeline, seq)
-        fd = os.open(timeline.path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_session_fd(timeline.path)
         try:
             head = os.pread(fd, min(size, _RAW_CHUNK_BYTES), offset)
             _check_line(timeline, seq, offset, head[:200], len(head) == min(size, _RAW_CHUNK_BYTES))
