@@ -239,8 +239,7 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
     from ._shipper import ExportResult, Shipper
 
     stop = _StopFlag()
-    if args.follow:
-        stop.install()
+    stop.install()  # also without --follow: Ctrl-C saves the cursor and prints no traceback
     results: list[ExportResult] = []
     errors: list[str] = []
     lock = threading.Lock()

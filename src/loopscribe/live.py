@@ -91,11 +91,13 @@ class follow:  # used like a function, as in ``for r in follow(path)``
         """Read what is new; return the records completed by it."""
         chunk = stream.read(_CHUNK_BYTES)
         if not chunk:
-            if os.fstat(stream.fileno()).st_size < self.offset + len(pending):
+            st = os.fstat(stream.fileno())
+            if st.st_size < self.offset + len(pending):
                 raise FormatError(
                     f"{self.path}: the file shrank below byte {self.offset + len(pending)} "
                     "while it was followed; it was replaced or truncated outside loopscribe"
                 )
+            self._check_same_file(st)
             return []
         pending += chunk
         out: list[Record] = []
@@ -129,6 +131,24 @@ class follow:  # used like a function, as in ``for r in follow(path)``
             lines += chunk.count(b"\n")
             pos += len(chunk)
         return lines
+
+    def _check_same_file(self, st: os.stat_result) -> None:
+        """Notice, once everything written was read, that the path no longer names this file."""
+        try:
+            now = os.stat(self.path)
+        except FileNotFoundError:
+            raise FormatError(
+                f"{self.path}: the file was deleted while it was followed "
+                f"(every record up to byte {self.offset} was read)",
+                path=self.path,
+            ) from None
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            raise FormatError(
+                f"{self.path}: the file was replaced (another file renamed over it) while it "
+                f"was followed; every record of the old one was read: follow the path again "
+                "to read the new file from its start",
+                path=self.path,
+            )
 
     def _should_stop(self, idle_since: float) -> bool:
         if self.stop is not None and self.stop.is_set():
