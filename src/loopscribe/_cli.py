@@ -29,6 +29,7 @@ from ._errors import FormatError, LoopscribeError
 from ._logsafe import install as install_log_filter
 from ._model import Record
 from ._reader import read
+from ._safeopen import not_a_session_file
 from .otel._ids import parse_traceparent, run_span_id, span_id, trace_id
 
 PROGRESS_MIN_BYTES = 8 << 20
@@ -73,7 +74,9 @@ def session_files(root: Path) -> list[Path]:
     if root.is_file():
         return [root]
     if not root.is_dir():
-        raise CliError(f"{root}: no such file or folder")
+        raise CliError(
+            f"{root}: no such file or folder" if not root.exists() else not_a_session_file(root)
+        )
     return sorted(
         p
         for p in root.rglob("*.jsonl")
@@ -366,7 +369,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
 
     path = Path(args.file)
     if not path.is_file():
-        raise CliError(f"{path}: no such file")
+        raise CliError(not_a_session_file(path))
     workspace = Workspace(path.parent)
     summary = workspace.summary_of_path(path)
     page = workspace.messages_of_path(path, last=args.last)

@@ -87,3 +87,15 @@ def open_session_fd(path: str | os.PathLike[str]) -> int:
     """
     with open_session_file(path, buffering=0) as stream:
         return os.dup(stream.fileno())
+
+
+def not_a_session_file(path: str | os.PathLike[str]) -> str:
+    """Why ``path`` (not a regular file) cannot be read, in one line: missing, or what it is."""
+    where = Path(path)
+    try:
+        mode = os.stat(where).st_mode
+    except FileNotFoundError:
+        return f"{where}: no such file"
+    except OSError as exc:
+        return f"{where}: cannot be read ({exc.strerror or exc})"
+    return str(_refuse(where, mode))

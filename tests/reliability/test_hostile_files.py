@@ -80,7 +80,6 @@ COMMANDS: dict[str, list[str]] = {
     "tail": ["tail", "{}"],
     "verify": ["verify", "{}"],
     "export": ["export", "{}"],
-    "find": ["find", "--file", "{}"],
     "report": ["report", "{}", "-o", "{out}"],
     "stats": ["stats", "{}"],
 }
@@ -106,8 +105,6 @@ def test_a_hostile_file_is_one_clear_line(tmp_path: Path, kind: str, command: st
     """One line naming the file and the problem, exit status 1, no traceback, no hang."""
     if kind == "unreadable" and os.geteuid() == 0:
         pytest.skip("root reads every file; the permission case needs an ordinary user")
-    if command == "find" and "--file" not in _help("find"):
-        pytest.skip("find takes no --file in this version")
     path = HOSTILE[kind](tmp_path)
     args = [a.format(path, out=tmp_path / "r.html") for a in COMMANDS[command]]
     done = _run(args, tmp_path)
@@ -115,21 +112,13 @@ def test_a_hostile_file_is_one_clear_line(tmp_path: Path, kind: str, command: st
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert "Traceback" not in done.stderr
     assert "MemoryError" not in done.stderr
-    # ``stats`` reads many files: it names the skipped one, then says none was readable.
-    assert len(lines) == (2 if command == "stats" else 1), done.stderr
+    # ``stats`` reads many files: a file it opened is named as skipped, then it says
+    # none was readable.
+    assert 1 <= len(lines) <= (2 if command == "stats" else 1), done.stderr
     assert str(path) in lines[0] or path.name in lines[0]
-    assert "not a session file" in lines[0] or "ermission" in lines[0]
-
-
-def _help(command: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "loopscribe", command, "--help"],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
-    return done.stdout
+    # (``stats`` takes folders too: a directory is a folder without sessions.)
+    problems = ("not a session file", "ermission", "no session files")
+    assert any(problem in lines[0] for problem in problems), lines[0]
 
 
 @pytest.mark.parametrize(

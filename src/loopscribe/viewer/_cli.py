@@ -28,6 +28,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._cli import CliError, Out, command_parser, run, session_files
+from .._safeopen import not_a_session_file
 from .._stats import DEFAULT_TOP, SessionStats, many_stats, stats_size
 
 __all__ = ["DEFAULT_PORT", "add_viewer_parsers", "main"]
@@ -253,7 +254,7 @@ def cmd_report(args: argparse.Namespace, out: Out) -> int:
 
     path = Path(args.file)
     if not path.is_file():
-        raise CliError(f"{path}: no such file")
+        raise CliError(not_a_session_file(path))
     target = Path(args.output) if args.output else Path(path.name).with_suffix(".report.html")
     if target.resolve() == path.resolve():
         raise CliError(f"{target}: that is the session file; choose another --output")
