@@ -1,10 +1,5 @@
 """``loopscribe serve``, ``loopscribe report`` and ``loopscribe stats``.
 
-``loopscribe._cli.build_parser`` hooks these in with::
-
-    from .viewer._cli import add_viewer_parsers
-    add_viewer_parsers(sub)
-
 ``serve`` needs the optional web framework (``pip install 'loopscribe[serve]'``)
 and imports it only when it runs; ``report`` and ``stats`` need nothing extra.
 ``python -m loopscribe.viewer`` runs the three on their own.
@@ -27,11 +22,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .._cli import CliError, Out, command_parser, run, session_files
 from .._safeopen import not_a_session_file
 from .._stats import DEFAULT_TOP, SessionStats, many_stats, stats_size
+from ._common import CliError, Out, command_parser, run, session_files
 
-__all__ = ["DEFAULT_PORT", "add_viewer_parsers", "main"]
+__all__ = ["DEFAULT_PORT", "add_parsers", "main"]
 
 DEFAULT_PORT = 8765
 """Where ``loopscribe serve`` listens unless told otherwise (the collector configs link here)."""
@@ -39,7 +34,7 @@ DEFAULT_PORT = 8765
 SERVE_EXTRA_HINT = "pip install 'loopscribe[serve]'"
 
 
-def add_viewer_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``serve``, ``report`` and ``stats`` to the ``loopscribe`` parser."""
     p = sub.add_parser(
         "serve",
@@ -155,7 +150,7 @@ def allowed_hosts(bound: str, extra: list[str] | tuple[str, ...] = ()) -> tuple[
     browser send requests here under its own name (DNS rebinding).
     """
     bare = bound.strip("[]")
-    from ._page import LOOPBACK_HOSTS
+    from ..viewer._page import LOOPBACK_HOSTS
 
     names = [*LOOPBACK_HOSTS, *extra]
     if bare not in ("0.0.0.0", "::"):
@@ -192,8 +187,8 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
         )
     import uvicorn
 
-    from ._app import create_app
-    from ._store import Catalog, NotFoundError
+    from ..viewer._app import create_app
+    from ..viewer._store import Catalog, NotFoundError
 
     root = Path(args.dir)
     try:
@@ -250,7 +245,7 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_report(args: argparse.Namespace, out: Out) -> int:
     """Write a self-contained HTML report of a session file."""
-    from ._report import write_report
+    from ..viewer._report import write_report
 
     path = Path(args.file)
     if not path.is_file():
@@ -403,5 +398,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         "python -m loopscribe.viewer", "The loopscribe web viewer, HTML report and statistics."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_viewer_parsers(sub)
+    add_parsers(sub)
     return run(parser.parse_args(argv))
