@@ -149,6 +149,8 @@ def cmd_import(args: argparse.Namespace, out: Out) -> int:
             finally:
                 done += size
             reports.append(report)
+            if report.error is not None:
+                errors.append(report.error)
         # Still under the signal handlers: Ctrl-C stops the export and saves its cursor.
         exported = _export(reports, errors, stop) if args.export and not stop.is_set() else {}
     if out.json:

@@ -53,19 +53,20 @@ from typing import Any
 import orjson
 
 from .. import events as ev
+from .._errors import LoopscribeError
 from .._model import Execution
 from ._common import (
     DEFAULT_SETTLE_SECONDS,
+    MAX_LINE_DEPTH,
     Importer,
     ImportReport,
     Source,
     format_ts,
-    has_reserved_key,
     nested_type,
     parse_ts,
     read_lines,
     result_of,
-    strip_reserved,
+    too_deep,
 )
 
 __all__ = [
@@ -689,14 +690,18 @@ class ClaudeCodeImporter(Importer):
             except orjson.JSONDecodeError:
                 obj = raw.decode("utf-8", "replace").rstrip("\n")
                 report.invalid_lines += 1
-            else:
-                if has_reserved_key(raw):
-                    obj = strip_reserved(obj)
             ts = (parse_ts(obj.get("timestamp")) if isinstance(obj, dict) else None) or last_ts
             if last_source is None:
                 self._agent_record(ev.AGENT_START, ctx, source, started or ts)
                 report.subagents += 1
-            self._handle_in(ctx, obj, source, ts)
+            try:
+                if too_deep(raw, obj):
+                    raise ValueError(f"nested deeper than {MAX_LINE_DEPTH} levels")
+                self._handle_in(ctx, obj, source, ts)
+            except (LoopscribeError, OSError):
+                raise  # the destination's failures, not the line's
+            except Exception as exc:
+                self.bad_line(path, number, raw, exc)
             report.lines += 1
             report.bytes += len(raw)
             offset, line = end, number
