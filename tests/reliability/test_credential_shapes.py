@@ -152,7 +152,7 @@ def test_error_type_is_a_type_never_a_message(tmp_path: Path) -> None:
     replay(path, captured.processor)
     tools = sorted(
         (s for s in captured.spans if s.name.startswith("execute_tool")),
-        key=lambda s: s.attributes["loopscribe.execution.id"] if s.attributes else "",
+        key=lambda s: str((s.attributes or {}).get("loopscribe.execution.id")),
     )
     types = [(s.attributes or {}).get("error.type") for s in tools]
     assert types == ["_OTHER", "_OTHER", "503", "invalid_request_error", "ValueError", "_OTHER"]
