@@ -52,6 +52,13 @@ def _cut_emoji() -> str:
     return str(json.loads('"cut \\ud83d"'))
 
 
+def _self_holding() -> list[Any]:
+    """A circular value: nests without end."""
+    value: list[Any] = ["level"]
+    value.append(value)
+    return value
+
+
 RESERVED: list[Any] = [
     {"$ls": "assistant", "content": "not typed"},
     {"$ls": "no-such-type"},
@@ -72,6 +79,7 @@ UNENCODABLE: list[tuple[str, Any, str]] = [
     ("an unregistered object", Unregistered("CANARY"), "Unregistered"),
     ("a non-string key", {1: "CANARY"}, "builtins.dict"),
     ("a lone surrogate in a key", {_cut_emoji(): "CANARY"}, "builtins.dict"),
+    ("a list that holds itself", _self_holding(), "builtins.list"),
 ]
 
 

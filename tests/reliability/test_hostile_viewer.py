@@ -165,3 +165,15 @@ def test_report_files_are_private(tmp_path: Path, folder: Path) -> None:
         os.umask(old)
     assert done.returncode == 0, done.stderr
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
+
+
+def test_the_allow_list_holds_the_bound_address_and_never_all_interfaces() -> None:
+    """A loopback address the viewer is bound to answers; 0.0.0.0 and :: are never a name."""
+    from loopscribe.cli._viewer import allowed_hosts
+
+    assert "127.0.0.2" in allowed_hosts("127.0.0.2")
+    assert "[::1]" in allowed_hosts("::1")
+    assert "0.0.0.0" not in allowed_hosts("0.0.0.0")
+    assert "::" not in allowed_hosts("::")
+    assert "viewer.example" in allowed_hosts("0.0.0.0", ["viewer.example"])
+    assert "localhost" in allowed_hosts("0.0.0.0")
