@@ -15,7 +15,7 @@ import argparse
 from collections.abc import Sequence
 
 from . import _import, _otel, _sessions, _viewer
-from ._common import CliError, Out, command_parser, run
+from ._common import CliError, Out, command_parser, parse, run, share_options
 
 __all__ = ["CliError", "Out", "build_parser", "main"]
 
@@ -30,9 +30,11 @@ def build_parser() -> argparse.ArgumentParser:
     _sessions.add_parsers(sub)
     _viewer.add_parsers(sub)
     _import.add_parsers(sub)
+    share_options(parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    return run(build_parser().parse_args(argv))
+    args = parse(build_parser(), argv)
+    return args if isinstance(args, int) else run(args)
