@@ -116,8 +116,14 @@ def test_a_hostile_file_is_one_clear_line(tmp_path: Path, kind: str, command: st
     # none was readable.
     assert 1 <= len(lines) <= (2 if command == "stats" else 1), done.stderr
     assert str(path) in lines[0] or path.name in lines[0]
-    # (``stats`` takes folders too: a directory is a folder without sessions.)
-    problems = ("not a session file", "ermission", "no session files")
+    problems = (
+        "not a session",
+        "not a loopscribe session",
+        "no loopscribe sessions",  # commands that take folders: a folder without sessions
+        "ermission",
+        "no session",
+        "is a folder",
+    )
     assert any(problem in lines[0] for problem in problems), lines[0]
 
 
