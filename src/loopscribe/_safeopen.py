@@ -26,6 +26,10 @@ _KINDS = (
 )
 
 
+_FIRST_BYTES = frozenset(bytes([b]) for b in b"{ \t\r\n\xef")
+"""First bytes a session file, or a damaged one the reader explains better, can start with."""
+
+
 def _refuse(path: Path, mode: int) -> FormatError:
     kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
     return FormatError(
@@ -68,7 +72,8 @@ def open_session_file(path: str | os.PathLike[str], buffering: int = -1) -> Bina
             raise _refuse(where, mode)
         os.set_blocking(fd, True)
         head = os.pread(fd, 1, 0)
-        if head and head != b"{":
+        # Whitespace and a BOM go on to the reader, which names the line at fault.
+        if head and head not in _FIRST_BYTES:
             raise FormatError(
                 f"{where}: not a session file: it does not start with a JSON object "
                 "(binary or other data); give the path of a .jsonl session file",

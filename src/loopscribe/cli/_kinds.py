@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shlex
 import stat
 from collections.abc import Mapping
@@ -98,7 +99,8 @@ def describe(path: Path, kind: FileKind) -> str:
             return f"{path}: is not a loopscribe session (not JSON lines)"
 
 
-def _first_lines(path: Path) -> list[bytes]:
+def _first_lines(path: Path) -> tuple[list[bytes], bytes]:
+    """The first complete lines, and the start of the file."""
     # A FIFO or a device among the files is never opened: the open of a FIFO
     # blocks. Callers count an OSError as an unreadable file.
     if not stat.S_ISREG(os.stat(path).st_mode):
@@ -106,9 +108,13 @@ def _first_lines(path: Path) -> list[bytes]:
     with path.open("rb") as file:
         head = file.read(SNIFF_BYTES)
     lines = head.split(b"\n")
-    if len(head) == SNIFF_BYTES and len(lines) > 1:
+    if len(head) == SNIFF_BYTES:
         lines.pop()  # cut mid-line
-    return [line for line in lines[:SNIFF_LINES] if line.strip()]
+    return [line for line in lines[:SNIFF_LINES] if line.strip()], head
+
+
+_SESSION_START = re.compile(rb'^\{"session_id":"([0-9a-f]{32})","seq":0,"type":"session_start"')
+"""How loopscribe writes the first line: told apart even when it is longer than a sniff."""
 
 
 def _foreign(obj: Mapping[str, Any]) -> Kind | None:
@@ -141,9 +147,11 @@ def file_kind(path: Path) -> FileKind:
         return FileKind("artifact")
     if name.endswith((".html", ".htm")):
         return FileKind("report")
-    lines = _first_lines(path)
+    lines, head = _first_lines(path)
     if not lines:
-        return FileKind("empty")
+        if (match := _SESSION_START.match(head)) is not None:
+            return FileKind("session", match[1].decode())  # a very long session_start
+        return FileKind("empty" if not head.strip() else "other")
     try:
         first = orjson.loads(lines[0])
     except orjson.JSONDecodeError:
@@ -175,6 +183,8 @@ def candidate_files(root: Path) -> list[Path]:
         found.extend(
             base / f
             for f in sorted(files)
-            if f.endswith(".jsonl") and not f.endswith(".otlp.jsonl")
+            if f.endswith(".jsonl")
+            and not f.endswith(".otlp.jsonl")
+            and os.path.isfile(base / f)  # regular files only: never open a FIFO
         )
     return sorted(found)
