@@ -100,15 +100,26 @@ def test_registered_custom_types_round_trip_with_the_same_registry(session_path:
     }
 
 
-def test_unknown_typed_message_raises_instead_of_being_lowered(session_path: Path) -> None:
-    """An unregistered dataclass is a recording error, not a silently lowered dict."""
+def test_unknown_typed_message_is_diagnosed_and_recording_goes_on(session_path: Path) -> None:
+    """An unregistered dataclass becomes a snapshot_error naming its type, never its value."""
     s = Session.create(session_path)
     run = s.begin_run()
-    with pytest.raises(UnknownTypeError, match=r"Unregistered.*codec\.register"):
-        run.record(ev.message_end(EX, Unregistered("CANARY")))
+    run.record(ev.message_end(EX, Unregistered("CANARY")))
+    run.record(ev.message_end(EX, UserMessage("next")))
+    s.close()
     assert b"CANARY" not in session_path.read_bytes()
-    with pytest.raises(UnknownTypeError):
-        s.close()
+    messages = [r.data["message"] for r in read(session_path) if r.type == "message_end"]
+    assert "Unregistered" in messages[0]["snapshot_error"]
+    assert "codec" in messages[0]["snapshot_error"]
+    assert messages[1] == UserMessage("next")
+
+
+def test_strict_dumps_still_refuses_an_unregistered_type() -> None:
+    """``strict=True`` raises the old, explicit error for callers that want it."""
+    with pytest.raises(UnknownTypeError, match=r"Unregistered.*codec\.register"):
+        Codec().dumps({"m": Unregistered("x")}, strict=True)
+    with pytest.raises(EncodeError):
+        Codec().dumps({"n": 2**70}, strict=True)
 
 
 def test_register_refuses_duplicates_and_non_dataclasses_without_hooks() -> None:
@@ -120,6 +131,8 @@ def test_register_refuses_duplicates_and_non_dataclasses_without_hooks() -> None
         codec.register(Artifact, "user")
     with pytest.raises(ValueError, match="encode= and decode="):
         codec.register(Note)
+    with pytest.raises(ValueError, match="reserved"):
+        codec.register(Artifact, "$dict")
 
 
 def test_an_encoder_may_encode_with_the_codec_itself() -> None:
@@ -134,5 +147,5 @@ def test_an_encoder_may_encode_with_the_codec_itself() -> None:
     line = codec.dumps({"notes": [Note("a"), UserMessage("b"), Note("c")]})
     back = codec.loads(line)
     assert back["notes"] == [Note("a"), UserMessage("b"), Note("c")]
-    with pytest.raises(EncodeError, match="reserved key"):
-        codec.dumps({"notes": [Note("a")], "plain": {"$ls": "note", "body": "x"}})
+    plain = {"notes": [Note("a")], "plain": {"$ls": "note", "body": "x"}}
+    assert codec.loads(codec.dumps(plain)) == plain

@@ -3,16 +3,35 @@
 A typed value is stored as a JSON object whose first key is ``"$ls"``, naming
 its registered type: ``{"$ls": "assistant", "content": [...], ...}``. Plain
 JSON values (dicts, lists, strings, numbers, booleans, ``None``) are stored as
-they are. Any other object must be registered; an unregistered one raises
-:class:`~loopscribe.UnknownTypeError` instead of being lowered to a dict that
-would no longer read back as the application's type.
+they are.
 
-The key ``"$ls"`` is reserved inside recorded data.
+**Data is not an error.** Values come from outside (tool output, web pages,
+provider bodies), so nothing in a value stops a record:
+
+* A plain dict that uses the key ``"$ls"`` itself is *escaped*: it is
+  written as ``{"$ls": "$dict", ...}`` with each of its keys made of one or
+  more ``$`` followed by ``ls`` given one more ``$`` (``"$ls"`` becomes
+  ``"$$ls"``, ``"$$ls"`` becomes ``"$$$ls"``). Reading strips the marker and
+  one ``$`` again, so the dict reads back equal and is never taken for a
+  typed value. Type names starting with ``$`` are reserved for this.
+* A value JSON cannot hold (an int beyond 64 bits, nesting deeper than
+  :data:`MAX_DEPTH`, ``bytes``, a ``set``, a ``str`` with a lone surrogate, a
+  dict with a non-string key, an object of an unregistered class) is
+  replaced, for that value alone, by ``{"snapshot_error": ...}``, a
+  diagnostic that names its type and never keeps the value.
+* ``datetime``, ``date`` and ``time`` are stored as ISO 8601 strings,
+  ``UUID`` as its canonical string, an ``Enum`` member as its value: they read
+  back as those plain values, not as the original type. Register a type to
+  get it back typed.
+
+The fast path is one ``orjson.dumps``; the walk that escapes and diagnoses
+runs only for the rare value that needs it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -36,6 +55,12 @@ from ._messages import (
 TAG = "$ls"
 TAG_BYTES = b'"$ls"'
 TAG_KEY_BYTES = b'"$ls":'
+
+ESCAPE = "$dict"
+"""The tag of an escaped plain dict that uses the reserved key itself."""
+MAX_DEPTH = 253
+"""Containers nested deeper are recorded as ``snapshot_error`` (orjson writes 254 levels)."""
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 # Dataclasses go to ``default`` so an unregistered one is refused instead of lowered.
 DUMPS_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS
@@ -141,6 +166,43 @@ def _tag_keys_are(line: bytes, tags: int) -> bool:
     return line.count(TAG_KEY_BYTES) == tags
 
 
+def snapshot_error(value: Any, reason: str) -> dict[str, str]:
+    """The diagnostic that replaces a value which cannot be recorded.
+
+    It names the value's type and why it failed, never the value itself.
+    """
+    kind = type(value)
+    return {
+        "snapshot_error": (
+            f"{reason}: a {kind.__module__}.{kind.__qualname__} value "
+            "could not be encoded as JSON and was not recorded"
+        )
+    }
+
+
+def _is_tag_like(key: str) -> bool:
+    """Whether ``key`` is ``$ls`` with one or more ``$``: the keys an escape renames."""
+    return key.endswith("ls") and key.startswith("$") and key.lstrip("$") == "ls"
+
+
+def _escape_key(key: str) -> str:
+    return "$" + key if _is_tag_like(key) else key
+
+
+def _unescape_key(key: str) -> str:
+    return key[1:] if key.startswith("$$") and _is_tag_like(key) else key
+
+
+def _encodable_str(value: str) -> bool:
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class Codec:
     """A registry of typed values that can be recorded and read back.
 
@@ -197,6 +259,8 @@ class Codec:
                 non-dataclass was given without ``encode`` and ``decode``.
         """
         name = cls.__name__ if name is None else name
+        if name.startswith("$"):
+            raise ValueError(f"codec type name {name!r}: names starting with '$' are reserved")
         if (encode is None or decode is None) and not dataclasses.is_dataclass(cls):
             raise ValueError(
                 f"cannot register {cls.__qualname__}: it is not a dataclass, "
@@ -234,12 +298,21 @@ class Codec:
             )
         return entry.encode(obj)
 
-    def dumps(self, value: Any, *, newline: bool = False) -> bytes:
+    def dumps(self, value: Any, *, newline: bool = False, strict: bool = False) -> bytes:
         """Encode ``value`` as compact JSON.
 
+        A plain dict using the reserved key is escaped; a value JSON cannot
+        hold becomes a ``snapshot_error`` diagnostic for that value alone
+        (see the module docstring), unless ``strict``.
+
+        Args:
+            value: What to encode.
+            newline: End the line with ``\\n``.
+            strict: Raise instead of diagnosing a value JSON cannot hold.
+
         Raises:
-            UnknownTypeError: A value is of an unregistered type.
-            EncodeError: Anything else that JSON cannot hold.
+            UnknownTypeError: ``strict``, and a value is of an unregistered type.
+            EncodeError: ``strict``, and anything else JSON cannot hold.
         """
         options = _LINE_OPTIONS if newline else DUMPS_OPTIONS
         try:
@@ -250,20 +323,94 @@ class Codec:
         try:
             line = orjson.dumps(value, default=default, option=options)
         except orjson.JSONEncodeError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, UnknownTypeError):
-                raise UnknownTypeError(str(cause)) from None
-            raise EncodeError(f"cannot encode as JSON: {exc}") from None
+            if strict:
+                cause = exc.__cause__
+                if isinstance(cause, UnknownTypeError):
+                    raise UnknownTypeError(str(cause)) from None
+                raise EncodeError(f"cannot encode as JSON: {exc}") from None
+            return self._dumps_lowered(value, options)
         finally:
             # Restored, so an encoder that calls dumps itself leaves the outer count alone.
             tags = count[0] - start
             count[0] = start
         if not _tag_keys_are(line, tags):
-            raise EncodeError(
-                f"a plain dict uses the reserved key {TAG!r}; rename that key "
-                "(it marks typed values in session files)"
-            )
+            # A plain dict uses the reserved key: escape it (rare, so walked only now).
+            return self._dumps_lowered(value, options)
         return line
+
+    def _dumps_lowered(self, value: Any, options: int) -> bytes:
+        """The slow path: walk ``value``, escaping and diagnosing, then encode it."""
+        tags = [0]
+        lowered = self._lower(value, 0, tags)
+        line = orjson.dumps(lowered, option=options)
+        if not _tag_keys_are(line, tags[0]):  # pragma: no cover - a walk that missed a case
+            raise EncodeError(f"a value could not be escaped for the reserved key {TAG!r}")
+        return line
+
+    def _lower(self, value: Any, depth: int, tags: list[int]) -> Any:
+        """``value`` as values orjson encodes as they are; typed values expanded.
+
+        ``depth`` counts the containers around ``value``; ``tags`` counts the
+        ``"$ls"`` keys written, for the check that nothing was missed.
+        """
+        kind = type(value)
+        if kind is str:
+            return value if _encodable_str(value) else snapshot_error(value, "lone surrogate")
+        if kind is int:
+            if _INT_MIN <= value <= _INT_MAX:
+                return value
+            return snapshot_error(value, "beyond 64 bits")
+        if value is None or kind is bool or kind is float:
+            return value
+        if kind is orjson.Fragment:
+            # Raw JSON written by this codec (frozen config): its tags are counted as they are.
+            tags[0] += orjson.dumps(value).count(TAG_KEY_BYTES)
+            return value
+        encode = self._encoders.get(kind)
+        if encode is None and isinstance(value, enum.Enum):
+            return self._lower(value.value, depth, tags)
+        is_dict = isinstance(value, dict)
+        if encode is not None or is_dict or isinstance(value, list | tuple):
+            if depth >= MAX_DEPTH and (encode is not None or value):
+                return snapshot_error(value, f"nested deeper than {MAX_DEPTH} levels")
+            if not (encode is not None or is_dict):
+                return [self._lower(item, depth + 1, tags) for item in value]
+            if encode is not None:
+                try:
+                    fields = encode(value)
+                except Exception as exc:
+                    return snapshot_error(value, f"its encoder raised {type(exc).__name__}")
+                escape = False
+            else:
+                fields = value
+                escape = TAG in value
+            out: dict[str, Any] = {}
+            if encode is not None or escape:
+                out[TAG] = fields[TAG] if encode is not None else ESCAPE
+                tags[0] += 1
+            for raw_key, item in fields.items():
+                if not isinstance(raw_key, str):
+                    return snapshot_error(value, f"non-string key ({type(raw_key).__name__})")
+                key = str(raw_key)
+                if not _encodable_str(key):
+                    return snapshot_error(value, "lone surrogate in a key")
+                if key == TAG and encode is not None:
+                    continue
+                out[_escape_key(key) if escape else key] = self._lower(item, depth + 1, tags)
+            return out
+        if isinstance(value, str):
+            return self._lower(str(value), depth, tags)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return self._lower(int(value), depth, tags)
+        if isinstance(value, float):
+            return float(value)
+        try:
+            # What orjson encodes natively (datetime, UUID, ...): its JSON form.
+            return orjson.Fragment(orjson.dumps(value, option=DUMPS_OPTIONS))
+        except orjson.JSONEncodeError:
+            plain = isinstance(value, bytes | bytearray | memoryview | set | frozenset | complex)
+            reason = "no JSON form" if plain else "not registered with the codec"
+            return snapshot_error(value, reason)
 
     def _counting_hook(self) -> tuple[Callable[[Any], Any], list[int]]:
         """A ``default`` hook for one thread that counts the typed values it encodes."""
@@ -310,6 +457,14 @@ class Codec:
                     value[key] = self._decode(item, budget)
             name = value.get(TAG)
             if name is None:
+                return value
+            if name == ESCAPE:
+                # A plain dict that uses the reserved key: unescape, never retype.
+                # In place, like typed values: callers may hold the parsed dict.
+                budget[0] -= 1
+                items = [(_unescape_key(k), v) for k, v in value.items() if k != TAG]
+                value.clear()
+                value.update(items)
                 return value
             entry = self._by_name.get(name) if isinstance(name, str) else None
             if entry is None:

@@ -21,10 +21,12 @@ working for code that does not know loopscribe::
 Errors that come from a file carry ``path``, ``line`` (1-based) and
 ``offset`` (byte offset of the line) as attributes and in their message.
 
-Recording failures are *sticky*: after a :class:`WriteError` or
-:class:`EncodeError`, every later ``record``, ``save_checkpoint`` and
-``close`` on the same Session raises the same exception object again, so a
-gap in the evidence can never go unnoticed.
+Recording failures are *sticky*: after a :class:`WriteError`, every later
+``record``, ``save_checkpoint`` and ``close`` on the same Session raises the
+same exception object again, so a gap in the evidence can never go
+unnoticed. Data is never such a failure: the built-in codec records a value
+JSON cannot hold as a ``snapshot_error`` diagnostic, and :class:`EncodeError`
+(from ``Codec.dumps(strict=True)`` or a custom codec) refuses one record only.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from ._codec import DEFAULT_CODEC, TAG_KEY_BYTES, Codec
 from ._errors import DecodeError
 from ._format import Scanner, parse_ts
 from ._model import Execution, Record, new_record
+from ._safeopen import open_session_file
 
 _BUFFER_BYTES = 1 << 16
 
@@ -211,7 +212,7 @@ def read(source: Source, *, codec: Codec | None = None, decode: bool = True) -> 
     active = (codec or DEFAULT_CODEC) if decode else None
     if isinstance(source, str | os.PathLike):
         path = Path(source)
-        with open(path, "rb", buffering=_BUFFER_BYTES) as stream:
+        with open_session_file(path, _BUFFER_BYTES) as stream:
             yield from _records(stream, Scanner(path), active)
     else:
         name = getattr(source, "name", None)

@@ -12,7 +12,9 @@ Durability rules, and why:
   its directory so the file itself survives a power loss.
 * A short write is completed or cut back to the last line boundary, and the
   handle fails: a partial line is never followed by another record.
-* Write, encode and sync errors are sticky (see ``loopscribe._errors``). A
+* Write and sync errors are sticky (see ``loopscribe._errors``): they are
+  the file's fault. Data never is: a value the codec cannot hold is
+  recorded as a ``snapshot_error`` diagnostic and recording goes on. A
   failed fsync is never retried, because a retry can report success for
   data the kernel has already dropped.
 * One writer per file: an exclusive, non-blocking ``flock`` on the open
@@ -733,9 +735,12 @@ class Session:
             if self._chain_head is not None and seq > 0:
                 obj["prev"] = self._chain_head
             try:
+                # Data is not an error: the codec escapes and diagnoses what it
+                # cannot hold. Only a custom codec can still refuse, and then
+                # this record alone is refused, never the recording.
                 line = self._codec.dumps(obj, newline=True)
             except EncodeError as exc:
-                raise self._fail(type(exc)(f"{self._path}: seq {seq} ({kind}): {exc}")) from None
+                raise type(exc)(f"{self._path}: seq {seq} ({kind}): {exc}") from None
             if self._redact is not None:
                 scrubbed = self._redact(line)
                 if scrubbed != line:
@@ -883,7 +888,8 @@ class Run:
 
         Raises:
             ValueError: ``event.type`` is a lifecycle type the Session writes itself.
-            EncodeError: The data cannot be encoded (sticky).
+            EncodeError: A custom codec refused the data (this record only; the
+                built-in codec diagnoses such values instead).
             WriteError: The write failed (sticky).
             SessionClosedError: The run or its Session is closed.
         """

@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from ._errors import FormatError
 from ._model import Record
 from ._reader import read
+from ._safeopen import check_regular
 from .live import follow
 
 logger = logging.getLogger("loopscribe")
@@ -40,6 +41,8 @@ FLUSH_INTERVAL_S = 1.0
 MAX_BACKLOG_SPANS = 100_000
 """Spans kept for retry while the collector is down; older ones are dropped (and counted)."""
 SEQ_LAST = "loopscribe.seq.last"
+_WAIT_SLICE_S = 0.05
+"""How often a waiting export looks at its deadline and the stop flag."""
 
 
 def cursor_path(session_path: Path) -> Path:
@@ -59,6 +62,7 @@ class Cursor:
     def load(cls, path: Path) -> Cursor:
         """Read a cursor file; a missing file means nothing was exported yet."""
         try:
+            check_regular(path)
             obj = orjson.loads(path.read_bytes())
         except FileNotFoundError:
             return cls()
@@ -68,7 +72,23 @@ class Cursor:
                 "whole session again (spans already sent would be sent twice)",
                 path=path,
             ) from None
-        return cls(obj.get("session_id"), int(obj.get("seq", 0)), int(obj.get("offset", 0)))
+        session_id = obj.get("session_id") if isinstance(obj, dict) else None
+        seq = obj.get("seq", 0) if isinstance(obj, dict) else None
+        offset = obj.get("offset", 0) if isinstance(obj, dict) else None
+        if (
+            not isinstance(session_id, str | None)
+            or type(seq) is not int
+            or type(offset) is not int
+            or seq < 0
+            or offset < 0
+        ):
+            raise FormatError(
+                f"{path}: the export cursor has the wrong shape (expected "
+                '{"session_id": str, "seq": int >= 0, "offset": int >= 0}); delete it to '
+                "export the whole session again (spans already sent would be sent twice)",
+                path=path,
+            )
+        return cls(session_id, seq, offset)
 
     def save(self, path: Path) -> None:
         """Replace the cursor file atomically (write, fsync, rename)."""
@@ -125,6 +145,10 @@ class Shipper:
         path: The session file.
         exporter: Where spans go; by default the one ``default_processor`` would use.
         destination: How to name the destination in results (never a secret).
+        export_timeout_s: The longest one export call may take, however the
+            collector answers (one that trickles bytes never trips a socket
+            timeout); default ``OTEL_EXPORTER_OTLP_TIMEOUT`` or 10 s. A call
+            that takes longer counts as failed: its spans are kept for retry.
     """
 
     def __init__(
@@ -132,9 +156,11 @@ class Shipper:
         path: Path,
         exporter: SpanExporter | None = None,
         destination: str | None = None,
+        *,
+        export_timeout_s: float | None = None,
     ) -> None:
         from .otel import SpanBridge
-        from .otel._export import default_exporter, describe_destination
+        from .otel._export import _timeout_s, default_exporter, describe_destination
 
         self.path = path
         self.cursor_path = cursor_path(path)
@@ -145,6 +171,8 @@ class Shipper:
         self._bridge = SpanBridge(self._collect, file_uri=path)
         self._backlog: list[ReadableSpan] = []
         self._last: Record | None = None
+        self._timeout_s = _timeout_s() if export_timeout_s is None else export_timeout_s
+        self._stop = threading.Event()
 
     def run(
         self,
@@ -160,7 +188,7 @@ class Shipper:
             Counts of spans sent, skipped (sent by an earlier run), failed and dropped.
         """
         result = ExportResult(self.path, self._destination)
-        stop = stop or threading.Event()
+        stop = self._stop = stop or threading.Event()
         try:
             self._feed(read(self.path, decode=False), result, on_progress, None)
             self._ship(result, final=not follow)
@@ -172,8 +200,16 @@ class Shipper:
                 if self._backlog and not stop.is_set():
                     stop.wait(poll_interval)
         finally:
-            self._exporter.shutdown()
+            self._shutdown()
         return result
+
+    def _shutdown(self) -> None:
+        """Shut the exporter down without waiting on an abandoned call for long."""
+        worker = threading.Thread(
+            target=self._exporter.shutdown, name="loopscribe exporter shutdown", daemon=True
+        )
+        worker.start()
+        worker.join(1.0 if self._stop.is_set() else self._timeout_s)
 
     def _follow(self, offset: int, stop: threading.Event, poll_interval: float) -> Iterable[Record]:
         return follow(
@@ -193,6 +229,8 @@ class Shipper:
         deadline: float | None,
     ) -> None:
         for record in records:
+            if self._stop.is_set():
+                return  # SIGINT/SIGTERM: ship what is done, save the cursor, stop
             if self._last is None and record.session_id != self.cursor.session_id:
                 if self.cursor.session_id is not None:
                     logger.warning(
@@ -247,11 +285,43 @@ class Shipper:
             self.cursor.save(self.cursor_path)
 
     def _export(self, batch: Sequence[ReadableSpan]) -> bool:
-        try:
-            return self._exporter.export(batch) is SpanExportResult.SUCCESS
-        except Exception:
-            logger.exception("%s: export of %d spans failed", self.path, len(batch))
+        """Export one batch, waiting at most the export timeout, and less once stopped.
+
+        The exporter's own timeouts bound each socket operation, not the call:
+        a collector that sends a byte now and then holds it forever. So the
+        call runs on a daemon thread that is abandoned (its spans kept for
+        retry) when the deadline passes or a stop is asked for.
+        """
+        if self._stop.is_set():
             return False
+        done = threading.Event()
+        outcome: list[bool] = []
+
+        def export() -> None:
+            try:
+                outcome.append(self._exporter.export(batch) is SpanExportResult.SUCCESS)
+            except Exception:
+                logger.exception("%s: export of %d spans failed", self.path, len(batch))
+                outcome.append(False)
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=export, name="loopscribe export call", daemon=True)
+        worker.start()
+        deadline = time.monotonic() + self._timeout_s
+        while not done.wait(_WAIT_SLICE_S):
+            if self._stop.is_set():
+                logger.warning("%s: stopped while exporting %d spans", self.path, len(batch))
+                return False
+            if time.monotonic() >= deadline:
+                logger.warning(
+                    "%s: export of %d spans took longer than %.1f s; they are kept for retry",
+                    self.path,
+                    len(batch),
+                    self._timeout_s,
+                )
+                return False
+        return bool(outcome and outcome[0])
 
 
 def _seq_last(span: ReadableSpan) -> int:

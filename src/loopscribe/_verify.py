@@ -26,6 +26,7 @@ from pathlib import Path
 from . import events as ev
 from ._errors import FormatError
 from ._format import Scanner
+from ._safeopen import open_session_file
 
 _BUFFER_BYTES = 1 << 16
 
@@ -101,7 +102,7 @@ def verify(path: str | os.PathLike[str]) -> VerifyReport:
     last_type = ""
     number = 0
     offset = 0
-    with open(path, "rb", buffering=_BUFFER_BYTES) as stream:
+    with open_session_file(path, _BUFFER_BYTES) as stream:
         try:
             for number, offset, raw, obj in scanner.lines(stream):
                 if number == 1:

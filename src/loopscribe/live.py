@@ -47,6 +47,7 @@ from ._errors import CorruptRecordError, FormatError
 from ._format import Scanner
 from ._model import Event, Record, Transient
 from ._reader import to_record
+from ._safeopen import open_session_fd, open_session_file
 
 __all__ = ["TERMINAL_TYPES", "Bus", "Subscription", "Transient", "follow", "watch_mode"]
 
@@ -78,6 +79,25 @@ def _resume_scanner(path: Path, fd: int, offset: int) -> Scanner:
     return Scanner(path, resume=(session_id, -1))
 
 
+def _check_same_file(path: Path, st: os.stat_result, offset: int) -> None:
+    """Notice, once everything written was read, that ``path`` no longer names this file."""
+    try:
+        now = os.stat(path)
+    except FileNotFoundError:
+        raise FormatError(
+            f"{path}: the file was deleted while it was followed "
+            f"(every record up to byte {offset} was read)",
+            path=path,
+        ) from None
+    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+        raise FormatError(
+            f"{path}: the file was replaced (another file renamed over it) while it was "
+            "followed; every record of the old one was read: follow the path again to read "
+            "the new file from its start",
+            path=path,
+        )
+
+
 class _LineReader:
     """Turns the bytes appended to a file into Records; holds an unfinished tail back."""
 
@@ -100,12 +120,14 @@ class _LineReader:
         while True:
             chunk = os.pread(self.fd, _CHUNK_BYTES, self.offset + len(self.pending))
             if not chunk:
-                if os.fstat(self.fd).st_size < self.offset + len(self.pending):
+                st = os.fstat(self.fd)
+                if st.st_size < self.offset + len(self.pending):
                     raise FormatError(
                         f"{self.path}: the file shrank below byte "
                         f"{self.offset + len(self.pending)} while it was followed; "
                         "it was replaced or truncated outside loopscribe"
                     )
+                _check_same_file(self.path, st, self.offset)
                 return out
             self._parse(chunk, out)
             if not drain or len(chunk) < _CHUNK_BYTES:
@@ -239,7 +261,7 @@ class _SharedReader:
     def __init__(self, key: _Key, path: Path, offset: int, codec: Codec | None, poll: float):
         self.key = key
         self.path = path
-        self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self.fd = open_session_fd(path)
         try:
             self.lines = _LineReader(path, self.fd, offset, codec)
         except BaseException:
@@ -403,7 +425,7 @@ class follow:  # used like a function, as in ``for r in follow(path)``
                 return joined
 
     def __iter__(self) -> Iterator[Record]:
-        with open(self.path, "rb", buffering=0) as stream:
+        with open_session_file(self.path, buffering=0) as stream:
             lines = _LineReader(self.path, stream.fileno(), self.offset, self._codec)
             idle_since = time.monotonic()
             if not self.shared:
@@ -453,7 +475,7 @@ class follow:  # used like a function, as in ``for r in follow(path)``
         return item
 
     async def __aiter__(self) -> AsyncIterator[Record]:
-        with open(self.path, "rb", buffering=0) as stream:
+        with open_session_file(self.path, buffering=0) as stream:
             lines = _LineReader(self.path, stream.fileno(), self.offset, self._codec)
             idle_since = time.monotonic()
             if not self.shared:

@@ -58,6 +58,7 @@ from ._fields import plain, text, token_usage
 from ._format import Scanner, format_ts, parse_ts
 from ._messages import SystemMessage
 from ._reader import to_record
+from ._safeopen import open_session_fd, open_session_file
 from ._session import Observer, Session, open_handle
 
 __all__ = [
@@ -637,7 +638,7 @@ def _count_visible(path: Path, side: _SideFact | None, codec: Codec) -> int:
 
 def tail_offset(path: str | os.PathLike[str], lines: int) -> int:
     """The byte offset where the last ``lines`` complete records start (read backwards)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd = open_session_fd(path)
     try:
         end = _complete_end(fd)
         starts = [offset for offset, _raw in itertools.islice(_reverse_lines(fd, end), lines)]
@@ -873,7 +874,7 @@ class Workspace:
         cached.summary = None
         self.files_read += 1
         fold, scanner = cached.fold, cached.scanner
-        with open(path, "rb", buffering=_BLOCK_BYTES) as stream:
+        with open_session_file(path, _BLOCK_BYTES) as stream:
             stream.seek(cached.offset)
             for number, _offset, _raw, obj in scanner.lines(
                 stream, offset=cached.offset, first_line=cached.lines + 1
@@ -929,7 +930,7 @@ class Workspace:
         summary: Any = None
         keep = -1  # -1: no compaction point met yet
         reached_start = False
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_session_fd(path)
         try:
             _check_header(path, fd)
             for offset, raw in _reverse_lines(fd, _complete_end(fd)):

@@ -18,6 +18,7 @@ import orjson
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
+import loopscribe
 from loopscribe.importers import SOURCE_EVENT, ImportStateError, claude_code
 from loopscribe.importers._common import cursor_path
 from loopscribe.otel import _bridge
@@ -595,16 +596,16 @@ def test_unknown_and_damaged_lines_are_kept_and_counted(tmp_path: Path) -> None:
     assert by_type["invalid_line"].data["line"] == "{not json"
 
 
-def test_a_transcript_using_the_reserved_key_is_kept_under_a_new_name(tmp_path: Path) -> None:
-    """A source key "$ls" is renamed, so the session reads back as plain JSON."""
+def test_a_transcript_using_the_reserved_key_reads_back_equal(tmp_path: Path) -> None:
+    """A source key "$ls" is escaped by the codec, so the line reads back as it was."""
     source = tmp_path / "dollar.jsonl"
     data = SHORT.read_bytes().splitlines(keepends=True)
     novel = {"type": "brand-new-kind", "timestamp": "2026-02-10T21:12:00.000Z", "env": {"$ls": 1}}
     data.insert(5, orjson.dumps(novel) + b"\n")
     source.write_bytes(b"".join(data))
     report = claude_code.import_transcript(source, tmp_path / "out", finished=True)
-    kept = next(r for r in records(report.destination) if r.type == SOURCE_EVENT)
-    assert kept.data["line"]["env"] == {"$ls (renamed by the importer)": 1}
+    kept = next(r for r in loopscribe.read(report.destination) if r.type == SOURCE_EVENT)
+    assert kept.data["line"]["env"] == {"$ls": 1}
 
 
 # -- errors ------------------------------------------------------------------------
@@ -629,13 +630,29 @@ def test_a_truncated_transcript_is_refused(tmp_path: Path) -> None:
         claude_code.import_transcript(source, tmp_path / "out")
 
 
-def test_a_destination_without_cursor_is_refused(tmp_path: Path) -> None:
-    """An existing destination the importer has no cursor for is never appended to."""
+def test_a_destination_without_cursor_is_moved_aside_and_imported_again(tmp_path: Path) -> None:
+    """A destination of this transcript without cursor is never appended to: kept aside, redone."""
     source = copy_transcript(SHORT, tmp_path / "src")
     dest = imported(source, tmp_path / "out")
+    before = dest.read_bytes()
     cursor_path(dest).unlink()
+    report = claude_code.import_transcript(source, tmp_path / "out")
+    assert report.records > 0
+    assert dest.with_name(dest.name + ".leftover").read_bytes() == before
+    assert cursor_path(dest).exists()
+
+
+def test_a_foreign_destination_without_cursor_is_refused(tmp_path: Path) -> None:
+    """A session of another transcript where the destination goes is never touched."""
+    source = copy_transcript(SHORT, tmp_path / "src")
+    dest = tmp_path / "out" / "short.jsonl"
+    dest.parent.mkdir()
+    with loopscribe.Session.create(dest, metadata={"other": True}):
+        pass
+    before = dest.read_bytes()
     with pytest.raises(ImportStateError, match="has no import cursor"):
         claude_code.import_transcript(source, tmp_path / "out")
+    assert dest.read_bytes() == before
 
 
 def test_find_transcripts_skips_subagent_files(tmp_path: Path) -> None:

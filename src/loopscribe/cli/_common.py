@@ -26,7 +26,9 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from .._errors import LoopscribeError
+from .._logsafe import install as install_log_filter
 from .._model import Record
+from .._safeopen import not_a_session_file
 from ._kinds import AGENT_LABELS, candidate_files, describe, file_kind
 
 SESSION_HELP = "a session file, or a session ID or unique ID prefix (looked up under --dir)"
@@ -109,7 +111,8 @@ def find_sessions(root: Path, found: Found | None = None) -> Found:
         found.sessions.append(root)
         return found
     if not root.is_dir():
-        raise CliError(f"{root}: no such file or folder")
+        missing = f"{root}: no such file or folder"
+        raise CliError(not_a_session_file(root) if root.exists() else missing)
     for path in candidate_files(root):
         try:
             kind = file_kind(path)
@@ -142,6 +145,8 @@ def resolve_session(target: str, base: Path) -> Path:
         CliError: No such file or session, an ambiguous prefix, or not a session.
     """
     path = Path(target)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise CliError(not_a_session_file(path))  # a FIFO, a device, a socket
     if path.is_file():
         kind = file_kind(path)
         if not kind.is_session:
@@ -373,6 +378,7 @@ def run(args: argparse.Namespace) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="loopscribe: %(levelname)s: %(message)s",
     )
+    install_log_filter(*logging.getLogger().handlers)
     out = Out(Console(soft_wrap=True), Console(stderr=True, soft_wrap=True), args.json)
     handler: Callable[[argparse.Namespace, Out], int] = args.handler
     try:

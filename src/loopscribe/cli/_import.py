@@ -213,7 +213,10 @@ def cmd_import(args: argparse.Namespace, out: Out) -> int:
             finally:
                 done += size
             reports.append(report)
-    exported = _export(reports, errors) if args.export else {}
+            if report.error is not None:
+                errors.append(report.error)
+        # Still under the signal handlers: Ctrl-C stops the export and saves its cursor.
+        exported = _export(reports, errors, stop) if args.export and not stop.is_set() else {}
     if out.json:
         for report in reports:
             obj = report.to_json()
@@ -231,16 +234,18 @@ def cmd_import(args: argparse.Namespace, out: Out) -> int:
     return 1 if errors else 0
 
 
-def _export(reports: list[ImportReport], errors: list[str]) -> dict[Path, dict[str, Any]]:
+def _export(
+    reports: list[ImportReport], errors: list[str], stop: threading.Event
+) -> dict[Path, dict[str, Any]]:
     """Send the spans of every destination that got new records."""
     from .._shipper import Shipper
 
     exported: dict[Path, dict[str, Any]] = {}
     for report in reports:
-        if not report.records:
+        if not report.records or stop.is_set():
             continue
         try:
-            result = Shipper(report.destination).run()
+            result = Shipper(report.destination).run(stop=stop)
         except (LoopscribeError, OSError) as exc:
             errors.append(f"exporting {report.destination}: {exc}")
             continue

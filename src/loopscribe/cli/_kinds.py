@@ -7,9 +7,11 @@ damaged, and a file named on purpose is answered with what it is and what to do.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shlex
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +101,10 @@ def describe(path: Path, kind: FileKind) -> str:
 
 def _first_lines(path: Path) -> tuple[list[bytes], bytes]:
     """The first complete lines, and the start of the file."""
+    # A FIFO or a device among the files is never opened: the open of a FIFO
+    # blocks. Callers count an OSError as an unreadable file.
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
     with path.open("rb") as file:
         head = file.read(SNIFF_BYTES)
     lines = head.split(b"\n")

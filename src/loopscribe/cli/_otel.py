@@ -215,8 +215,7 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
     from .._shipper import ExportResult, Shipper
 
     stop = StopFlag()
-    if args.follow:
-        stop.install()
+    stop.install()  # also without --follow: Ctrl-C saves the cursor and prints no traceback
     paths = resolve_targets(args.files, Path(args.dir)).sessions
     if not paths:
         raise CliError(

@@ -81,6 +81,17 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=DEFAULT_PORT,
         help=f"port (default {DEFAULT_PORT}; 0 picks a free one and prints it)",
     )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=(
+            "a Host header to answer besides the loopback names and the bound address "
+            "(repeat it; for --host 0.0.0.0, the name clients use). Others get 400, "
+            "which stops DNS rebinding"
+        ),
+    )
     p.add_argument("--open", action="store_true", help="open the viewer in a web browser")
     p.set_defaults(handler=cmd_serve)
 
@@ -163,6 +174,21 @@ def _count(n: int, bad: bool = False) -> str:
 # -- serve ------------------------------------------------------------------------------
 
 
+def allowed_hosts(bound: str, extra: list[str] | tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The ``Host`` names the viewer answers: loopback, the bound address, and ``extra``.
+
+    Always a list, even on ``0.0.0.0``: a page on another site can make a
+    browser send requests here under its own name (DNS rebinding).
+    """
+    from ..viewer._page import LOOPBACK_HOSTS
+
+    bare = bound.strip("[]")
+    names = [*LOOPBACK_HOSTS, *extra]
+    if bare not in ("0.0.0.0", "::"):
+        names += [bare, f"[{bare}]"] if ":" in bare else [bare]
+    return tuple(dict.fromkeys(names))
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -192,7 +218,7 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
         )
     import uvicorn
 
-    from ..viewer._app import LOOPBACK_HOSTS, create_app
+    from ..viewer._app import create_app
     from ..viewer._store import Catalog, NotFoundError
 
     root = Path(args.dir)
@@ -215,9 +241,9 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
             highlight=False,
             markup=False,
         )
-    app = create_app(root, catalog=catalog, allowed_hosts=LOOPBACK_HOSTS if loopback else None)
     sock = _listen(args.host, args.port)
     host, port = sock.getsockname()[:2]
+    app = create_app(root, catalog=catalog, allowed_hosts=allowed_hosts(host, args.allow_host))
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/"
     sessions = len(catalog.sessions())

@@ -30,6 +30,7 @@ Cursor file ``<destination>.import-cursor`` (JSON)::
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
@@ -60,7 +61,11 @@ DEFAULT_SETTLE_SECONDS = 1800.0
 """A transcript unchanged for this long is taken as finished (see ``finished=``)."""
 
 _BUFFER_BYTES = 1 << 16
-_TAG_KEY = b'"$ls"'
+LEFTOVER_SUFFIX = ".leftover"
+"""What a destination without a cursor is renamed to before importing again."""
+_HEAD_BYTES = 1 << 20
+"""Enough of a session file to hold its ``session_start`` line."""
+
 _PROGRESS_STEP = 1 << 20
 
 
@@ -102,6 +107,41 @@ def head_digest(path: Path) -> str | None:
     return hashlib.sha256(first).hexdigest()
 
 
+MAX_LINE_DEPTH = 240
+"""Deeper source lines are kept whole as text: a record nests them a few levels more,
+and the codec records nothing below 253 levels."""
+
+
+def too_deep(raw: bytes, obj: Any) -> bool:
+    """Whether a parsed line nests deeper than :data:`MAX_LINE_DEPTH` (cheap for most lines)."""
+    if raw.count(b"{") + raw.count(b"[") < MAX_LINE_DEPTH:
+        return False
+    level = [(obj, 1)]
+    while level:
+        value, depth = level.pop()
+        if depth > MAX_LINE_DEPTH:
+            return True
+        if isinstance(value, dict):
+            level.extend((v, depth + 1) for v in value.values() if isinstance(v, dict | list))
+        elif isinstance(value, list):
+            level.extend((v, depth + 1) for v in value if isinstance(v, dict | list))
+    return False
+
+
+def _digest_prefix(path: Path, size: int) -> Any:
+    """A running SHA-256 of the first ``size`` bytes of ``path``."""
+    digest = hashlib.sha256()
+    with open(path, "rb", buffering=0) as stream:
+        left = size
+        while left > 0:
+            chunk = stream.read(min(left, _BUFFER_BYTES))
+            if not chunk:
+                break
+            digest.update(chunk)
+            left -= len(chunk)
+    return digest
+
+
 def read_lines(path: Path, offset: int, line: int) -> Iterator[tuple[int, int, bytes]]:
     """Yield ``(line_number, end_offset, raw)`` for each complete line after ``offset``.
 
@@ -140,6 +180,9 @@ def nested_type(raw: bytes, marker: bytes) -> bytes | None:
     return raw[name_start:name_end] if name_end > name_start else None
 
 
+_TAG_KEY = b'"$ls"'
+
+
 def has_reserved_key(raw: bytes) -> bool:
     """Whether a source line may use the codec's reserved key ``$ls``.
 
@@ -150,7 +193,11 @@ def has_reserved_key(raw: bytes) -> bool:
 
 
 def strip_reserved(value: Any) -> Any:
-    """Rename the codec's reserved key ``$ls`` wherever a transcript uses it."""
+    """Rename the codec's reserved key ``$ls`` wherever a value uses it.
+
+    The importers no longer need this (the codec escapes the key and it reads
+    back equal); it is kept for callers that want the renamed form.
+    """
     if isinstance(value, dict):
         return {
             ("$ls (renamed by the importer)" if k == "$ls" else k): strip_reserved(v)
@@ -209,6 +256,11 @@ class ImportReport:
     """The transcript was taken as finished: its last run is closed."""
     stopped: bool = False
     """The import was asked to stop early; the next import continues."""
+    error: str | None = None
+    """The first source line that could not be imported (file and line), if any; the
+    line is kept as an ``invalid_line`` source event and the import goes on."""
+    bad_lines: int = 0
+    """Source lines that could not be imported (see :attr:`error`)."""
 
     @property
     def up_to_date(self) -> bool:
@@ -261,6 +313,8 @@ class ImportReport:
             "unknown": dict(sorted(self.unknown.items())),
             "finished": self.finished,
             "stopped": self.stopped,
+            "error": self.error,
+            "bad_lines": self.bad_lines,
         }
 
 
@@ -288,6 +342,8 @@ class Cursor:
     last_ts: str | None = None
     record_ts: str | None = None
     state: dict[str, Any] = field(default_factory=dict)
+    prefix: str | None = None
+    """SHA-256 of the transcript's first ``offset`` bytes: a rewrite shows there."""
 
     @classmethod
     def load(cls, path: Path) -> Cursor | None:
@@ -307,20 +363,47 @@ class Cursor:
                 f"{path}: not an import cursor of version {CURSOR_VERSION}; delete it and the "
                 "session file beside it to import the transcript again"
             )
+        try:
+            return cls._from_json(obj)
+        except (TypeError, ValueError) as exc:
+            raise ImportStateError(
+                f"{path}: the import cursor has the wrong shape ({exc}); delete it and the "
+                f"session file beside it ({path.name.removesuffix(CURSOR_SUFFIX)}) to import "
+                "the transcript again"
+            ) from None
+
+    @classmethod
+    def _from_json(cls, obj: dict[str, Any]) -> Cursor:
+        def text(name: str) -> str | None:
+            value = obj.get(name)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{name} must be a string, got {type(value).__name__}")
+            return value
+
+        def number(name: str) -> int:
+            value = obj.get(name, 0)
+            if type(value) is not int or value < 0:
+                raise TypeError(f"{name} must be an integer >= 0, got {value!r:.40}")
+            return value
+
+        state = obj.get("state") or {}
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be an object, got {type(state).__name__}")
         return cls(
-            importer=str(obj.get("importer")),
-            source=str(obj.get("source")),
-            head=obj.get("head"),
-            offset=int(obj.get("offset", 0)),
-            line=int(obj.get("line", 0)),
-            session_id=obj.get("session_id"),
-            dest_seq=int(obj.get("dest_seq", 0)),
-            dest_size=int(obj.get("dest_size", 0)),
-            run_id=obj.get("run_id"),
-            finished=bool(obj.get("finished", False)),
-            last_ts=obj.get("last_ts"),
-            record_ts=obj.get("record_ts"),
-            state=dict(obj.get("state") or {}),
+            importer=str(text("importer")),
+            source=str(text("source")),
+            head=text("head"),
+            offset=number("offset"),
+            line=number("line"),
+            session_id=text("session_id"),
+            dest_seq=number("dest_seq"),
+            dest_size=number("dest_size"),
+            run_id=text("run_id"),
+            finished=obj.get("finished") is True,
+            last_ts=text("last_ts"),
+            record_ts=text("record_ts"),
+            state=state,
+            prefix=text("prefix"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -340,6 +423,7 @@ class Cursor:
             "last_ts": self.last_ts,
             "record_ts": self.record_ts,
             "state": self.state,
+            "prefix": self.prefix,
         }
 
     def save(self, path: Path) -> None:
@@ -420,11 +504,7 @@ class Destination:
         cursor = self._cursor
         if cursor is None:
             if self.path.exists():
-                raise ImportStateError(
-                    f"{self.path}: exists, but has no import cursor beside it "
-                    f"({cursor_path(self.path).name}); it was not written by this importer or "
-                    "its cursor was lost. Move it away or delete it, then import again"
-                )
+                self._remove_leftover()
             session = Session.create(
                 self.path, metadata=self._metadata(), observers=self._observers
             )
@@ -463,6 +543,52 @@ class Destination:
         self._session = session
         self._update_writing()
         return session
+
+    def _remove_leftover(self) -> None:
+        """Remove what a failed first import of this transcript left, or refuse.
+
+        A first import that died (crash, SIGKILL, full disk, bad data) before
+        saving its cursor leaves a session without one. When no writer holds
+        it and its ``session_start`` names this transcript, it is that
+        leftover: it is moved aside (``*.jsonl.leftover``, which no reader
+        lists) and the import starts again. A file another
+        process is writing is never touched, and never to be deleted.
+        """
+        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ImportStateError(
+                    f"{self.path}: another import is writing this session right now (it holds "
+                    "the writer lock); let it finish, then run the import again"
+                ) from None
+            head = os.pread(fd, _HEAD_BYTES, 0)
+        finally:
+            os.close(fd)
+        first, newline, _ = head.partition(b"\n")
+        ours = not newline  # not even a complete first line: a first import cut short
+        if newline:
+            try:
+                start = orjson.loads(first)
+                meta = start["data"]["metadata"]
+                ours = meta["import"]["file"] == self._metadata()["import"]["file"]
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                ours = False
+        if not ours:
+            raise ImportStateError(
+                f"{self.path}: exists, but has no import cursor beside it "
+                f"({cursor_path(self.path).name}) and was not started by an import of this "
+                "transcript; move it out of the import folder, then import again"
+            )
+        aside = self.path.with_name(self.path.name + LEFTOVER_SUFFIX)
+        logger.warning(
+            "%s: has no cursor (a first import that did not finish, or a lost cursor); "
+            "moved to %s, importing the transcript again",
+            self.path,
+            aside.name,
+        )
+        os.replace(self.path, aside)
 
     def _replayed(self, kind: str, execution: Execution | None) -> Record | None:
         """The existing record an operation corresponds to, while recovering."""
@@ -608,6 +734,8 @@ class Mapper:
         """The latest timestamp recorded: where a run without a closing line closes."""
         self.meta: dict[str, Any] = {}
         self.dest: Destination
+        self._prefix = hashlib.sha256()
+        """SHA-256 of the transcript up to where it was read."""
         self.title_from: str | None = None
         """What the session's title was taken from: ``summary``, ``user`` or nothing yet."""
 
@@ -753,6 +881,8 @@ class Importer(Mapper):
         size = self.source.stat().st_size
         head = head_digest(self.source) if size else None
         if cursor is not None:
+            if size >= cursor.offset:
+                self._prefix = _digest_prefix(self.source, cursor.offset)
             self._check_source(cursor, size, head)
             self.load_state(cursor.state)
             title_from = cursor.state.get("title_from")
@@ -805,6 +935,7 @@ class Importer(Mapper):
             last_ts=format_ts(self.last_ts),
             record_ts=format_ts(self.record_ts),
             state=self._state(),
+            prefix=self._prefix.hexdigest(),
         )
         new.save(self.cursor_path)
         return self._done()
@@ -825,6 +956,7 @@ class Importer(Mapper):
         cursor.record_ts = format_ts(self.record_ts)
         cursor.head = head or cursor.head
         cursor.state = self._state()
+        cursor.prefix = self._prefix.hexdigest()
         cursor.save(self.cursor_path)
 
     def _check_source(self, cursor: Cursor, size: int, head: str | None) -> None:
@@ -843,6 +975,12 @@ class Importer(Mapper):
             raise ImportStateError(
                 f"{self.source}:1: the first line differs from the transcript imported into "
                 f"{self.destination}; it was replaced: {fix}"
+            )
+        if cursor.prefix is not None and self._prefix.hexdigest() != cursor.prefix:
+            raise ImportStateError(
+                f"{self.source}:{cursor.line}: the first {cursor.offset} bytes (lines 1 to "
+                f"{cursor.line}) differ from those imported into {self.destination}; the "
+                f"transcript was rewritten: {fix}"
             )
 
     def _decide_finished(self, size: int) -> bool:
@@ -865,12 +1003,14 @@ class Importer(Mapper):
         start = offset
         next_progress = offset + _PROGRESS_STEP
         count = 0
+        prefix = self._prefix.update
         for number, end, raw in read_lines(self.source, offset, line):
             if stop is not None and stop.is_set():
                 report.stopped = True
                 break
             count += 1
             offset, line = end, number
+            prefix(raw)
             label = skip(raw)
             if label is not None:
                 skipped[label] += 1
@@ -880,9 +1020,15 @@ class Importer(Mapper):
             except orjson.JSONDecodeError as exc:
                 self.invalid_line(number, raw, exc)
             else:
-                if has_reserved_key(raw):
-                    obj = strip_reserved(obj)
-                self.handle(obj, number, raw, {"file": file, "line": number})
+                # A "$ls" key needs nothing here: the codec escapes it, and it reads back equal.
+                try:
+                    if too_deep(raw, obj):
+                        raise ValueError(f"nested deeper than {MAX_LINE_DEPTH} levels")
+                    self.handle(obj, number, raw, {"file": file, "line": number})
+                except (LoopscribeError, OSError):
+                    raise  # the destination's failures, not the line's
+                except Exception as exc:
+                    self.bad_line(self.source, number, raw, exc)
             if progress is not None and end >= next_progress:
                 progress(end - start)
                 next_progress = end + _PROGRESS_STEP
@@ -899,6 +1045,29 @@ class Importer(Mapper):
         told from the raw bytes with certainty (see :func:`top_level_type`).
         """
         return None
+
+    def bad_line(self, path: Path, number: int, raw: bytes, exc: Exception) -> None:
+        """A JSON line the mapping could not take (a ``type`` that is a list, ...).
+
+        It is kept as an ``invalid_line`` source event, the first one is the
+        report's :attr:`~ImportReport.error` (the import exits non-zero), and
+        the import goes on with the next line.
+        """
+        self.report.bad_lines += 1
+        detail = f"{type(exc).__name__}: {exc}"[:200]
+        if self.report.error is None:
+            self.report.error = (
+                f"{path}:{number}: this line could not be imported ({detail}); it is kept as "
+                "an invalid_line source event. The transcript is damaged or of an unknown "
+                f"{self.name} version"
+            )
+        logger.warning("%s:%d: line not imported (%s)", path, number, detail)
+        self.source_event(
+            "invalid_line",
+            raw.decode("utf-8", "replace").rstrip("\n"),
+            {"file": str(path), "line": number},
+            self.last_ts,
+        )
 
     def invalid_line(self, number: int, raw: bytes, exc: Exception) -> None:
         """Keep a complete line that is not JSON as a source event, and warn."""

@@ -53,20 +53,21 @@ from typing import Any
 import orjson
 
 from .. import events as ev
+from .._errors import LoopscribeError
 from .._model import Execution
 from ._common import (
     DEFAULT_SETTLE_SECONDS,
+    MAX_LINE_DEPTH,
     Importer,
     ImportReport,
     Mapper,
     Source,
     format_ts,
-    has_reserved_key,
     nested_type,
     parse_ts,
     read_lines,
     result_of,
-    strip_reserved,
+    too_deep,
 )
 
 __all__ = [
@@ -783,13 +784,17 @@ class ClaudeCodeImporter(ClaudeCodeMapping, Importer):
             except orjson.JSONDecodeError:
                 obj = raw.decode("utf-8", "replace").rstrip("\n")
                 report.invalid_lines += 1
-            else:
-                if has_reserved_key(raw):
-                    obj = strip_reserved(obj)
             ts = (parse_ts(obj.get("timestamp")) if isinstance(obj, dict) else None) or last_ts
             if ctx is None:
                 ctx = self._begin_agent(agent_id, parent, name, source, started or ts)
-            self._handle_in(ctx, obj, source, ts)
+            try:
+                if too_deep(raw, obj):
+                    raise ValueError(f"nested deeper than {MAX_LINE_DEPTH} levels")
+                self._handle_in(ctx, obj, source, ts)
+            except (LoopscribeError, OSError):
+                raise  # the destination's failures, not the line's
+            except Exception as exc:
+                self.bad_line(path, number, raw, exc)
             report.lines += 1
             report.bytes += len(raw)
             offset, line = end, number

@@ -242,11 +242,51 @@ def _finish_reason(data: Mapping[str, Any], message: Any) -> tuple[str, ...]:
     return ()
 
 
+_TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}(?:\.[A-Za-z_][A-Za-z0-9_]{0,63}){0,7}")
+"""A class name (``TimeoutError``, ``openai.RateLimitError``) or a provider's error type
+(``invalid_request_error``); anything else is free text and stays in the file."""
+_MAX_TYPE_CHARS = 128
+_CLASS_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Timeout", "Cancelled", "Failure")
+
+
+def _type_name(value: Any) -> str | None:
+    """``value`` when it reads as a type name, else ``None``."""
+    if isinstance(value, str) and len(value) <= _MAX_TYPE_CHARS and _TYPE_NAME.fullmatch(value):
+        return value
+    return None
+
+
+def _http_status(value: Any) -> str | None:
+    """An HTTP error status (400-599) as the conventions write it: ``"503"``."""
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 400 <= value <= 599:
+        return str(value)
+    return None
+
+
 def _error_type(data: Mapping[str, Any]) -> str | None:
-    """The failure's type name, never its message; ``None`` when nothing failed."""
+    """The failure's type, never its message; ``None`` when nothing failed.
+
+    A bounded, low-cardinality value: a class or error-type name, an HTTP
+    status, or ``_OTHER``. A host that hands a message as the error (a string,
+    or a mapping whose ``type`` is free text) gets ``_OTHER``; the text stays
+    in the file.
+    """
     error = _plain(data.get("error"))
     if error is not None and error is not False:
-        return _str(_get(error, "type")) or OTHER_ERROR
+        if isinstance(error, str):
+            # A bare string is a type only when it looks like an exception class.
+            name = _type_name(error)
+            return name if name and name.endswith(_CLASS_SUFFIXES) else OTHER_ERROR
+        named = _type_name(_get(error, "type"))
+        if named is not None:
+            return named
+        for key in ("status_code", "status", "code"):
+            status = _http_status(_get(error, key))
+            if status is not None:
+                return status
+        return OTHER_ERROR
     if data.get("is_error") is True:
         return OTHER_ERROR
     return None

@@ -29,6 +29,8 @@ import orjson
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from .._logsafe import install as install_log_filter
+
 logger = logging.getLogger("loopscribe.otel")
 
 ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
@@ -279,7 +281,9 @@ def _endpoint_configured() -> bool:
 def _network_exporter(timeout_s: float) -> SpanExporter:
     # The exporters read endpoint, headers, compression and TLS settings from
     # the same variables themselves; only the timeout is passed, so that the
-    # bounded shutdown and the exporter agree on it.
+    # bounded shutdown and the exporter agree on it. Their log lines name the
+    # endpoint, which may hold credentials: filter them.
+    install_log_filter()
     if _protocol() == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
             OTLPSpanExporter as GrpcExporter,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,8 @@ def create_app(
             NotFoundError: _not_found,
             FormatError: _damaged,
             HTTPException: _http_error,
+            UnicodeError: _bad_request,
+            ValueError: _bad_request,
         },
     )
     app.state.catalog = cat
@@ -181,7 +184,13 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 
 
 async def _damaged(request: Request, exc: Exception) -> Response:
-    return _error(request, 500, str(exc))
+    # The file is at fault, not the server: a client error that names it.
+    return _error(request, 422, str(exc))
+
+
+async def _bad_request(request: Request, exc: Exception) -> Response:
+    # An id or parameter that no session could hold (odd characters, bad digits).
+    return _error(request, 400, f"bad request for {request.url.path}: {type(exc).__name__}")
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -297,7 +306,7 @@ class _Views:
             return f"{span:016x}"
         if "execution" in q:
             try:
-                attempt = int(q.get("attempt", "1"))
+                attempt = _ascii_int(q.get("attempt", "1"))
             except ValueError:
                 raise NotFoundError(f"attempt {q['attempt']!r} is not a number") from None
             bar = run.bars.get((q["execution"], attempt))
@@ -307,7 +316,7 @@ class _Views:
                     f"its timeline is at {run_url(run.session_id, run.run_id)}"
                 )
             return f"{bar.span_id:016x}"
-        if "seq" in q and q["seq"].isdigit():
+        if "seq" in q and q["seq"].isascii() and q["seq"].isdigit():
             seq = int(q["seq"])
             for bar in run.bars.values():
                 if seq in bar.seqs:
@@ -376,7 +385,7 @@ class _Views:
             headers={
                 "Content-Length": str(size),
                 "Content-Disposition": (
-                    f'inline; filename="{timeline.session_id}-{p["seq"]}.json"'
+                    f'inline; filename="{_safe_name(timeline.session_id)}-{p["seq"]}.json"'
                 ),
             },
         )
@@ -509,11 +518,23 @@ class _Views:
         )
 
 
+def _ascii_int(text: str) -> int:
+    """``int(text)`` for ASCII digits only (``int`` also takes other scripts' digits)."""
+    if not (text.isascii() and text.isdigit()):
+        raise ValueError(f"not a number: {text!r}")
+    return int(text)
+
+
+def _safe_name(text: str) -> str:
+    """``text`` fit for a header's quoted filename: no quote, CR/LF or non-Latin-1."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", text)[:128]
+
+
 def _int_param(request: Request, name: str, default: int) -> int:
     value = request.query_params.get(name)
     if value is None:
         return default
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise HTTPException(400, f"{name} must be a non-negative integer, got {value!r}")
     return int(value)
 

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 import orjson
 
+from .._safeopen import open_session_file
 from ..workspace import Workspace
 from ._page import embed_json, shell
 from ._store import record_view, summary_json
@@ -136,7 +137,7 @@ def _records(
     on_progress: Callable[[int], None] | None,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     limit = None if full else REPORT_STRING_LIMIT_CHARS
-    with open(timeline.path, "rb") as stream:
+    with open_session_file(timeline.path) as stream:
         fd = stream.fileno()
         for seq in seqs:
             where = timeline.locate(seq)
@@ -168,7 +169,10 @@ def write_report(
     target = Path(out)
     partial = target.with_name(f".{target.name}.partial")
     try:
-        with open(partial, "w", encoding="utf-8", buffering=1 << 20) as stream:
+        # 0600, like session files: a report holds every body of the session.
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        os.fchmod(fd, 0o600)
+        with open(fd, "w", encoding="utf-8", buffering=1 << 20) as stream:
             stream_report(path, stream, run_ids=run_ids, full=full, on_progress=on_progress)
     except BaseException:
         partial.unlink(missing_ok=True)

@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from .._errors import FormatError, LoopscribeError
+from .._safeopen import open_session_fd
 from ..workspace import SessionSummary, Workspace
 from ._timeline import Bar, RunTimeline, SessionTimeline, iso
 
@@ -186,12 +187,14 @@ class Catalog:
         if not self.root.is_dir():
             raise NotFoundError(f"{self.root}: no such folder")
         found = []
+        inside = self.root.resolve()
         for path in self.root.rglob("*.jsonl"):
             if path.name.endswith(".otlp.jsonl") or any(
                 part.endswith(".artifacts") for part in path.relative_to(self.root).parts[:-1]
             ):
                 continue
-            if path.is_file():
+            if path.is_file() and path.resolve().is_relative_to(inside):
+                # A symlink that leads out of the served folder is not served.
                 found.append(path)
         return sorted(found)
 
@@ -469,7 +472,7 @@ class Catalog:
     def raw_line(self, timeline: SessionTimeline, seq: int) -> bytes:
         """The exact bytes of one record's line, read with one ``os.pread``."""
         offset, size = self._locate(timeline, seq)
-        fd = os.open(timeline.path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_session_fd(timeline.path)
         try:
             raw = os.pread(fd, size, offset)
         finally:
@@ -486,7 +489,7 @@ class Catalog:
             the index raises here rather than mid-stream.
         """
         offset, size = self._locate(timeline, seq)
-        fd = os.open(timeline.path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_session_fd(timeline.path)
         try:
             head = os.pread(fd, min(size, _RAW_CHUNK_BYTES), offset)
             _check_line(timeline, seq, offset, head[:200], len(head) == min(size, _RAW_CHUNK_BYTES))

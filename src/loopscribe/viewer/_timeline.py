@@ -41,6 +41,7 @@ from .._fields import node_name, plain, response_labels, span_name, text
 from .._format import Scanner
 from .._model import Execution, Record
 from .._reader import to_record
+from .._safeopen import open_session_file
 from ..otel._bridge import TERMINAL_TYPES, _error_type
 from ..otel._ids import parse_traceparent, run_span_id, span_id, trace_id
 from ._preview import error_text, preview
@@ -624,7 +625,7 @@ class SessionTimeline:
 
     def _advance(self, st: os.stat_result) -> None:
         try:
-            with open(self.path, "rb", buffering=_BLOCK_BYTES) as stream:
+            with open_session_file(self.path, _BLOCK_BYTES) as stream:
                 stream.seek(self._end)
                 for number, offset, raw, obj in self._scanner.lines(
                     stream, offset=self._end, first_line=self._lines + 1

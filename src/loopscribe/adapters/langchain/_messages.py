@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-import orjson
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -127,16 +126,12 @@ def lower_message(message: BaseMessage) -> dict[str, Any]:
     for key, value in dumped.items():
         if key in _ALWAYS or value not in (None, {}, [], False):
             out[key] = value
-    if _TAG_KEY in orjson.dumps(out):
-        # Provider metadata that uses the codec's reserved key: diagnose that part alone.
-        return cast("dict[str, Any]", _without_tag(out))
+    # Provider metadata that uses the codec's reserved key is escaped by the codec.
     return out
 
 
 def _without_tag(value: Any) -> Any:
     if isinstance(value, Mapping):
-        if TAG in value:
-            return snapshot_error(value, ValueError(f"uses the codec's reserved key {TAG!r}"))
         return {k: _without_tag(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_without_tag(v) for v in value]

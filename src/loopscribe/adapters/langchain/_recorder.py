@@ -25,7 +25,6 @@ from langchain_core.outputs import ChatGeneration, LLMResult
 from pydantic import BaseModel
 
 from ... import events as ev
-from ..._codec import TAG
 from ..._errors import EncodeError
 from ..._freeze import snapshot_error, strip_secrets
 from ..._messages import (
@@ -83,8 +82,6 @@ def _jsonable(value: Any, codec_ok: Callable[[Any], bool], depth: int = 0) -> An
     if isinstance(value, BaseMessage):
         return from_langchain(value)
     if isinstance(value, Mapping):
-        if TAG in value:
-            return snapshot_error(value, ValueError(f"uses the codec's reserved key {TAG!r}"))
         return {str(k): _jsonable(v, codec_ok, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [_jsonable(v, codec_ok, depth + 1) for v in value]
@@ -382,7 +379,7 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
 
     def _codec_ok(self, value: Any) -> bool:
         try:
-            self._run.session.codec.dumps(value)
+            self._run.session.codec.dumps(value, strict=True)
         except (EncodeError, TypeError, ValueError):
             return False
         return True

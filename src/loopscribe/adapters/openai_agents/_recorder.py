@@ -42,6 +42,7 @@ from agents.tracing.span_data import FunctionSpanData
 from pydantic import BaseModel
 
 from ... import events as ev
+from ..._codec import DEFAULT_CODEC
 from ..._messages import SystemMessage, TextContent, ToolResultMessage
 from ..._model import Event, Execution
 from ..._session import Run
@@ -129,7 +130,15 @@ def _new_user_input(items: Sequence[Any]) -> list[Any]:
 
 def _tool_result(call_id: str, name: str, body: Any, is_error: bool) -> ToolResultMessage:
     """What a function tool gave back to the model, as the model reads it (text)."""
-    text = body if isinstance(body, str) else orjson.dumps(body, default=str).decode()
+    if isinstance(body, str):
+        text = body
+    else:
+        try:
+            text = orjson.dumps(body, default=str).decode()
+        except TypeError:
+            # No JSON form (an int beyond 64 bits, deep nesting, a lone surrogate): the
+            # codec's own diagnosis, as for any recorded value.
+            text = DEFAULT_CODEC.dumps(body).decode()
     return ToolResultMessage(call_id, name, (TextContent(text),), is_error=is_error)
 
 
