@@ -30,6 +30,11 @@ from ._model import Record
 from ._reader import read
 from .otel._ids import parse_traceparent, run_span_id, span_id, trace_id
 
+REF_BASE_HELP = (
+    "where span references point instead of the local file: the store URL sessions are "
+    "shipped to (s3://bucket/prefix), or a viewer URL template with {session_id} and {seq}; "
+    "default $LOOPSCRIBE_REF_BASE"
+)
 PROGRESS_MIN_BYTES = 8 << 20
 """Files smaller than this get no progress bar."""
 
@@ -246,7 +251,7 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
 
     def ship(path: Path) -> None:
         try:
-            shipper = Shipper(path)
+            shipper = Shipper(path, ref_base=args.ref_base)
             total = path.stat().st_size
             with out.progress(total) as bar:
                 task = bar.add_task(path.name, total=total)
@@ -488,6 +493,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--poll-interval", type=float, default=0.2, metavar="SECONDS", help="follow poll period"
     )
+    p.add_argument("--ref-base", metavar="URL", help=REF_BASE_HELP)
     p.set_defaults(handler=cmd_export)
 
     p = sub.add_parser(
@@ -539,10 +545,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Imported here: the viewer's CLI module imports this one.
     from .importers._cli import add_import_parser
+    from .store._cli import add_store_parsers
     from .viewer._cli import add_viewer_parsers
 
     add_viewer_parsers(sub)
     add_import_parser(sub)
+    add_store_parsers(sub)  # ship, and store URLs for ls/show/find/verify
     return parser
 
 

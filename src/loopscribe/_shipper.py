@@ -125,6 +125,8 @@ class Shipper:
         path: The session file.
         exporter: Where spans go; by default the one ``default_processor`` would use.
         destination: How to name the destination in results (never a secret).
+        ref_base: Where span references point (see ``SpanBridge``): a store URL
+            or a viewer URL template.
     """
 
     def __init__(
@@ -132,6 +134,7 @@ class Shipper:
         path: Path,
         exporter: SpanExporter | None = None,
         destination: str | None = None,
+        ref_base: str | None = None,
     ) -> None:
         from .otel import SpanBridge
         from .otel._export import default_exporter, describe_destination
@@ -142,7 +145,7 @@ class Shipper:
         self._exporter = exporter if exporter is not None else default_exporter(path)
         self._destination = destination or describe_destination(path)
         self._collect = _Collect()
-        self._bridge = SpanBridge(self._collect, file_uri=path)
+        self._bridge = SpanBridge(self._collect, file_uri=path, ref_base=ref_base)
         self._backlog: list[ReadableSpan] = []
         self._last: Record | None = None
 

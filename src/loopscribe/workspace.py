@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import orjson
 
@@ -46,6 +46,7 @@ from ._format import Scanner
 from ._messages import SystemMessage
 from ._reader import to_record
 from ._session import Observer, Session, open_handle
+from ._source import is_url
 
 __all__ = [
     "Artifact",
@@ -106,10 +107,14 @@ class Compaction:
 
 @dataclass(frozen=True, slots=True)
 class SessionSummary:
-    """What a session list shows, folded from a session file's records."""
+    """What a session list shows, folded from a session file's records.
+
+    ``path`` is the session's URL (``<store>/sessions/<id>``) when it was read
+    from a store.
+    """
 
     id: str
-    path: Path
+    path: Path | str
     created: datetime
     updated: datetime
     status: Status
@@ -155,10 +160,10 @@ class MessagePage:
 
 @dataclass(frozen=True, slots=True)
 class Artifact:
-    """A file produced during a session."""
+    """A file produced during a session (``path``: a URL for a shipped session's artifact)."""
 
     name: str
-    path: Path
+    path: Path | str
     size: int
     created: datetime
 
@@ -315,27 +320,49 @@ def session_status(path: str | os.PathLike[str]) -> Status:
     return Workspace(Path(path).parent).summary_of_path(Path(path)).status
 
 
-def _complete_end(fd: int) -> int:
-    """The offset just after the last ``\\n``: an unfinished final line is left out."""
-    pos = os.fstat(fd).st_size
-    while pos > 0:
-        size = min(_BLOCK_BYTES, pos)
-        block = os.pread(fd, size, pos - size)
-        newline = block.rfind(b"\n")
-        if newline >= 0:
-            return pos - size + newline + 1
-        pos -= size
-    return 0
+class _FileSource:
+    """A local session file as a byte-range source (a store's shipped session is another)."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+
+    def pread(self, size: int, offset: int) -> bytes:
+        return os.pread(self.fd, size, offset)
+
+    def complete_end(self) -> int:
+        """The offset just after the last ``\\n``: an unfinished final line is left out."""
+        pos = os.fstat(self.fd).st_size
+        while pos > 0:
+            size = min(_BLOCK_BYTES, pos)
+            block = os.pread(self.fd, size, pos - size)
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                return pos - size + newline + 1
+            pos -= size
+        return 0
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
-def _reverse_lines(fd: int, end: int) -> Iterator[tuple[int, bytes]]:
+class _ByteSource(Protocol):
+    """Where a session's bytes are read by range: ``pread``, ``complete_end``, ``close``."""
+
+    def pread(self, size: int, offset: int) -> bytes: ...
+    def complete_end(self) -> int: ...
+    def close(self) -> None: ...
+
+
+def _reverse_lines(source: _ByteSource, end: int) -> Iterator[tuple[int, bytes]]:
     """Complete lines before byte ``end`` (a line boundary), last first, with offsets."""
     pos = end
     carry = b""
     while pos > 0:
         size = min(_BLOCK_BYTES, pos)
         pos -= size
-        block = os.pread(fd, size, pos) + carry
+        block = source.pread(size, pos) + carry
         pieces = block.split(b"\n")
         # pieces[-1] is empty (block ends at a line boundary); pieces[0] may
         # continue in the block before, unless this block starts the file.
@@ -351,22 +378,34 @@ def _reverse_lines(fd: int, end: int) -> Iterator[tuple[int, bytes]]:
 
 def tail_offset(path: str | os.PathLike[str], lines: int) -> int:
     """The byte offset where the last ``lines`` complete records start (read backwards)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    source = _FileSource(path)
     try:
-        end = _complete_end(fd)
-        starts = [offset for offset, _raw in itertools.islice(_reverse_lines(fd, end), lines)]
+        end = source.complete_end()
+        starts = [offset for offset, _raw in itertools.islice(_reverse_lines(source, end), lines)]
         return starts[-1] if starts else end
     finally:
-        os.close(fd)
+        source.close()
 
 
 class Workspace:
     """A folder of session files.
 
+    A store URL (``s3://bucket/prefix``, any fsspec URL that ``loopscribe
+    ship`` wrote to) gives a read-only workspace over the shipped sessions
+    (see :mod:`loopscribe.store`): list, get, messages and artifacts read the
+    store; changing a session raises.
+
     Args:
-        root: The folder (created if missing).
+        root: The folder (created if missing), or a store URL.
         codec: Decodes messages for :meth:`messages`.
     """
+
+    def __new__(cls, root: str | os.PathLike[str], *, codec: Codec | None = None) -> Workspace:
+        if cls is Workspace and is_url(root):
+            from .store._workspace import StoreWorkspace
+
+            return super().__new__(StoreWorkspace)
+        return super().__new__(cls)
 
     def __init__(self, root: str | os.PathLike[str], *, codec: Codec | None = None) -> None:
         self.root = Path(root).absolute()
@@ -576,9 +615,9 @@ class Workspace:
         newest_first: list[Any] = []
         summary: Any = None
         reached_start = False
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        source = self._open_source(path)
         try:
-            for offset, raw in _reverse_lines(fd, _complete_end(fd)):
+            for offset, raw in _reverse_lines(source, source.complete_end()):
                 kind = _record_type(raw)
                 if kind == b"message_end":
                     if len(newest_first) > want:
@@ -592,7 +631,7 @@ class Workspace:
                     reached_start = True
                     break
         finally:
-            os.close(fd)
+            source.close()
         visible = [r.data.get("message") for r in newest_first]
         if summary is not None:
             visible.append(summary if not isinstance(summary, str) else SystemMessage(summary))
@@ -603,6 +642,10 @@ class Workspace:
         has_more = has_more_beyond or window_end - last > 0
         total = len(chronological) if reached_start else self._visible_total(path)
         return MessagePage(window, has_more, total)
+
+    def _open_source(self, path: Path) -> _ByteSource:
+        """The bytes of a session file, read by range."""
+        return _FileSource(path)
 
     def _visible_total(self, path: Path) -> int | None:
         """The visible message count, if known without reading the file."""

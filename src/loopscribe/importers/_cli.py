@@ -21,7 +21,7 @@ from typing import Any
 
 from rich.table import Table
 
-from .._cli import CliError, Out
+from .._cli import REF_BASE_HELP, CliError, Out
 from .._errors import LoopscribeError
 from . import claude_code, codex
 from ._common import DEFAULT_SETTLE_SECONDS, Cursor, ImportReport, cursor_path
@@ -77,6 +77,7 @@ def add_import_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
             action="store_true",
             help="send the new spans at once (OTEL_EXPORTER_OTLP_* or a file beside each session)",
         )
+        p.add_argument("--ref-base", metavar="URL", help=REF_BASE_HELP)
         p.add_argument(
             "--settle",
             type=float,
@@ -155,7 +156,7 @@ def cmd_import(args: argparse.Namespace, out: Out) -> int:
             finally:
                 done += size
             reports.append(report)
-    exported = _export(reports, errors) if args.export else {}
+    exported = _export(reports, errors, args.ref_base) if args.export else {}
     if out.json:
         for report in reports:
             obj = report.to_json()
@@ -173,7 +174,9 @@ def cmd_import(args: argparse.Namespace, out: Out) -> int:
     return 1 if errors else 0
 
 
-def _export(reports: list[ImportReport], errors: list[str]) -> dict[Path, dict[str, Any]]:
+def _export(
+    reports: list[ImportReport], errors: list[str], ref_base: str | None = None
+) -> dict[Path, dict[str, Any]]:
     """Send the spans of every destination that got new records."""
     from .._shipper import Shipper
 
@@ -182,7 +185,7 @@ def _export(reports: list[ImportReport], errors: list[str]) -> dict[Path, dict[s
         if not report.records:
             continue
         try:
-            result = Shipper(report.destination).run()
+            result = Shipper(report.destination, ref_base=ref_base).run()
         except (LoopscribeError, OSError) as exc:
             errors.append(f"exporting {report.destination}: {exc}")
             continue

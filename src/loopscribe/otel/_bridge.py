@@ -134,6 +134,8 @@ LS_ATTEMPT = "loopscribe.attempt"
 LS_SEQ_FIRST = "loopscribe.seq.first"
 LS_SEQ_LAST = "loopscribe.seq.last"
 LS_FILE = "loopscribe.file"
+REF_BASE_ENV = "LOOPSCRIBE_REF_BASE"
+"""Environment variable: the default ``ref_base`` of every SpanBridge."""
 LS_INCOMPLETE = "loopscribe.incomplete"
 LS_SOURCE_FILE = "loopscribe.source.file"
 LS_SOURCE_LINE = "loopscribe.source.line"
@@ -298,6 +300,13 @@ class SpanBridge:
         file_uri: The session file, as a path or a URI, for the
             ``loopscribe.file`` and ``gen_ai.*.messages_ref`` attributes.
             Without it those attributes are left out.
+        ref_base: Where references point instead of the local file, so they
+            resolve on other machines: a store URL that ``loopscribe ship``
+            writes to (``s3://bucket/prefix`` gives
+            ``s3://bucket/prefix/sessions/<id>#seq=N``), or a URL template
+            with ``{session_id}`` and ``{seq}`` (a team viewer:
+            ``https://viewer.example/session/{session_id}/record/{seq}``).
+            Default: the ``LOOPSCRIBE_REF_BASE`` environment variable, if set.
     """
 
     def __init__(
@@ -306,10 +315,12 @@ class SpanBridge:
         *,
         resource: Resource | None = None,
         file_uri: str | os.PathLike[str] | None = None,
+        ref_base: str | None = None,
     ) -> None:
         self._processor = processor
         self._resource = default_resource() if resource is None else resource
         self._file = None if file_uri is None else to_file_uri(file_uri)
+        self._ref_base = (ref_base or os.environ.get(REF_BASE_ENV) or "").rstrip("/") or None
         self._scope = _scope()
         self._limits = SpanLimits()
         self._runs: dict[tuple[str, str], _Run] = {}
@@ -325,6 +336,21 @@ class SpanBridge:
     def file(self) -> str | None:
         """The session file's URI, if known."""
         return self._file
+
+    def _location(self, session_id: str) -> str | None:
+        """``loopscribe.file``: the shipped location with a store ``ref_base``, else the file."""
+        base = self._ref_base
+        if base is not None and "{" not in base:
+            return f"{base}/sessions/{session_id}"
+        return self._file
+
+    def _ref(self, session_id: str, seq: int) -> str | None:
+        """A reference to one record: in the store, in a viewer, or in the local file."""
+        base = self._ref_base
+        if base is not None and "{" in base:
+            return base.format(session_id=session_id, seq=seq)
+        location = self._location(session_id)
+        return None if location is None else f"{location}#seq={seq}"
 
     def __call__(self, record: Record) -> None:
         """Observe one written Record; end the spans it completes."""
@@ -452,8 +478,7 @@ class SpanBridge:
             attrs[AGENT_NAME] = run.agent
         attrs[LS_SEQ_FIRST] = run.seq_first
         attrs[LS_SEQ_LAST] = record.seq
-        if self._file:
-            attrs[LS_FILE] = self._file
+        _put(attrs, LS_FILE, self._location(run.session_id))
         if run.error_type:
             attrs[ERROR_TYPE] = run.error_type
         name = f"invoke_agent {run.agent}" if run.agent else "invoke_agent"
@@ -483,10 +508,10 @@ class SpanBridge:
                 _put(attrs, CACHE_CREATION_TOKENS, attempt.usage.cache_creation or None)
             if attempt.finish_reasons:
                 attrs[FINISH_REASONS] = attempt.finish_reasons
-            if self._file and attempt.request_seq is not None:
-                attrs[INPUT_MESSAGES_REF] = f"{self._file}#seq={attempt.request_seq}"
-            if self._file and attempt.response_seq is not None:
-                attrs[OUTPUT_MESSAGES_REF] = f"{self._file}#seq={attempt.response_seq}"
+            if attempt.request_seq is not None:
+                _put(attrs, INPUT_MESSAGES_REF, self._ref(run.session_id, attempt.request_seq))
+            if attempt.response_seq is not None:
+                _put(attrs, OUTPUT_MESSAGES_REF, self._ref(run.session_id, attempt.response_seq))
         elif ex.kind == "tool":
             name = f"execute_tool {attempt.tool}" if attempt.tool else "execute_tool"
             _put(attrs, TOOL_NAME, attempt.tool)
@@ -500,8 +525,7 @@ class SpanBridge:
         attrs[LS_ATTEMPT] = ex.attempt
         attrs[LS_SEQ_FIRST] = attempt.seq_first
         attrs[LS_SEQ_LAST] = attempt.seq_last
-        if self._file:
-            attrs[LS_FILE] = self._file
+        _put(attrs, LS_FILE, self._location(run.session_id))
         _put(attrs, LS_SOURCE_FILE, attempt.source_file)
         _put(attrs, LS_SOURCE_LINE, attempt.source_line)
         if incomplete:
@@ -628,6 +652,7 @@ def replay(
     *,
     resource: Resource | None = None,
     file_uri: str | os.PathLike[str] | None = None,
+    ref_base: str | None = None,
 ) -> int:
     """Emit the spans of a session file, exactly as a live :class:`SpanBridge` did.
 
@@ -646,6 +671,7 @@ def replay(
         resource: The spans' Resource; default :func:`default_resource`.
         file_uri: How spans name the file; default ``path`` as a ``file://`` URI.
             Give the live bridge's value if it differed.
+        ref_base: As for :class:`SpanBridge`.
 
     Returns:
         The number of spans handed to the processor.
@@ -656,7 +682,10 @@ def replay(
         OSError: The file cannot be read.
     """
     bridge = SpanBridge(
-        processor, resource=resource, file_uri=path if file_uri is None else file_uri
+        processor,
+        resource=resource,
+        file_uri=path if file_uri is None else file_uri,
+        ref_base=ref_base,
     )
     for record in read(path, decode=False):
         bridge(record)

@@ -18,6 +18,7 @@ import ipaddress
 import logging
 import socket
 import sys
+import threading
 import webbrowser
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +29,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._cli import CliError, Out, command_parser, run, session_files
+from .._source import is_url
 from .._stats import DEFAULT_TOP, SessionStats, many_stats, stats_size
 
 __all__ = ["DEFAULT_PORT", "add_viewer_parsers", "main"]
@@ -50,7 +52,7 @@ def add_viewer_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser])
             f"unless --host says otherwise. Needs the web framework: {SERVE_EXTRA_HINT}"
         ),
     )
-    p.add_argument("dir", metavar="DIR", help="a folder of session files, or one file")
+    p.add_argument("dir", metavar="DIR", help="a folder of session files, one file, or a store URL")
     p.add_argument(
         "--host",
         default="127.0.0.1",
@@ -63,6 +65,20 @@ def add_viewer_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         help=f"port (default {DEFAULT_PORT}; 0 picks a free one and prints it)",
     )
     p.add_argument("--open", action="store_true", help="open the viewer in a web browser")
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer this Host header (the name a proxy in front forwards); repeatable",
+    )
+    p.add_argument(
+        "--sync-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="with a store URL: how often to fetch newly shipped records",
+    )
     p.set_defaults(handler=cmd_serve)
 
     p = sub.add_parser(
@@ -155,6 +171,22 @@ def _listen(host: str, port: int) -> socket.socket:
         raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
 
 
+def _store_copy(args: argparse.Namespace, out: Out) -> Path:
+    """Serve a store: sync a local copy now, then keep it current in the background."""
+    from ..store._mirror import Mirror
+
+    mirror = Mirror(args.dir)
+    changed = mirror.sync()
+    out.stderr.print(
+        f"{changed} session(s) fetched from {args.dir} into {mirror.cache}",
+        style="dim",
+        highlight=False,
+        markup=False,
+    )
+    mirror.keep_syncing(args.sync_interval, threading.Event())
+    return mirror.cache
+
+
 def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     """Serve the viewer until Ctrl-C or SIGTERM."""
     missing = [m for m in ("starlette", "uvicorn") if importlib.util.find_spec(m) is None]
@@ -168,7 +200,7 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     from ._app import LOOPBACK_HOSTS, create_app
     from ._store import Catalog, NotFoundError
 
-    root = Path(args.dir)
+    root = _store_copy(args, out) if is_url(args.dir) else Path(args.dir)
     try:
         catalog = Catalog(root)
         files = catalog.files()
@@ -188,7 +220,9 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
             highlight=False,
             markup=False,
         )
-    app = create_app(root, catalog=catalog, allowed_hosts=LOOPBACK_HOSTS if loopback else None)
+    extra = tuple(args.allow_host)
+    allowed = (LOOPBACK_HOSTS + extra) if loopback else (extra or None)
+    app = create_app(root, catalog=catalog, allowed_hosts=allowed)
     sock = _listen(args.host, args.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
