@@ -332,10 +332,10 @@ class Shipper:
                 f"{path}: the file has {st.st_size} bytes but {manifest.size} were shipped "
                 f"to {self.url}; the file was replaced or cut outside loopscribe"
             )
-        changed = False
+        dirty = False
         with open(path, "rb") as stream:
             for chunk in _chunks(stream, manifest.size, st.st_size, self.segment_bytes):
-                changed |= self._ship_chunk(path, state, chunk, running, tally)
+                self._ship_chunk(path, state, chunk, running, tally)
         folder = session_dir(self.root, manifest.session_id)
         for name, (size, mtime_ns, full) in artifacts.items():
             if manifest.artifacts.get(name) == {"size": size, "mtime_ns": mtime_ns}:
@@ -344,8 +344,9 @@ class Shipper:
             put_segment(self.fs, f"{folder}/{ARTIFACTS}/{name}", data)
             manifest.artifacts[name] = {"size": size, "mtime_ns": mtime_ns}
             tally.bytes_uploaded += len(data)
-            changed = True
-        if changed or manifest.summary.get("status") != _status(state, running):
+            dirty = True
+        # Each segment committed its manifest; commit again only for what came after.
+        if dirty or manifest.summary.get("status") != _status(state, running):
             self._commit(path, state, running, tally)
         mark = {
             "session_id": manifest.session_id,
