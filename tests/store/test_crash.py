@@ -26,8 +26,8 @@ print("done", flush=True)
 """
 
 
-def _kill_at_random(src: Path, url: str, delay_s: float) -> bool:
-    """Start a shipper, SIGKILL it ``delay_s`` after it is ready; whether it finished first."""
+def _kill_at_random(src: Path, url: str, delay_s: float) -> None:
+    """Start a shipper and SIGKILL it ``delay_s`` after it is ready (mid-pass, mostly)."""
     with subprocess.Popen(
         [sys.executable, "-c", CHILD, str(src), url], stdout=subprocess.PIPE, env=child_env()
     ) as child:
@@ -37,7 +37,6 @@ def _kill_at_random(src: Path, url: str, delay_s: float) -> bool:
             time.sleep(delay_s)
             child.send_signal(signal.SIGKILL)
             child.wait(timeout=30)
-            return child.stdout.read() == b"done\n"
         finally:
             if child.poll() is None:
                 child.kill()
@@ -57,12 +56,11 @@ def test_killed_shipper_rerun_leaves_the_store_equal_to_the_source(
             converse(s, 10 + 5 * n, size=rng.randrange(50, 400))
             ids.append(s.id)
     rounds = 3 if store_url.startswith("file:") else 2
-    finished = 0
     for r in range(rounds):
         for sid in rng.sample(ids, 2):
             with Session.open(ws.path(sid)) as s:
                 converse(s, rng.randrange(1, 8), size=rng.randrange(10, 600), tag=f"r{r} ")
-        finished += _kill_at_random(ws.root, store_url, rng.uniform(0.0, 0.4))
+        _kill_at_random(ws.root, store_url, rng.uniform(0.0, 0.4))
     result = Shipper(ws.root, store_url).ship_once()
     assert not result.errors, f"seed {seed}: {result.errors}"
     store = Store(store_url)
@@ -79,5 +77,3 @@ def test_killed_shipper_rerun_leaves_the_store_equal_to_the_source(
             assert verify(f"{store_url}/sessions/{sid}").ok, f"seed {seed}"
     # And a pass after that has nothing to do.
     assert Shipper(ws.root, store_url).ship_once().bytes_uploaded == 0
-    # Usually every pass is killed mid-way; one that ended first must leave it right too.
-    assert 0 <= finished <= rounds
