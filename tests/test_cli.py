@@ -14,7 +14,7 @@ import pytest
 
 from loopscribe import AssistantMessage, Execution, Session, TextContent, UserMessage, read
 from loopscribe import events as ev
-from loopscribe._cli import main
+from loopscribe.cli import main
 from loopscribe.otel import run_span_id, span_id, trace_id
 
 HOST_TRACEPARENT = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
@@ -202,3 +202,42 @@ def test_export_follow_ships_spans_while_a_host_records(tmp_path: Path) -> None:
     assert child.returncode == 0, stderr
     assert orjson.loads(stdout)["sent"] == 4
     assert len(otlp_lines(out_file)) == 4
+
+
+def test_the_libraries_never_import_the_command_line() -> None:
+    """Only the CLI package (and `python -m` entry points) import `loopscribe.cli`: no cycle."""
+    import ast
+
+    src = Path(__file__).parents[1] / "src" / "loopscribe"
+    offenders = []
+    for module in src.rglob("*.py"):
+        relative = module.relative_to(src)
+        if relative.parts[0] == "cli" or module.name == "__main__.py":
+            continue
+        for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                package = ["loopscribe", *relative.parent.parts]
+                base = package[: len(package) - node.level + 1] if node.level else []
+                target = ".".join(base + (node.module.split(".") if node.module else []))
+                imported = [f"{target}.{alias.name}" for alias in node.names] + [target]
+                if any(
+                    name == "loopscribe.cli" or name.startswith("loopscribe.cli.")
+                    for name in imported
+                ):
+                    offenders.append(f"{relative}:{node.lineno}")
+            elif isinstance(node, ast.Import):
+                offenders += [
+                    f"{relative}:{node.lineno}"
+                    for alias in node.names
+                    if alias.name == "loopscribe.cli" or alias.name.startswith("loopscribe.cli.")
+                ]
+    assert not offenders
+    assert not (src / "_cli.py").exists()
+    # And at run time: importing every library package leaves the CLI unloaded.
+    code = (
+        "import sys, loopscribe, loopscribe.viewer, loopscribe.importers, loopscribe.workspace, "
+        "loopscribe.importers.claude_code, loopscribe.importers.codex, loopscribe.viewer._report;"
+        "print(sorted(m for m in sys.modules if m.startswith('loopscribe.cli')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

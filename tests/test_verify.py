@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from loopscribe import Actor, Event, Execution, Session, read, verify
-from loopscribe._cli import main
+from loopscribe.cli import main
 
 
 def chained_file(path: Path, events: int = 6) -> list[bytes]:

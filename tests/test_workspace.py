@@ -25,7 +25,7 @@ from loopscribe import (
     read,
 )
 from loopscribe import events as ev
-from loopscribe._cli import main
+from loopscribe.cli import main
 from loopscribe.live import follow
 from loopscribe.workspace import SessionNotFoundError
 

@@ -12,8 +12,8 @@ import pytest
 from rich.console import Console
 
 from loopscribe import LoopscribeError
-from loopscribe._cli import CliError, Out, build_parser, main
-from loopscribe.importers._cli import add_import_parser, default_out
+from loopscribe.cli import CliError, Out, build_parser, main
+from loopscribe.cli._import import add_parsers, default_out
 
 from ._support import copy_transcript, lines, records, transcripts
 
@@ -22,10 +22,10 @@ CODEX = transcripts("codex")
 
 
 def _parser() -> argparse.ArgumentParser:
-    """The loopscribe parser with the import command, as ``_cli.build_parser`` hooks it in."""
+    """The loopscribe parser with the import command, as ``cli.build_parser`` hooks it in."""
     parser = argparse.ArgumentParser(prog="loopscribe")
     parser.add_argument("--json", action="store_true")
-    add_import_parser(parser.add_subparsers(dest="command", required=True))
+    add_parsers(parser.add_subparsers(dest="command", required=True))
     return parser
 
 

@@ -24,7 +24,7 @@ import pytest
 
 from loopscribe import AssistantMessage, Execution, Redactor, Session, UserMessage
 from loopscribe import events as ev
-from loopscribe._cli import main
+from loopscribe.cli import main
 from loopscribe.otel import SpanBridge, default_processor, trace_id
 
 from ..otlp_receiver import http_receiver

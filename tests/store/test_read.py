@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from loopscribe import Session, Workspace, read, verify
-from loopscribe._cli import main
+from loopscribe.cli import main
 from loopscribe.store import Shipper, Store, StoreWorkspace
 from loopscribe.workspace import SessionNotFoundError
 

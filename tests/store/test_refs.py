@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from loopscribe import Workspace, read
-from loopscribe._cli import main
+from loopscribe.cli import main
 from loopscribe.otel import SpanBridge, replay
 from loopscribe.testing import captured_spans
 

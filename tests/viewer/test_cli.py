@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from loopscribe.viewer import _cli as viewer_cli
-from loopscribe.viewer._cli import add_viewer_parsers, main
+from loopscribe.cli import _viewer as viewer_cli
+from loopscribe.cli._viewer import add_parsers, main
 
 from .conftest import TOOL_OUTPUT, Demo
 
@@ -23,10 +23,10 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
 
 
 def test_the_parsers_hook_into_a_loopscribe_parser() -> None:
-    """`add_viewer_parsers(sub)` is all `loopscribe._cli.build_parser` needs."""
+    """`add_parsers(sub)` is all `loopscribe.cli.build_parser` needs."""
     parser = argparse.ArgumentParser(prog="loopscribe")
     parser.add_argument("--json", action="store_true")
-    add_viewer_parsers(parser.add_subparsers(dest="command", required=True))
+    add_parsers(parser.add_subparsers(dest="command", required=True))
     serve = parser.parse_args(["serve", "sessions"])
     assert (serve.handler, serve.host, serve.port) == (viewer_cli.cmd_serve, "127.0.0.1", 8765)
     report = parser.parse_args(["report", "s.jsonl", "-o", "r.html", "--run", "a", "--run", "b"])

@@ -9,10 +9,10 @@ from urllib.parse import quote, urlsplit
 
 from starlette.testclient import TestClient
 
+from loopscribe.cli._viewer import DEFAULT_PORT
 from loopscribe.otel import replay
 from loopscribe.testing import captured_spans
 from loopscribe.viewer import create_app
-from loopscribe.viewer._cli import DEFAULT_PORT
 
 from .conftest import Demo
 

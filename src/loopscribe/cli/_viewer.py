@@ -1,10 +1,5 @@
 """``loopscribe serve``, ``loopscribe report`` and ``loopscribe stats``.
 
-``loopscribe._cli.build_parser`` hooks these in with::
-
-    from .viewer._cli import add_viewer_parsers
-    add_viewer_parsers(sub)
-
 ``serve`` needs the optional web framework (``pip install 'loopscribe[serve]'``)
 and imports it only when it runs; ``report`` and ``stats`` need nothing extra.
 ``python -m loopscribe.viewer`` runs the three on their own.
@@ -28,11 +23,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .._cli import CliError, Out, command_parser, run, session_files
 from .._source import is_url
 from .._stats import DEFAULT_TOP, SessionStats, many_stats, stats_size
+from ._common import CliError, Out, command_parser, run, session_files
 
-__all__ = ["DEFAULT_PORT", "add_viewer_parsers", "main"]
+__all__ = ["DEFAULT_PORT", "add_parsers", "main"]
 
 DEFAULT_PORT = 8765
 """Where ``loopscribe serve`` listens unless told otherwise (the collector configs link here)."""
@@ -40,7 +35,7 @@ DEFAULT_PORT = 8765
 SERVE_EXTRA_HINT = "pip install 'loopscribe[serve]'"
 
 
-def add_viewer_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``serve``, ``report`` and ``stats`` to the ``loopscribe`` parser."""
     p = sub.add_parser(
         "serve",
@@ -197,8 +192,8 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
         )
     import uvicorn
 
-    from ._app import LOOPBACK_HOSTS, create_app
-    from ._store import Catalog, NotFoundError
+    from ..viewer._app import LOOPBACK_HOSTS, create_app
+    from ..viewer._store import Catalog, NotFoundError
 
     root = _store_copy(args, out) if is_url(args.dir) else Path(args.dir)
     try:
@@ -257,7 +252,7 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_report(args: argparse.Namespace, out: Out) -> int:
     """Write a self-contained HTML report of a session file."""
-    from ._report import write_report
+    from ..viewer._report import write_report
 
     path = Path(args.file)
     if not path.is_file():
@@ -410,5 +405,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         "python -m loopscribe.viewer", "The loopscribe web viewer, HTML report and statistics."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_viewer_parsers(sub)
+    add_parsers(sub)
     return run(parser.parse_args(argv))

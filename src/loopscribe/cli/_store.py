@@ -13,20 +13,22 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from .._cli import CliError, Out, _StopFlag, find_records, message_text, parse_hex, record_json
-from .._cli import summary_json as _summary_json
 from .._errors import StoreError
 from .._source import is_url
-from ._layout import is_session_id
-from ._read import Store, parse_session_url
-from ._shipper import SEGMENT_BYTES, Shipper, ShipResult
+from ..store._layout import is_session_id
+from ..store._read import Store, parse_session_url
+from ..store._shipper import SEGMENT_BYTES, Shipper, ShipResult
+from ._common import CliError, Out, StopFlag, parse_hex, record_json
+from ._otel import find_records
+from ._sessions import message_text
+from ._sessions import summary_json as _summary_json
 
-__all__ = ["add_store_parsers"]
+__all__ = ["add_parsers"]
 
 Handler = Callable[[argparse.Namespace, Out], int]
 
 
-def add_store_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``ship``; let ``ls``, ``show``, ``find`` and ``verify`` take a store URL."""
     p = sub.add_parser(
         "ship",
@@ -85,7 +87,7 @@ def cmd_ship(args: argparse.Namespace, out: Out) -> int:
     if args.segment_mib < 1:
         raise CliError(f"--segment-mib must be at least 1, got {args.segment_mib}")
     shipper = Shipper(args.dir, args.to, workers=args.workers, segment_bytes=args.segment_mib << 20)
-    stop = _StopFlag()
+    stop = StopFlag()
     if args.follow:
         stop.install()
 

@@ -1,10 +1,4 @@
-"""``loopscribe import claude-code|codex [DIR]``: the importers on the command line.
-
-``loopscribe._cli.build_parser`` hooks this in with::
-
-    from .importers._cli import add_import_parser
-    add_import_parser(sub)
-"""
+"""``loopscribe import claude-code|codex [DIR]``: the importers on the command line."""
 
 from __future__ import annotations
 
@@ -21,10 +15,10 @@ from typing import Any
 
 from rich.table import Table
 
-from .._cli import REF_BASE_HELP, CliError, Out
 from .._errors import LoopscribeError
-from . import claude_code, codex
-from ._common import DEFAULT_SETTLE_SECONDS, Cursor, ImportReport, cursor_path
+from ..importers import claude_code, codex
+from ..importers._common import DEFAULT_SETTLE_SECONDS, Cursor, ImportReport, cursor_path
+from ._common import REF_BASE_HELP, CliError, Out
 
 AGENTS: dict[str, tuple[ModuleType, str]] = {
     "claude-code": (claude_code, "Claude Code"),
@@ -39,7 +33,7 @@ def default_out(agent: str) -> Path:
     return root / "loopscribe" / "import" / agent
 
 
-def add_import_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``import claude-code`` and ``import codex`` to the ``loopscribe`` parser."""
     parser = sub.add_parser(
         "import",

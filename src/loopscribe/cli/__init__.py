@@ -1,0 +1,40 @@
+"""The ``loopscribe`` command line: one module per command group over the libraries.
+
+* :mod:`._sessions` — ``ls``, ``show``, ``tail``, ``verify``;
+* :mod:`._otel` — ``export``, ``find``, ``span``;
+* :mod:`._import` — ``import claude-code|codex``;
+* :mod:`._viewer` — ``serve``, ``report``, ``stats``;
+* :mod:`._store` — ``ship``, and store URLs for ``ls``, ``show``, ``find``, ``verify``;
+* :mod:`._common` — output, errors, session files and the shared options.
+
+The libraries never import this package; it imports them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from . import _import, _otel, _sessions, _store, _viewer
+from ._common import CliError, Out, command_parser, run
+
+__all__ = ["CliError", "Out", "build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = command_parser(
+        "loopscribe", "Record AI-agent sessions and bridge them to OpenTelemetry."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _otel.add_parsers(sub)
+    _sessions.add_parsers(sub)
+    _viewer.add_parsers(sub)
+    _import.add_parsers(sub)
+    _store.add_parsers(sub)  # after the others: it lets ls/show/find/verify take a URL
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    return run(build_parser().parse_args(argv))
