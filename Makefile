@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bridge.py
 	$(BIN)/python benchmarks/workspace.py
 	$(BIN)/python benchmarks/importers.py
+	$(BIN)/python benchmarks/store.py
 
 clean:
 	rm -rf $(VENV) $(PHOENIX_VENV) .mypy_cache .pytest_cache .ruff_cache
