@@ -242,3 +242,52 @@ def test_two_shippers_never_ship_one_file_at_once(tmp_path: Path, folder_url: st
     finally:
         os.close(fd)
     assert Shipper(ws.root, folder_url).ship_once().shipped == 1
+
+
+def test_follow_ships_records_as_they_are_written(tmp_path: Path, folder_url: str) -> None:
+    """run(follow=True) keeps passing until stopped; a live session's new lines arrive."""
+    import threading
+    import time
+
+    ws = Workspace(tmp_path / "src")
+    writer = ws.create(title="live")
+    converse(writer, 1)
+    stop = threading.Event()
+    shipper = Shipper(ws.root, folder_url)
+    passes: list[int] = []
+    thread = threading.Thread(
+        target=shipper.run,
+        kwargs={
+            "follow": True,
+            "interval_s": 0.05,
+            "stop": stop,
+            "on_pass": lambda r: passes.append(r.records),
+        },
+    )
+    thread.start()
+    try:
+        converse(writer, 2, tag="later ")
+        writer.close()
+        deadline = time.monotonic() + 20
+        target = ws.path(writer.id).read_bytes()
+        while time.monotonic() < deadline:
+            done = shipped_bytes(_store_dir(folder_url), writer.id) == target
+            if done and Workspace(folder_url).get(writer.id).status == "idle":
+                break  # the lines, and the writer's close, have arrived
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(10)
+    assert shipped_bytes(_store_dir(folder_url), writer.id) == target
+    assert len(passes) >= 2
+    assert Workspace(folder_url).get(writer.id).status == "idle"
+
+
+def test_a_store_that_cannot_be_written_fails_the_first_pass(tmp_path: Path) -> None:
+    """A wrong location is one clear error at once, not a silent loop."""
+    (tmp_path / "file").write_text("not a folder")
+    ws = Workspace(tmp_path / "src")
+    with ws.create() as s:
+        converse(s, 1)
+    with pytest.raises(StoreError, match="cannot write to the store"):
+        Shipper(ws.root, (tmp_path / "file" / "store").as_uri()).run(follow=True)

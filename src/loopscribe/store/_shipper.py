@@ -265,11 +265,23 @@ class Shipper:
 
         Returns:
             The sum of every pass.
+
+        Raises:
+            StoreError: The first pass cannot write to the store (later passes
+                of ``follow`` report it in the result and try again).
         """
         stop = stop or threading.Event()
         total = ShipResult()
+        first = True
         while True:
-            result = self.ship_once()
+            try:
+                result = self.ship_once()
+            except (LoopscribeError, OSError) as exc:
+                if first or not follow:
+                    raise  # a wrong URL or missing rights: say so at once
+                # The store went away for a while: report, and try again next pass.
+                result = ShipResult(errors=(f"{self.url}: {exc}",))
+            first = False
             total += result
             if on_pass is not None:
                 on_pass(result)
@@ -297,7 +309,7 @@ class Shipper:
                 if cursor_fd is None:
                     return tally  # another shipper has this file right now
                 self._ship_locked(path, cursor_fd, locked, tally)
-        except (LoopscribeError, OSError) as exc:
+        except Exception as exc:  # a backend's own errors too (network, auth)
             with self._states_lock:
                 self._states.pop(path, None)  # start over from the store next time
             tally.errors.append(f"{path}: {exc}")
