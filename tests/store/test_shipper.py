@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from loopscribe import Session, StoreError, Workspace, read
-from loopscribe.store import Shipper, cursor_path
+from loopscribe.store import Shipper, ShipResult, cursor_path
 
 from .conftest import converse, shipped_bytes
 
@@ -255,17 +255,20 @@ def test_follow_ships_records_as_they_are_written(tmp_path: Path, folder_url: st
     stop = threading.Event()
     shipper = Shipper(ws.root, folder_url)
     passes: list[int] = []
+    first_pass = threading.Event()
+
+    def on_pass(result: ShipResult) -> None:
+        passes.append(result.records)
+        first_pass.set()
+
     thread = threading.Thread(
         target=shipper.run,
-        kwargs={
-            "follow": True,
-            "interval_s": 0.05,
-            "stop": stop,
-            "on_pass": lambda r: passes.append(r.records),
-        },
+        kwargs={"follow": True, "interval_s": 0.05, "stop": stop, "on_pass": on_pass},
     )
     thread.start()
     try:
+        assert first_pass.wait(30)
+        assert Workspace(folder_url).get(writer.id).status == "running"
         converse(writer, 2, tag="later ")
         writer.close()
         deadline = time.monotonic() + 20
