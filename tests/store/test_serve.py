@@ -73,3 +73,55 @@ def test_serve_a_store_behind_a_proxy_host(tmp_path: Path, folder_url: str) -> N
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()
+
+
+def test_team_viewer_links_resolve_on_a_served_store(tmp_path: Path, folder_url: str) -> None:
+    """collector-config/team-viewer links, filled from a span, open pages of the store's copy."""
+    import json
+    import re
+    from urllib.parse import quote, urlsplit
+
+    from starlette.testclient import TestClient
+
+    from loopscribe.otel import replay
+    from loopscribe.testing import captured_spans
+    from loopscribe.viewer import create_app
+
+    config = Path(__file__).parents[2] / "collector-config" / "team-viewer"
+    ws = Workspace(tmp_path / "src")
+    with ws.create(title="team") as s:
+        converse(s, 2)
+        sid = s.id
+    Shipper(ws.root, folder_url).ship_once()
+    mirror = Mirror(folder_url, tmp_path / "cache")
+    mirror.sync()
+    captured = captured_spans()
+    replay(ws.path(sid), captured.processor, ref_base=folder_url)
+    span = next(s for s in captured.spans if s.name.startswith("chat"))
+    assert span.context is not None
+    values: dict[str, object] = {
+        "traceID": f"{span.context.trace_id:032x}",
+        "spanID": f"{span.context.span_id:016x}",
+        **(span.attributes or {}),
+    }
+
+    def fill(template: str) -> str:
+        return re.sub(r"#\{([^}]+)\}", lambda m: quote(str(values[m[1]]), safe=""), template)
+
+    app = create_app(mirror.cache, allowed_hosts=("viewer.example",))
+    urls = [
+        fill(p["url"]) for p in json.loads((config / "jaeger-ui.json").read_text())["linkPatterns"]
+    ]
+    grafana = re.search(r"url: (https://\S+)", (config / "grafana-tempo.yaml").read_text())
+    assert grafana is not None
+    urls.append(
+        grafana[1]
+        .replace("$${traceID}", str(values["traceID"]))
+        .replace("$${spanID}", str(values["spanID"]))
+    )
+    with TestClient(app, base_url="https://viewer.example") as client:
+        for url in urls:
+            parts = urlsplit(url)
+            assert parts.hostname == "viewer.example"
+            response = client.get(parts.path + (f"?{parts.query}" if parts.query else ""))
+            assert response.status_code == 200, url
