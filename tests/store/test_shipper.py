@@ -294,3 +294,17 @@ def test_a_store_that_cannot_be_written_fails_the_first_pass(tmp_path: Path) -> 
         converse(s, 1)
     with pytest.raises(StoreError, match="cannot write to the store"):
         Shipper(ws.root, (tmp_path / "file" / "store").as_uri()).run(follow=True)
+
+
+def test_the_core_never_imports_fsspec() -> None:
+    """import loopscribe (and loopscribe.store, the CLI) leave fsspec and s3fs unimported."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, loopscribe, loopscribe.store, loopscribe.cli; "
+        "loopscribe.cli.build_parser(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in {'fsspec', 's3fs', 'botocore'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
