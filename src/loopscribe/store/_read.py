@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import errno
 import io
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from ._layout import (
     manifest_path,
     session_dir,
 )
-from ._url import filesystem, split_fragment
+from ._url import filesystem, is_local, split_fragment
 
 __all__ = ["ShippedSession", "Store", "open_session"]
 
@@ -65,22 +66,10 @@ class Store:
         """
         folder = f"{self.root}/{SESSIONS}"
         try:
-            entries = self.fs.ls(folder, detail=True, refresh=True)
+            wanted = self._listing(folder)
         except FileNotFoundError:
             return []
         self.requests += 1
-        wanted: dict[str, tuple[str, Any]] = {}
-        for entry in entries:
-            name = str(entry["name"]).rsplit("/", 1)[-1]
-            if entry.get("type") == "file" and name.endswith(".json"):
-                sid = name[: -len(".json")]
-                if is_session_id(sid):
-                    version = (
-                        entry.get("ETag") or entry.get("etag"),
-                        entry.get("size"),
-                        entry.get("mtime") or entry.get("LastModified"),
-                    )
-                    wanted[sid] = (str(entry["name"]), version)
         with self._lock:
             stale = [
                 (sid, path)
@@ -99,6 +88,30 @@ class Store:
             for gone in self._manifests.keys() - wanted.keys():
                 del self._manifests[gone]
             return [m for _v, m in self._manifests.values()]
+
+    def _listing(self, folder: str) -> dict[str, tuple[str, Any]]:
+        """Manifest objects by session ID: ``(path, version tag)``."""
+        wanted: dict[str, tuple[str, Any]] = {}
+        if is_local(self.fs):
+            # A folder: one scandir, not fsspec's stat and path work per entry.
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    sid = entry.name.removesuffix(".json")
+                    if sid != entry.name and is_session_id(sid) and entry.is_file():
+                        st = entry.stat()
+                        wanted[sid] = (f"{folder}/{entry.name}", (st.st_size, st.st_mtime_ns))
+            return wanted
+        for entry in self.fs.ls(folder, detail=True, refresh=True):
+            name = str(entry["name"]).rsplit("/", 1)[-1]
+            sid = name.removesuffix(".json")
+            if entry.get("type") == "file" and sid != name and is_session_id(sid):
+                version = (
+                    entry.get("ETag") or entry.get("etag"),
+                    entry.get("size"),
+                    entry.get("mtime") or entry.get("LastModified"),
+                )
+                wanted[sid] = (str(entry["name"]), version)
+        return wanted
 
     def manifest(self, session_id: str) -> Manifest:
         """One session's manifest (always read anew).

@@ -25,7 +25,7 @@ from ..workspace import (
     Workspace,
     _ByteSource,
 )
-from ._layout import is_session_id
+from ._layout import Manifest, is_session_id
 from ._read import ShippedSession, Store, parse_session_url
 from ._shipper import summary_from_json
 
@@ -49,6 +49,7 @@ class StoreWorkspace(Workspace):
         self._lock = threading.Lock()
         self.files_read = 0
         self._views: dict[str, ShippedSession] = {}
+        self._summaries: dict[str, tuple[Manifest, SessionSummary]] = {}
         self._views_lock = threading.Lock()
 
     # -- paths ---------------------------------------------------------------
@@ -84,14 +85,21 @@ class StoreWorkspace(Workspace):
         the file when it shipped).
         """
         out = []
+        known = self._summaries
+        fresh: dict[str, tuple[Manifest, SessionSummary]] = {}
         for manifest in self.store.manifests():
             if not manifest.summary:
                 continue
-            summary = summary_from_json(
-                manifest.summary, self.store.session_url(manifest.session_id)
-            )
+            cached = known.get(manifest.session_id)
+            if cached is not None and cached[0] is manifest:
+                summary = cached[1]  # the same manifest as last time: parsed once
+            else:
+                url = self.store.session_url(manifest.session_id)
+                summary = summary_from_json(manifest.summary, url)
+            fresh[manifest.session_id] = (manifest, summary)
             if include_children or summary.parent_id is None:
                 out.append(summary)
+        self._summaries = fresh
         out.sort(key=lambda s: (s.updated, s.id), reverse=True)
         return out
 
