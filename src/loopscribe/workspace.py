@@ -729,6 +729,7 @@ class Workspace:
         for extra in (
             path.with_name(path.name + ".otlp.jsonl"),
             path.with_name(path.name + ".export-cursor"),
+            path.with_name(path.name + ".ship-cursor"),
         ):
             extra.unlink(missing_ok=True)
         shutil.rmtree(self.artifact_dir(session_id), ignore_errors=True)
