@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import secrets
 import shutil
@@ -69,6 +70,7 @@ def s3_store() -> Iterator[tuple[str, dict[str, str]]]:
     import s3fs
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

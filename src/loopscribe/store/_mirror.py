@@ -19,6 +19,7 @@ from pathlib import Path
 from .._errors import LoopscribeError
 from ._layout import chain_segments, session_dir
 from ._read import Store
+from ._url import list_folder
 
 __all__ = ["Mirror", "default_cache"]
 
@@ -68,8 +69,7 @@ class Mirror:
     def _append(self, path: Path, session_id: str, have: int, shipped: int) -> None:
         fs = self.store.fs
         folder = session_dir(self.store.root, session_id)
-        listed = fs.ls(folder, detail=True, refresh=True)
-        segments = chain_segments([(str(e["name"]), int(e["size"])) for e in listed], shipped)
+        segments = chain_segments(list_folder(fs, folder), shipped)
         with open(path, "ab") as f:
             for seg in segments:
                 if seg.end <= have:

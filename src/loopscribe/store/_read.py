@@ -29,7 +29,7 @@ from ._layout import (
     manifest_path,
     session_dir,
 )
-from ._url import filesystem, is_local, split_fragment
+from ._url import filesystem, is_local, list_folder, split_fragment
 
 __all__ = ["ShippedSession", "Store", "open_session"]
 
@@ -205,9 +205,8 @@ class ShippedSession:
             elif manifest.size == 0:
                 self._segments = []
             else:
-                listed = self.store.fs.ls(self._folder, detail=True, refresh=True)
+                pairs = list_folder(self.store.fs, self._folder)
                 self._fetched.requests += 1
-                pairs = [(str(e["name"]), int(e["size"])) for e in listed]
                 try:
                     self._segments = chain_segments(pairs, manifest.size)
                 except StoreError as exc:

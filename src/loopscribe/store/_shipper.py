@@ -57,7 +57,7 @@ from ._layout import (
     segment_name,
     session_dir,
 )
-from ._url import atomic_put, filesystem, put_segment
+from ._url import atomic_put, filesystem, list_folder, put_segment
 
 __all__ = ["ShipResult", "Shipper", "cursor_path", "summary_from_json", "summary_to_json"]
 
@@ -417,15 +417,11 @@ class Shipper:
         """Deal with segments an interrupted pass put after the manifest's end."""
         manifest = state.manifest
         folder = session_dir(self.root, manifest.session_id)
-        try:
-            listed = self.fs.ls(folder, detail=True, refresh=True)
-        except FileNotFoundError:
-            return
         leftovers: list[tuple[int, int, int, str]] = []
-        for entry in listed:
-            seqs = parse_segment_name(str(entry["name"]))
+        for name, size in list_folder(self.fs, folder):
+            seqs = parse_segment_name(name)
             if seqs is not None and seqs[0] >= manifest.records:
-                leftovers.append((seqs[0], seqs[1], int(entry["size"]), str(entry["name"])))
+                leftovers.append((seqs[0], seqs[1], size, name))
         leftovers.sort()
         for first, last, size, name in leftovers:
             if first == manifest.records and self._matches(path, state, last, size):

@@ -12,7 +12,15 @@ from typing import Any
 from .._errors import StoreError
 from .._source import is_url
 
-__all__ = ["atomic_put", "filesystem", "is_local", "is_url", "put_segment", "split_fragment"]
+__all__ = [
+    "atomic_put",
+    "filesystem",
+    "is_local",
+    "is_url",
+    "list_folder",
+    "put_segment",
+    "split_fragment",
+]
 
 _BACKENDS = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs"}
 _BACKENDS.update(abfs="adlfs", abfss="adlfs")
@@ -82,3 +90,22 @@ def atomic_put(fs: Any, path: str, data: bytes) -> None:
 def put_segment(fs: Any, path: str, data: bytes) -> None:
     """Write an immutable object (a segment, an artifact): same as :func:`atomic_put`."""
     atomic_put(fs, path, data)
+
+
+def list_folder(fs: Any, folder: str) -> list[tuple[str, int]]:
+    """``(path, size)`` of the objects directly in ``folder``; empty if there are none.
+
+    One prefix listing. Not ``fs.ls``: on S3 an empty prefix makes ``ls``
+    list the parent folder too, which for a store's new session would be
+    every session of the store.
+    """
+    try:
+        found = fs.find(folder, detail=True, refresh=True)
+    except FileNotFoundError:
+        return []
+    base = folder.rstrip("/")
+    return [
+        (str(path), int(info.get("size") or 0))
+        for path, info in found.items()
+        if str(path).rsplit("/", 1)[0] == base and info.get("type", "file") == "file"
+    ]
