@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/python examples/quickstart.py
+	@echo "loopscribe is installed in $(VENV): run it as $(BIN)/loopscribe, or type"
+	@echo "'source $(BIN)/activate' once and then just 'loopscribe --help'."
 
 lint: $(STAMP)
 	@stray=$$(git ls-files --cached --others --exclude-standard 2>/dev/null | grep -E '\.(orig|rej|bak|swp)$$'); \
@@ -28,7 +30,10 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest --ignore=tests/e2e --ignore=tests/reliability --cov --cov-report=term:skip-covered
 
-test: lint typecheck unit
+# lint, typecheck and unit are independent: run side by side, output kept per target.
+# mypy and ruff keep their caches (.mypy_cache, .ruff_cache), so a second run is quick.
+test: $(STAMP)
+	@$(MAKE) --no-print-directory --output-sync=target -j3 lint typecheck unit
 
 # End to end against a real trace backend (Arize Phoenix, in its own venv).
 e2e: $(STAMP)

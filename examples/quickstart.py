@@ -10,6 +10,7 @@ Run it with ``make demo`` or ``python examples/quickstart.py [DIR]``.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -40,8 +41,8 @@ from loopscribe.otel import (
 class Clock:
     """A scripted clock, so the recorded times read like a real session."""
 
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)
+    def __init__(self, start: datetime) -> None:
+        self.now = start
 
     def tick(self, millis: int) -> datetime:
         self.now += timedelta(milliseconds=millis)
@@ -86,54 +87,63 @@ def record_session(path: Path) -> Session:
 
 def record_conversation(path: Path, bridge: SpanBridge) -> Session:
     """The scripted host loop."""
-    clock = Clock()
     agent = Execution("agent", "agent")
     history: list[object] = [UserMessage("What's the weather in Lisbon?")]
-    with (
-        Session.create(path, metadata={"title": "weather demo"}, observers=[bridge]) as session,
-        session.begin_run() as run,
-    ):
-        run.record(ev.agent_start(agent, "weather-bot", timestamp=clock.tick(0)))
-        run.record(ev.message_end(None, history[0], timestamp=clock.tick(1)))
-
-        # Turn 1: the model asks for a tool; the tool runs.
-        turn1 = Execution("turn_1", "turn", parent_id="agent")
-        run.record(ev.turn_start(turn1, 1, timestamp=clock.tick(1)))
-        call = ToolCall("call_1", "get_weather", {"city": "Lisbon"})
-        ask = AssistantMessage((call,), model="demo-model-1", usage=Usage(42, 12))
-        model_call(run, clock, Execution("model_1", "model", parent_id="turn_1"), history, ask)
-        history.append(ask)
-        tool = Execution("call_1", "tool", parent_id="turn_1")
-        run.record(ev.tool_exec_start(tool, "get_weather", call.arguments, timestamp=clock.tick(2)))
-        run.record(
-            ev.tool_invoke_start(tool, "get_weather", call.arguments, timestamp=clock.tick(1))
-        )
-        result = ToolResultMessage("call_1", "get_weather", (TextContent("21°C, sunny"),))
-        run.record(ev.tool_exec_end(tool, "get_weather", result, timestamp=clock.tick(120)))
-        history.append(result)
-        run.record(ev.turn_end(turn1, 1, stop_reason="tool_use", timestamp=clock.tick(1)))
-        run.save_checkpoint({"history": history})
-
-        # Turn 2: rate-limited once, retried as attempt 2.
-        turn2 = Execution("turn_2", "turn", parent_id="agent")
-        run.record(ev.turn_start(turn2, 2, timestamp=clock.tick(1)))
-        first = Execution("model_2", "model", attempt=1, parent_id="turn_2")
-        model_call(run, clock, first, history, None, error="RateLimitError")
-        run.record(ev.retry_scheduled(first, next_attempt=2, delay_ms=250, error="RateLimitError"))
-        clock.tick(250)
-        answer = AssistantMessage(
-            (TextContent("It is 21°C and sunny in Lisbon."),),
-            model="demo-model-1",
-            usage=Usage(71, 15),
-            stop_reason="end_turn",
-        )
-        second = Execution("model_2", "model", attempt=2, parent_id="turn_2")
-        model_call(run, clock, second, history, answer)
-        history.append(answer)
-        run.record(ev.turn_end(turn2, 2, stop_reason="end_turn", timestamp=clock.tick(1)))
-        run.save_checkpoint({"history": history})
-        run.record(ev.agent_end(agent, "weather-bot", stop_reason="end_turn", turns=2))
+    with Session.create(path, metadata={"title": "weather demo"}, observers=[bridge]) as session:
+        # Every record after session_start carries a time from the script.
+        clock = Clock(next(iter(read(path))).ts)
+        run = session.begin_run(timestamp=clock.tick(1))
+        record_turns(run, clock, agent, history)
+        run.close(timestamp=clock.tick(1))
     return session
+
+
+def record_turns(run: Run, clock: Clock, agent: Execution, history: list[object]) -> None:
+    """The two scripted turns."""
+    run.record(ev.agent_start(agent, "weather-bot", timestamp=clock.tick(0)))
+    run.record(ev.message_end(None, history[0], timestamp=clock.tick(1)))
+
+    # Turn 1: the model asks for a tool; the tool runs.
+    turn1 = Execution("turn_1", "turn", parent_id="agent")
+    run.record(ev.turn_start(turn1, 1, timestamp=clock.tick(1)))
+    call = ToolCall("call_1", "get_weather", {"city": "Lisbon"})
+    ask = AssistantMessage((call,), model="demo-model-1", usage=Usage(42, 12))
+    model_call(run, clock, Execution("model_1", "model", parent_id="turn_1"), history, ask)
+    history.append(ask)
+    tool = Execution("call_1", "tool", parent_id="turn_1")
+    run.record(ev.tool_exec_start(tool, "get_weather", call.arguments, timestamp=clock.tick(2)))
+    run.record(ev.tool_invoke_start(tool, "get_weather", call.arguments, timestamp=clock.tick(1)))
+    result = ToolResultMessage("call_1", "get_weather", (TextContent("21°C, sunny"),))
+    run.record(ev.tool_exec_end(tool, "get_weather", result, timestamp=clock.tick(120)))
+    history.append(result)
+    run.record(ev.turn_end(turn1, 1, stop_reason="tool_use", timestamp=clock.tick(1)))
+    run.save_checkpoint({"history": history}, timestamp=clock.tick(1))
+
+    # Turn 2: rate-limited once, retried as attempt 2.
+    turn2 = Execution("turn_2", "turn", parent_id="agent")
+    run.record(ev.turn_start(turn2, 2, timestamp=clock.tick(1)))
+    first = Execution("model_2", "model", attempt=1, parent_id="turn_2")
+    model_call(run, clock, first, history, None, error="RateLimitError")
+    run.record(
+        ev.retry_scheduled(
+            first, next_attempt=2, delay_ms=250, error="RateLimitError", timestamp=clock.tick(1)
+        )
+    )
+    clock.tick(250)
+    answer = AssistantMessage(
+        (TextContent("It is 21°C and sunny in Lisbon."),),
+        model="demo-model-1",
+        usage=Usage(71, 15),
+        stop_reason="end_turn",
+    )
+    second = Execution("model_2", "model", attempt=2, parent_id="turn_2")
+    model_call(run, clock, second, history, answer)
+    history.append(answer)
+    run.record(ev.turn_end(turn2, 2, stop_reason="end_turn", timestamp=clock.tick(1)))
+    run.save_checkpoint({"history": history}, timestamp=clock.tick(1))
+    run.record(
+        ev.agent_end(agent, "weather-bot", stop_reason="end_turn", turns=2, timestamp=clock.tick(1))
+    )
 
 
 def summarize(path: Path) -> None:
@@ -170,8 +180,25 @@ def main() -> None:
     assert run_id is not None
     trace, span = trace_id(session.id, run_id), span_id(session.id, run_id, "call_1", 1)
     print(f"tool span 'execute_tool get_weather': trace_id {trace:032x} span_id {span:016x}")
+    prog = loopscribe_command()
     print("its records, bodies included:")
-    print(f"  loopscribe find {folder} --trace-id {trace:032x} --span-id {span:016x}")
+    print(f"  {prog} find {folder} --trace-id {trace:032x} --span-id {span:016x}")
+    print("more to try:")
+    print(f"  {prog} ls {folder}")
+    print(f"  {prog} show {session.id[:8]} --dir {folder}")
+    print(f"  {prog} stats {folder}")
+    print(f"  {prog} report {session.id[:8]} --dir {folder} -o demo-report.html")
+
+
+def loopscribe_command() -> str:
+    """How to run ``loopscribe`` from here: by name when it is on PATH, else by its path."""
+    if shutil.which("loopscribe"):
+        return "loopscribe"
+    exe = Path(sys.executable).with_name("loopscribe")
+    try:
+        return str(exe.relative_to(Path.cwd()))
+    except ValueError:
+        return str(exe)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -241,3 +242,460 @@ def test_the_libraries_never_import_the_command_line() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+# -- files, folders, IDs --------------------------------------------------------------
+
+DATA = Path(__file__).parent / "data" / "transcripts"
+CLAUDE_TRANSCRIPT = DATA / "claude-code" / "short.jsonl"
+CODEX_ROLLOUT = sorted((DATA / "codex").glob("*.jsonl"))[0]
+
+
+def workspace_tree(root: Path) -> dict[str, Session]:
+    """Sessions in nested folders, with everything loopscribe writes beside them."""
+    made: dict[str, Session] = {}
+    for name in ("top.jsonl", "a/one.jsonl", "a/b/two.jsonl"):
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        made[name] = record_demo(path, turns=1)
+        time.sleep(0.002)  # distinct last activity
+    assert main(["--json", "export", str(root)]) == 0  # span files and cursors beside them
+    artifacts = root / "a" / f"{made['a/one.jsonl'].id}.artifacts"
+    artifacts.mkdir()
+    (artifacts / "log.jsonl").write_text('{"note": 1}\n')
+    (root / "a" / "claude.jsonl").write_bytes(CLAUDE_TRANSCRIPT.read_bytes())
+    return made
+
+
+def test_ls_lists_sessions_in_subfolders_and_skips_what_is_not_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ls DIR` finds nested sessions (file, title, source, status, last activity), skipping
+    span files, cursors, artifacts and transcripts without calling them damaged."""
+    made = workspace_tree(tmp_path)
+    capsys.readouterr()
+    code, out, err = run_cli(capsys, "--json", "ls", str(tmp_path))
+    assert code == 0
+    assert err == ""
+    rows = [orjson.loads(line) for line in out.splitlines()]
+    assert [r["file"] for r in rows] == ["a/b/two.jsonl", "a/one.jsonl", "top.jsonl"]
+    assert [r["id"] for r in rows] == [made[r["file"]].id for r in rows]
+    assert {r["status"] for r in rows} == {"idle"}
+    code, out, err = run_cli(capsys, "ls", str(tmp_path))
+    assert (code, err) == (0, "")
+    for header in ("file", "title", "source", "status", "last activity"):
+        assert header in out
+    assert out.index("two.jsonl") < out.index("one.jsonl") < out.index("top.jsonl")
+    for command in (["find", str(tmp_path), "--trace-id", "1" * 32], ["stats", str(tmp_path)]):
+        code, _, err = run_cli(capsys, *command)
+        assert "skipped" not in err
+        assert "damaged" not in err
+
+
+def test_a_folder_of_transcripts_says_to_import_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ls` of a folder holding only Claude Code transcripts names them and the import."""
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "t.jsonl").write_bytes(CLAUDE_TRANSCRIPT.read_bytes())
+    code, _, err = run_cli(capsys, "ls", str(tmp_path))
+    assert code == 1
+    assert "1 Claude Code transcript(s)" in err
+    assert f"`loopscribe import claude-code {tmp_path}`" in err
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (
+            lambda p: p.write_bytes(CLAUDE_TRANSCRIPT.read_bytes()),
+            "looks like a Claude Code transcript, not a loopscribe session; "
+            "import it with `loopscribe import claude-code {path}`",
+        ),
+        (
+            lambda p: p.write_bytes(CODEX_ROLLOUT.read_bytes()),
+            "looks like an OpenAI Codex CLI transcript, not a loopscribe session; "
+            "import it with `loopscribe import codex {path}`",
+        ),
+        (
+            lambda p: p.write_text('{"a": 1}\n'),
+            "is JSON, but not a loopscribe session (its first line is not a session_start record)",
+        ),
+        (lambda p: p.write_text("hello\n"), "is not a loopscribe session (not JSON lines)"),
+        (lambda p: p.write_text(""), "is empty, not a loopscribe session"),
+    ],
+)
+def test_a_file_that_is_not_a_session_is_named_for_what_it_is(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    make: Callable[[Path], object],
+    expected: str,
+) -> None:
+    """Every command taking one session answers a foreign file with what it is and what to do."""
+    path = tmp_path / "x.jsonl"
+    make(path)
+    for command in (
+        ["show", str(path)],
+        ["tail", str(path)],
+        ["verify", str(path)],
+        ["span", str(path), "--seq", "1"],
+        ["report", str(path), "-o", str(tmp_path / "r.html")],
+        ["stats", str(path)],
+        ["find", str(path), "--trace-id", "1" * 32],
+    ):
+        code, _, err = run_cli(capsys, *command)
+        assert code == 1, command
+        assert err == f"loopscribe: error: {path}: {expected.format(path=path)}\n", command
+
+
+def test_a_span_file_names_its_session(
+    session_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`show x.jsonl.otlp.jsonl` says these are spans and which file is the session."""
+    record_demo(session_path)
+    assert main(["export", str(session_path)]) == 0
+    spans = session_path.with_name(session_path.name + ".otlp.jsonl")
+    code, _, err = run_cli(capsys, "show", str(spans))
+    assert code == 1
+    assert "holds exported spans (OTLP JSON lines), not a loopscribe session" in err
+    assert f"its session is {session_path}" in err
+
+
+def test_session_ids_and_unique_prefixes_are_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """show, tail, verify, span, export and report take an ID or unique prefix, found below
+    --dir (default: the current folder); an ambiguous or unknown prefix is a clear error."""
+    made = workspace_tree(tmp_path)
+    target = made["a/b/two.jsonl"]
+    others = [s.id for s in made.values() if s is not target]
+    prefix = next(
+        target.id[:n] for n in range(1, 33) if all(not o.startswith(target.id[:n]) for o in others)
+    )
+    capsys.readouterr()
+    for ident in (target.id, prefix):
+        code, out, _ = run_cli(capsys, "show", ident, "--dir", str(tmp_path))
+        assert code == 0
+        assert out.startswith(target.id)
+    _, by_path, _ = run_cli(capsys, "--json", "span", str(target.path), "--seq", "3")
+    monkeypatch.chdir(tmp_path)
+    code, by_prefix, _ = run_cli(capsys, "--json", "span", prefix, "--seq", "3")
+    assert (code, by_prefix) == (0, by_path)
+    for command in (
+        ["--json", "show", prefix],
+        ["--json", "tail", prefix],
+        ["--json", "report", prefix, "-o", str(tmp_path / "r.html")],
+        ["--json", "stats", prefix],
+        ["--json", "export", prefix],
+    ):
+        code, out, err = run_cli(capsys, *command)
+        assert code == 0, (command, err)
+        assert target.id in out or "two.jsonl" in out, command
+    code, out, _ = run_cli(capsys, "--json", "verify", prefix)
+    assert code == 1  # not chained, so not verified: but found
+    assert orjson.loads(out)["file"].endswith("two.jsonl")
+    code, _, err = run_cli(capsys, "show", "0" * 32)
+    assert code == 1
+    assert "no such file, and no session ID starting with it in ." in err
+
+
+def test_an_ambiguous_prefix_lists_the_sessions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A prefix several sessions share is refused with their IDs."""
+    sessions: list[Session] = []
+    while True:  # two sessions whose IDs share the first digit
+        sessions.append(record_demo(tmp_path / f"s{len(sessions)}.jsonl", turns=1))
+        firsts = [s.id[0] for s in sessions]
+        shared = next((c for c in firsts if firsts.count(c) > 1), None)
+        if shared is not None:
+            break
+    code, _, err = run_cli(capsys, "show", shared, "--dir", str(tmp_path))
+    assert code == 1
+    assert f"{shared}: " in err
+    assert "sessions start with it" in err
+    assert "give more digits" in err
+
+
+# -- flags, help, usage errors ----------------------------------------------------------
+
+
+def test_global_flags_work_before_or_after_the_subcommand(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ls DIR --json` is `--json ls DIR`; so are -v and nested commands (`import codex`)."""
+    workspace_tree(tmp_path)
+    capsys.readouterr()
+    _, before, _ = run_cli(capsys, "--json", "ls", str(tmp_path))
+    _, after, _ = run_cli(capsys, "ls", str(tmp_path), "--json", "-v")
+    assert before == after
+    assert len(after.splitlines()) == 3
+    from loopscribe.cli import build_parser
+
+    args = build_parser().parse_args(["import", "codex", "x", "--json"])
+    assert args.json is True
+    args = build_parser().parse_args(["--json", "import", "codex", "x"])
+    assert args.json is True
+    args = build_parser().parse_args(["import", "codex", "x"])
+    assert (args.json, args.verbose) == (False, False)
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """`loopscribe --version` prints the installed version."""
+    from importlib.metadata import version
+
+    code, out, _ = run_cli(capsys, "--version")
+    assert code == 0
+    assert out == f"loopscribe {version('loopscribe')}\n"
+
+
+def test_every_command_and_option_has_help_text() -> None:
+    """No command or option is left undocumented in --help."""
+    import argparse
+
+    from loopscribe.cli import build_parser
+
+    missing: list[str] = []
+
+    def walk(parser: argparse.ArgumentParser, name: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helped = {a.dest for a in action._choices_actions if a.help}
+                for sub_name, sub in action.choices.items():
+                    if sub_name not in helped:
+                        missing.append(f"{name} {sub_name}")
+                    if not sub.description:
+                        missing.append(f"{name} {sub_name} (description)")
+                    walk(sub, f"{name} {sub_name}")
+            elif not action.help or action.help == argparse.SUPPRESS:
+                missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser(), "loopscribe")
+    assert missing == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show", "--last", "-1", "x"],
+        ["tail", "-n", "-3", "x"],
+        ["stats", "x", "--top", "many"],
+        ["serve", "x", "--port", "70000"],
+        ["export", "x", "--poll-interval", "-1"],
+        ["import", "codex", "--settle", "nan"],
+        ["span", "x"],
+        ["nonsense"],
+        [],
+    ],
+)
+def test_a_usage_error_is_one_line_and_exit_status_2(argv: list[str]) -> None:
+    """The real `loopscribe` program: usage errors are one line on stderr, never a traceback."""
+    exe = Path(sys.executable).with_name("loopscribe")
+    done = subprocess.run([str(exe), *argv], capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert "error:" in done.stderr
+    assert "--help" in done.stderr
+
+
+# -- exporting over a glob ----------------------------------------------------------------
+
+
+def test_exporting_twice_over_the_same_glob_works(tmp_path: Path) -> None:
+    """`loopscribe export 'dir/*'` again: span files and cursors the glob names are skipped."""
+    for name in ("a.jsonl", "b.jsonl"):
+        record_demo(tmp_path / name, turns=1)
+    exe = Path(sys.executable).with_name("loopscribe")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_EXPORTER_OTLP")}
+    runs = []
+    for _ in range(2):
+        done = subprocess.run(
+            f"{exe} --json export {tmp_path}/*",
+            shell=True,
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env,
+        )
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr
+        runs.append([orjson.loads(line) for line in done.stdout.splitlines()])
+    first, second = runs
+    assert [Path(r["file"]).name for r in first] == ["a.jsonl", "b.jsonl"]
+    assert [Path(r["file"]).name for r in second] == ["a.jsonl", "b.jsonl"]
+    assert all(r["sent"] > 0 for r in first)
+    assert [(r["sent"], r["skipped"]) for r in second] == [(0, r["sent"]) for r in first]
+
+
+# -- show renders every message kind ------------------------------------------------------
+
+
+def test_show_renders_every_message_kind(
+    session_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """loopscribe's own types and the framework shapes older files hold all become readable
+    lines: reasoning folded and marked (never its signature), tool calls and results named,
+    no `?` line."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from pydantic_ai.messages import (
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+
+    from loopscribe import FileContent, SystemMessage, ThinkingContent, ToolCall, ToolResultMessage
+    from loopscribe.adapters.langchain import lower_message
+
+    long_thought = "step " * 200
+    pydantic = ModelMessagesTypeAdapter.dump_python(
+        [
+            ModelRequest(parts=[UserPromptPart("PA-question")]),
+            ModelResponse(parts=[ToolCallPart("pa_tool", {"q": 1}, "pa_call"), TextPart("PA-ans")]),
+            ModelRequest(parts=[ToolReturnPart("pa_tool", "PA-result", "pa_call")]),
+        ],
+        mode="json",
+    )
+    messages: list[object] = [
+        SystemMessage("SYS-prompt"),
+        UserMessage((TextContent("look at this"), FileContent(uri="file:///x.pdf", name="x.pdf"))),
+        AssistantMessage(
+            (
+                ThinkingContent(long_thought, signature="SIG-NEVER-SHOWN"),
+                ToolCall("c1", "grep", {"pattern": "LS-args"}),
+            )
+        ),
+        ToolResultMessage("c1", "grep", (TextContent("LS-result"),)),
+        {  # Claude Code, as Anthropic content blocks
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "CC-thought", "signature": "SIG-NEVER-SHOWN"},
+                {"type": "tool_use", "id": "tu1", "name": "Bash", "input": {"cmd": "CC-ls"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "tu1", "content": "CC-out"}],
+        },
+        # Codex and the OpenAI Agents SDK: Responses items
+        {
+            "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": "CX-reason"}],
+            "encrypted_content": "ENC-NEVER-SHOWN",
+        },
+        {"type": "reasoning", "summary": [], "encrypted_content": "ENC-NEVER-SHOWN"},
+        {
+            "type": "function_call",
+            "call_id": "fc1",
+            "name": "shell",
+            "arguments": '{"c": "OA-args"}',
+        },
+        {"type": "function_call_output", "call_id": "fc1", "output": "OA-output"},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "OA-text"}],
+        },
+        *pydantic,
+        lower_message(HumanMessage("LC-human")),
+        lower_message(
+            AIMessage("", tool_calls=[{"name": "lc_tool", "args": {"a": "LC-args"}, "id": "l1"}])
+        ),
+        lower_message(ToolMessage("LC-tool-output", tool_call_id="l1")),
+    ]
+    with Session.create(session_path) as s, s.begin_run() as run:
+        for message in messages:
+            run.record(ev.message_end(None, message))
+    code, out, _ = run_cli(capsys, "show", str(session_path), "--last", "100")
+    assert code == 0
+    assert "SIG-NEVER-SHOWN" not in out
+    assert "ENC-NEVER-SHOWN" not in out
+    lines = out.splitlines()
+    assert not [line for line in lines if line.strip() in ("?", "[?]") or line.startswith("?")]
+    for expected in (
+        "SYS-prompt",
+        "[file x.pdf file:///x.pdf]",
+        '[tool call grep c1] {"pattern":"LS-args"}',
+        "[tool result grep c1] LS-result",
+        "[thinking] CC-thought",
+        '[tool call Bash tu1] {"cmd":"CC-ls"}',
+        "[tool result tu1] CC-out",
+        "[reasoning] CX-reason",
+        "[reasoning, encrypted]",
+        '[tool call shell fc1] {"c": "OA-args"}',
+        "[tool result fc1] OA-output",
+        "OA-text",
+        "PA-question",
+        '[tool call pa_tool pa_call] {"q":1}',
+        "PA-ans",
+        "[tool result pa_tool pa_call] PA-result",
+        "LC-human",
+        '[tool call lc_tool l1] {"a":"LC-args"}',
+        "[tool result l1] LC-tool-output",
+    ):
+        assert expected in lines, expected
+    (thought,) = [line for line in lines if line.startswith("[thinking] step")]
+    assert len(thought) < 400
+    assert thought.endswith("more characters)")
+    roles = [line for line in lines if line in ("user", "assistant", "system", "tool")]
+    assert len(roles) == len(messages)
+
+
+def test_ls_and_export_tables_fit_80_columns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Long titles and deep paths wrap inside their column at 80 columns; export keeps the
+    order the files were given."""
+    deep = tmp_path / "a-rather-long-folder-name" / "and-another-one-below-it"
+    deep.mkdir(parents=True)
+    paths = []
+    for name in ("z-last-by-name.jsonl", "a-first-by-name.jsonl"):
+        path = deep / name
+        with Session.create(path, metadata={"title": "a very long title " * 8}) as s:
+            s.begin_run().close()
+        paths.append(path)
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(capsys, "ls", str(tmp_path))
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    code, out, _ = run_cli(capsys, "export", *map(str, paths))
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert out.index("z-last") < out.index("a-first")
+
+
+def test_the_demo_gives_every_record_its_scripted_time_and_prints_commands(
+    tmp_path: Path,
+) -> None:
+    """examples/quickstart.py (make demo): times rise with seq across the whole scripted
+    session (checkpoints and run close too), and the commands it prints run as printed."""
+    example = Path(__file__).parents[1] / "examples" / "quickstart.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_EXPORTER_OTLP")}
+    env["PATH"] = os.defpath  # loopscribe not on PATH: the demo names it by its path
+    done = subprocess.run(
+        [sys.executable, str(example), str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    (path,) = [p for p in (tmp_path / "demo").glob("*.jsonl") if not p.name.endswith(".otlp.jsonl")]
+    records = list(read(path))
+    times = [r.ts for r in records]
+    assert times == sorted(times)
+    assert {r.type for r in records} >= {"checkpoint", "run_close", "retry_scheduled"}
+    assert 2.0 < (times[-1] - times[0]).total_seconds() < 3.0  # the script's ~2.5 s
+    commands = [line.strip() for line in done.stdout.splitlines() if "loopscribe " in line]
+    commands = [c for c in commands if c.split()[0].endswith("loopscribe")]
+    assert len(commands) >= 4
+    for command in commands:
+        argv = command.split()
+        assert Path(argv[0]).name == "loopscribe"
+        ran = subprocess.run(
+            argv, capture_output=True, text=True, check=False, cwd=tmp_path, env=env
+        )
+        assert ran.returncode == 0, (command, ran.stderr)

@@ -138,8 +138,8 @@ def test_router_attempts_are_published_and_fall_through_on_error() -> None:
     result = ModelExecutor(on_event=events.append, router=lambda m, r: [first, second]).call(
         first, ModelExecution(EX, REQUEST)
     )
-    routes = [e.data["model"] for e in events if e.type == "model_route"]
-    assert routes == ["small", "large"]
+    routes = [(e.data["model"], "error" in e.data) for e in events if e.type == "model_route"]
+    assert routes == [("small", False), ("small", True), ("large", False)]
     assert result.ok
     assert result.model == "large"
     assert result.message is not None
@@ -276,3 +276,98 @@ def test_a_router_that_chooses_no_model_is_an_error_result() -> None:
     )
     assert isinstance(result.error, LookupError)
     assert events[-1].data["error"]["type"] == "LookupError"
+
+
+def test_a_router_that_falls_through_keeps_each_failed_attempt_in_the_file(
+    session_path: Path,
+) -> None:
+    """Every failed routed attempt leaves its error type and partial content in the file."""
+    first = Scripted("small", ["half an ans"], fail=ConnectionError("small is down"))
+    second = Scripted("medium", [], fail=TimeoutError("medium timed out"))
+    third = Scripted("large", ["answer"])
+    with Session.create(session_path) as session, session.begin_run() as run:
+        executor = ModelExecutor(on_event=Recorder(run), router=lambda m, r: [first, second, third])
+        result = executor.call(first, ModelExecution(EX, REQUEST))
+    assert result.ok
+    failed = [r.data for r in read(session_path) if r.type == "model_route" and "error" in r.data]
+    assert [f["model"] for f in failed] == ["small", "medium"]
+    assert [f["error"]["type"] for f in failed] == ["ConnectionError", "TimeoutError"]
+    assert failed[0]["partial_message"].text == "half an ans"
+    assert "partial_message" not in failed[1]  # nothing arrived before it failed
+    ends = [r for r in read(session_path) if r.type == "model_exec_end"]
+    assert len(ends) == 1
+    assert ends[0].data["message"].text == "answer"
+
+
+class Interrupted:
+    """A model that streams some chunks, then raises a BaseException (not an Exception)."""
+
+    name = "m-int"
+
+    def __init__(self, chunks: list[Any], exc: BaseException) -> None:
+        self.chunks, self.exc = chunks, exc
+
+    def stream(self, request: LLMRequest) -> Iterator[Any]:
+        yield from self.chunks
+        raise self.exc
+
+
+def test_keyboard_interrupt_mid_stream_is_recorded_then_reraised(session_path: Path) -> None:
+    """A KeyboardInterrupt mid-stream still ends the call on record, with the partial content."""
+    model = Interrupted(["so far"], KeyboardInterrupt())
+    with (
+        Session.create(session_path) as session,
+        session.begin_run() as run,
+        pytest.raises(KeyboardInterrupt),
+    ):
+        ModelExecutor(on_event=Recorder(run)).call(model, ModelExecution(EX, REQUEST))
+    end = [r for r in read(session_path) if r.type == "model_exec_end"]
+    assert len(end) == 1
+    assert end[0].data["error"]["type"] == "KeyboardInterrupt"
+    assert end[0].data["partial_message"].text == "so far"
+
+
+def test_asyncio_cancellation_mid_stream_is_recorded_then_reraised(session_path: Path) -> None:
+    """Cancelling the task that awaits acall() records model_exec_end, then propagates."""
+
+    class Slow:
+        name = "slow"
+
+        def __init__(self, gate: asyncio.Event) -> None:
+            self.gate = gate
+
+        async def stream(self, request: LLMRequest) -> AsyncIterator[Any]:
+            yield "first words"
+            self.gate.set()
+            await asyncio.sleep(60)
+            yield "never"
+
+    async def main(run: Any) -> None:
+        gate = asyncio.Event()
+        call = ModelExecutor(on_event=Recorder(run)).acall(Slow(gate), ModelExecution(EX, REQUEST))
+        task = asyncio.create_task(call)
+        await gate.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with Session.create(session_path) as session, session.begin_run() as run:
+        asyncio.run(main(run))
+    end = [r for r in read(session_path) if r.type == "model_exec_end"]
+    assert len(end) == 1
+    assert end[0].data["error"]["type"] == "CancelledError"
+    assert end[0].data["partial_message"].text == "first words"
+
+
+def test_provider_state_from_stream_end_is_recorded_and_returned(session_path: Path) -> None:
+    """StreamEnd's provider state and response id reach model_exec_end and the result."""
+    state = {"conversation": "conv_7", "cache": [1, 2]}
+    model = Scripted(
+        "m-state", ["hi", StreamEnd("stop", provider_state=state, response_id="resp_9")]
+    )
+    with Session.create(session_path) as session, session.begin_run() as run:
+        result = ModelExecutor(on_event=Recorder(run)).call(model, ModelExecution(EX, REQUEST))
+    assert result.provider_state == state
+    end = next(r for r in read(session_path) if r.type == "model_exec_end")
+    assert end.data["provider_state"] == state
+    assert end.data["response_id"] == "resp_9"

@@ -10,8 +10,25 @@ from pathlib import Path
 import orjson
 import pytest
 
-from loopscribe import CorruptRecordError, Event, Execution, FormatError, Session, read
-from loopscribe.live import Bus, follow
+from loopscribe import (
+    CorruptRecordError,
+    Event,
+    Execution,
+    FormatError,
+    Record,
+    Session,
+    Transient,
+    read,
+)
+from loopscribe.live import Bus, Subscription, follow
+
+
+def drain(sub: Subscription, timeout: float = 0.5) -> list[Record | Transient]:
+    """Everything the subscription delivers until it is quiet for ``timeout`` seconds."""
+    out: list[Record | Transient] = []
+    while (item := sub.get(timeout)) is not None:
+        out.append(item)
+    return out
 
 
 def write_session(path: Path, count: int) -> None:
@@ -116,6 +133,7 @@ def test_bus_replays_from_an_offset_then_streams_without_duplicates(session_path
     s.close()
     got = []
     while (record := sub.get(timeout=0.5)) is not None:
+        assert isinstance(record, Record)
         got.append(record.seq)
         if record.type == "run_close":
             break
@@ -124,10 +142,10 @@ def test_bus_replays_from_an_offset_then_streams_without_duplicates(session_path
     assert bus.terminal(s.id).type == "run_close"  # type: ignore[union-attr]
     assert not bus.has_pending(s.id)
     everything = bus.subscribe(s.id)
-    assert [r.seq for r in everything._replay] == list(range(9))
+    assert [r.seq for r in everything._replay if isinstance(r, Record)] == list(range(9))
     bus.clear(s.id)
     assert bus.terminal(s.id) is None
-    assert bus.subscribe(s.id)._replay == []
+    assert not bus.subscribe(s.id)._replay
 
 
 def test_slow_subscriber_drops_and_never_delays_recording(session_path: Path) -> None:
@@ -142,7 +160,7 @@ def test_slow_subscriber_drops_and_never_delays_recording(session_path: Path) ->
     assert slow.dropped == 500 + 1 - 10  # run_close included; the queue holds 10
     assert elapsed < 2.0
     slow.close()
-    delivered = [r.seq for r in slow]  # what was queued before it closed
+    delivered = [r.seq for r in slow if isinstance(r, Record)]  # what was queued before it closed
     assert delivered == list(range(12))  # 2 replayed from the buffer, then the 10 queued
 
 
@@ -162,3 +180,219 @@ def test_bus_subscription_is_async_iterable(session_path: Path) -> None:
         return out
 
     assert asyncio.run(consume()) == ["session_start", "run_start", "run_close"]
+
+
+def test_transient_events_reach_bus_subscribers_but_never_the_file(session_path: Path) -> None:
+    """Token deltas and tool progress recorded through a run reach the bus, in order, unwritten."""
+    from loopscribe import events as ev
+
+    bus = Bus()
+    with Session.create(session_path, observers=[bus]) as s, s.begin_run() as run:
+        everything = bus.subscribe(s.id)
+        records_only = bus.subscribe(s.id, records_only=True)
+        model = Execution("m1", "model")
+        tool = Execution("call_1", "tool")
+        run.record(ev.message_update(model, None, delta="Hel"))
+        run.record(ev.model_stream(model, "lo"))
+        run.record(ev.tool_exec_start(tool, "search", {"q": "x"}))
+        run.record(ev.tool_exec_update(tool, {"progress": 0.5}))
+        run.record(ev.tool_exec_end(tool, "search", "done"))
+    on_disk = [r.type for r in read(session_path)]
+    assert not {"message_update", "model_stream", "tool_exec_update"} & set(on_disk)
+    got = [(type(item).__name__, item.type) for item in drain(everything)]
+    assert got == [
+        ("Record", "session_start"),
+        ("Record", "run_start"),
+        ("Transient", "message_update"),
+        ("Transient", "model_stream"),
+        ("Record", "tool_exec_start"),
+        ("Transient", "tool_exec_update"),
+        ("Record", "tool_exec_end"),
+        ("Record", "run_close"),
+    ]
+    assert [r.type for r in drain(records_only)] == on_disk
+    # A late subscriber replays the deltas in their place among the records (best-effort).
+    late = bus.subscribe(s.id)
+    replayed = drain(late, 0)
+    assert [i.type for i in replayed] == [t for _kind, t in got]
+    delta = next(i for i in replayed if isinstance(i, Transient))
+    assert delta.data["delta"] == "Hel"
+    assert delta.execution == model
+    late_records = bus.subscribe(s.id, from_offset=replayed[4].offset, records_only=True)
+    assert [i.type for i in drain(late_records, 0)] == on_disk[2:]
+
+
+def test_plain_event_on_the_bus_is_a_transient_or_a_clear_type_error() -> None:
+    """A plain Event with a session ID is delivered as transient; without one, a TypeError."""
+    bus = Bus()
+    sid = "a" * 32
+    sub = bus.subscribe(sid)
+    bus.publish(Event("message_update", Execution("m", "model"), {"delta": "x"}), session_id=sid)
+    item = sub.get(0.5)
+    assert isinstance(item, Transient)
+    assert (item.type, item.session_id, item.data) == ("message_update", sid, {"delta": "x"})
+    with pytest.raises(TypeError, match="session_id"):
+        bus.publish(Event("message_update"))
+    with pytest.raises(TypeError, match="Record, a Transient or an Event"):
+        bus.publish({"type": "message_update"})  # type: ignore[arg-type]
+
+
+def test_async_subscription_wakes_on_transients_from_another_thread(session_path: Path) -> None:
+    """An async consumer gets deltas published by a recording thread without polling."""
+    from loopscribe import events as ev
+
+    bus = Bus()
+    s = Session.create(session_path, observers=[bus])
+    run = s.begin_run()
+    sub = bus.subscribe(s.id, from_offset=s.size)
+
+    def writer() -> None:
+        for i in range(20):
+            run.record(ev.message_update(Execution("m", "model"), None, delta=str(i)))
+        run.close()
+        s.close()
+
+    async def consume() -> list[str]:
+        thread = threading.Thread(target=writer)
+        thread.start()
+        out = []
+        async for item in sub:
+            out.append(item.type if item.type != "message_update" else item.data["delta"])
+            if item.type == "run_close":
+                sub.close()
+        thread.join()
+        return out
+
+    assert asyncio.run(asyncio.wait_for(consume(), 10)) == [*map(str, range(20)), "run_close"]
+
+
+def test_many_followers_share_one_reader_and_each_gets_every_record(session_path: Path) -> None:
+    """Twenty followers of one file: one reader thread, each follower gets all records in order."""
+    from loopscribe.live import _readers
+
+    write_session(session_path, 3)
+    s = Session.open(session_path)
+    run = s.begin_run()
+    done = threading.Event()
+    results: list[list[int]] = [[] for _ in range(20)]
+
+    def follower(i: int) -> None:
+        for record in follow(session_path, stop=done, poll_interval=0.005):
+            results[i].append(record.seq)
+
+    threads = [threading.Thread(target=follower, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not all(len(r) >= 6 for r in results):
+        time.sleep(0.01)
+    readers = [r for r in list(_readers.values()) if r.path == session_path.absolute()]
+    assert len(readers) == 1
+    assert len(readers[0].channels) == 20
+    for i in range(50):
+        run.record(Event("turn_start", Execution(f"n{i}", "turn")))
+    s.close()
+    done.set()
+    for t in threads:
+        t.join(10)
+    total = 6 + 1 + 50 + 1  # the first file, run_start, the turns, run_close
+    assert all(r == list(range(total)) for r in results)
+    time.sleep(0.05)
+    assert not [r for r in list(_readers.values()) if r.path == session_path.absolute()]
+
+
+def test_a_follower_joining_late_resumes_exactly_where_it_asked(session_path: Path) -> None:
+    """Followers starting at different offsets while the file grows miss and repeat nothing."""
+    write_session(session_path, 2)
+    s = Session.open(session_path)
+    run = s.begin_run()
+    done = threading.Event()
+    first: list[int] = []
+    early = threading.Thread(
+        target=lambda: first.extend(r.seq for r in follow(session_path, stop=done))
+    )
+    early.start()
+    for i in range(30):
+        run.record(Event("turn_start", Execution(f"n{i}", "turn")))
+    middle = list(read(session_path))[20]
+    second: list[int] = []
+    late = threading.Thread(
+        target=lambda: second.extend(r.seq for r in follow(session_path, middle.offset, stop=done))
+    )
+    late.start()
+    for i in range(30):
+        run.record(Event("turn_start", Execution(f"m{i}", "turn")))
+    s.close()
+    done.set()
+    early.join(10)
+    late.join(10)
+    last = list(read(session_path))[-1].seq
+    assert first == list(range(last + 1))
+    assert second == list(range(20, last + 1))
+
+
+def test_a_follower_wakes_on_change_well_before_its_poll_interval(session_path: Path) -> None:
+    """With inotify, a record is delivered long before a one-second poll would find it."""
+    from loopscribe.live import watch_mode
+
+    if watch_mode() != "inotify":
+        pytest.skip("inotify is only available on Linux")
+    write_session(session_path, 1)
+    s = Session.open(session_path)
+    run = s.begin_run()
+    got = threading.Event()
+    stop = threading.Event()
+
+    def follower() -> None:
+        for record in follow(session_path, poll_interval=2.0, stop=stop):
+            if record.type == "turn_end":
+                got.set()
+
+    thread = threading.Thread(target=follower)
+    thread.start()
+    time.sleep(0.3)  # joined the shared reader, which now sleeps on inotify
+    started = time.monotonic()
+    run.record(Event("turn_end", Execution("x", "turn")))
+    assert got.wait(1.5)
+    assert time.monotonic() - started < 0.5
+    stop.set()
+    s.close()
+    thread.join(5)
+
+
+def test_polling_fallback_delivers_in_a_separate_process(tmp_path: Path) -> None:
+    """With inotify disabled (as off Linux) the shared reader polls and still delivers."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.jsonl"
+    write_session(path, 2)
+    code = (
+        "import sys, threading\n"
+        "from loopscribe.live import follow, watch_mode\n"
+        "assert watch_mode() == 'poll', watch_mode()\n"
+        "from loopscribe import Session, Event, Execution\n"
+        "stop = threading.Event()\n"
+        "s = Session.open(sys.argv[1]); run = s.begin_run()\n"
+        "def w():\n"
+        "    for i in range(5): run.record(Event('turn_start', Execution(f'x{i}', 'turn')))\n"
+        "    s.close(); stop.set()\n"
+        "seqs = []\n"
+        "it = follow(sys.argv[1], stop=stop, poll_interval=0.01)\n"
+        "t = threading.Thread(target=w)\n"
+        "for r in it:\n"
+        "    seqs.append(r.seq)\n"
+        "    if r.seq == 5 and not t.is_alive() and not stop.is_set(): t.start()\n"
+        "print(seqs)\n"
+    )
+    env = {**__import__("os").environ, "LOOPSCRIBE_FOLLOW_POLL": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(list(range(12)))  # 5 before, run_start, 5 turns, run_close

@@ -170,3 +170,81 @@ def test_unknown_tool_is_an_error_result_not_a_crash() -> None:
     assert end.data["is_error"] is True
     assert end.data["error"]["type"] == "LookupError"
     assert not any(e.type == "tool_invoke_start" for e in events)
+
+
+def test_context_transform_summary_is_a_recorded_call_on_the_loops_stream(
+    session_path: Path,
+) -> None:
+    """A transform that summarizes through the executor it is given leaves a recorded model call."""
+    from loopscribe import SystemMessage, TransformContext
+
+    summarizer = ScriptedModel([["the user said hi"]])
+    summarizer.name = "summarizer-1"
+    model = ScriptedModel([["hello!", StreamEnd("stop")]])
+
+    def summarize(messages: list[Any], context: TransformContext) -> list[Any]:
+        result = context.call(messages, model=summarizer)
+        assert result.ok
+        assert result.message is not None
+        return [SystemMessage(result.message.text)]
+
+    loop = AgentLoop(model, transform_context=summarize)
+    with Session.create(session_path) as s, s.begin_run() as run:
+        for event in loop.run("hi"):
+            run.record(event)
+    records = list(read(session_path))
+    summary = [r for r in records if r.execution and r.execution.id == "summary_1"]
+    assert [r.type for r in summary] == ["model_exec_start", "model_request", "model_exec_end"]
+    assert all(r.execution and r.execution.parent_id == "context_1" for r in summary)
+    assert summary[-1].data["message"].text == "the user said hi"
+    kinds = [r.type for r in records]
+    # Inside the context transform, before the conversation call.
+    assert (
+        kinds.index("context_transform_start")
+        < records.index(summary[0])
+        < kinds.index("context_transform_end")
+    )
+    assert model.seen == [1]  # the conversation call got the summary only
+    spans = captured_spans()
+    replay(session_path, spans.processor)
+    assert spans.named("chat summarizer-1")
+
+
+def test_one_argument_transforms_still_work() -> None:
+    """A transform that takes only the messages is called as before."""
+    model = ScriptedModel([["ok"]])
+    loop = AgentLoop(model, transform_context=lambda messages: messages[-1:])
+    assert [e.type for e in loop.run("hi")][-1] == "agent_end"
+    assert model.seen == [1]
+
+
+def test_checkpoint_turns_saves_the_loop_state_at_each_turn_and_restores_it(
+    session_path: Path,
+) -> None:
+    """checkpoint_turns checkpoints after each turn_end; a new loop restores the conversation."""
+    from loopscribe import checkpoint_turns
+
+    model = ScriptedModel(
+        [[ToolCall("c1", "weather", {"city": "Lisbon"}), StreamEnd("tool_use")], ["sunny"]]
+    )
+    loop = AgentLoop(model, tools={"weather": weather})
+    with Session.create(session_path) as s, s.begin_run() as run:
+        seen = [e.type for e in checkpoint_turns(run, loop, loop.run("Weather?"))]
+    assert seen.count("turn_end") == 2
+    kinds = [r.type for r in read(session_path)]
+    turn_ends = [i for i, k in enumerate(kinds) if k == "turn_end"]
+    assert [kinds[i + 1] for i in turn_ends] == ["checkpoint", "checkpoint"]
+    with Session.open(session_path) as again:
+        state = again.load_checkpoint()
+    restored = AgentLoop(ScriptedModel([["again"]]))
+    history = restored.restore(state)
+    assert [type(m).__name__ for m in history] == [
+        "UserMessage",
+        "AssistantMessage",
+        "ToolResultMessage",
+        "AssistantMessage",
+    ]
+    assert history[-1].text == "sunny"
+    events = list(restored.run("And tomorrow?", history))
+    assert restored.messages[: len(history)] == history
+    assert events[-1].type == "agent_end"

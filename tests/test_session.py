@@ -275,3 +275,29 @@ def test_a_detached_run_resumes_in_a_later_process_as_the_same_run(session_path:
     assert records[1].ts == began
     assert records[-1].type == "run_close"
     assert records[-1].ts == began + timedelta(seconds=3)
+
+
+def test_resume_run_leaves_the_gap_visible_in_the_file_and_the_run_span(
+    session_path: Path,
+) -> None:
+    """resume_run writes run_resume, and the replayed run span names where it resumed."""
+    from loopscribe.otel import replay
+    from loopscribe.testing import captured_spans
+
+    with Session.create(session_path) as s:
+        run = s.begin_run()
+        run.record(Event("turn_start", Execution("t1", "turn")))
+        run.detach()
+    with Session.open(session_path) as again:
+        resumed = again.resume_run(run.id)
+        resumed.record(Event("turn_end", Execution("t1", "turn")))
+    records = list(read(session_path))
+    gap = [r for r in records if r.type == "run_resume"]
+    assert len(gap) == 1
+    assert gap[0].run_id == run.id
+    assert gap[0].data == {"after_seq": gap[0].seq - 1}
+    spans = captured_spans()
+    replay(session_path, spans.processor)
+    root = next(s for s in spans.spans if s.name.startswith("invoke_agent"))
+    assert root.attributes is not None
+    assert root.attributes["loopscribe.run.resumed_at_seq"] == (gap[0].seq,)

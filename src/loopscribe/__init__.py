@@ -36,7 +36,7 @@ from ._executor import (
 )
 from ._format import FORMAT_VERSION
 from ._freeze import freeze_config, freeze_request
-from ._loop import AgentLoop
+from ._loop import AgentLoop, TransformContext, checkpoint_turns
 from ._messages import (
     AssistantMessage,
     FileContent,
@@ -49,7 +49,7 @@ from ._messages import (
     Usage,
     UserMessage,
 )
-from ._model import CallRef, Event, Execution, Record
+from ._model import CallRef, Event, Execution, Record, Transient
 from ._reader import load_checkpoint, read
 from ._redact import COMMON_PATTERNS, Redactor
 from ._session import Actor, Observer, Run, Session
@@ -102,6 +102,8 @@ __all__ = [
     "ThinkingDelta",
     "ToolCall",
     "ToolResultMessage",
+    "TransformContext",
+    "Transient",
     "UnknownTypeError",
     "UnsupportedVersionError",
     "Usage",
@@ -109,6 +111,7 @@ __all__ = [
     "VerifyReport",
     "Workspace",
     "WriteError",
+    "checkpoint_turns",
     "events",
     "freeze_config",
     "freeze_request",

@@ -7,9 +7,17 @@ publishes, to ``on_event``, in this order:
 1. ``model_exec_start``;
 2. ``model_request`` — the final request after middleware (omitted when a
    middleware short-circuits);
-3. ``model_route`` for each routed attempt, when a router picks among models;
+3. ``model_route`` for each routed attempt, when a router picks among
+   models; an attempt that fails and falls through to the next model is
+   followed by a second ``model_route`` carrying its ``error`` and the
+   ``partial_message`` received before it failed;
 4. ``model_stream`` for each chunk (transient: a Session does not write it);
-5. ``model_exec_end`` — the message, or the partial message and the error.
+5. ``model_exec_end`` — the message, or the partial message and the error,
+   and the provider state when the stream's :class:`StreamEnd` carries it.
+
+A call interrupted from outside — ``asyncio`` cancellation, ``KeyboardInterrupt``,
+``SystemExit`` — still ends with ``model_exec_end``, carrying that
+cancellation as its error and the partial content, and then re-raises it.
 
 A call adds no retries, commits no message (no ``message_end``) and
 manufactures no ``agent_end``: completion is ``model_exec_end`` and its error.
@@ -67,11 +75,20 @@ class ThinkingDelta:
 
 @dataclass(frozen=True, slots=True)
 class StreamEnd:
-    """The end of a stream: why it stopped, what it cost, which model answered."""
+    """The end of a stream: why it stopped, what it cost, which model answered.
+
+    Attributes:
+        provider_state: Opaque state the provider returns for the next call
+            (a conversation or cache handle, encrypted reasoning, ...); it is
+            recorded in ``model_exec_end`` and returned on the result.
+        response_id: The provider's ID of the response.
+    """
 
     stop_reason: str | None = None
     usage: Usage | None = None
     model: str | None = None
+    provider_state: Any = None
+    response_id: str | None = None
 
 
 Chunk: TypeAlias = str | TextDelta | ThinkingDelta | ToolCall | Usage | StreamEnd | AssistantMessage
@@ -88,12 +105,14 @@ class ModelResult:
         error: The failure, or ``None``.
         model: The model that answered (after routing).
         short_circuit: A middleware produced this result without calling a model.
+        provider_state: What the stream's :class:`StreamEnd` carried, if anything.
     """
 
     message: AssistantMessage | None
     error: BaseException | None = None
     model: str | None = None
     short_circuit: bool = False
+    provider_state: Any = None
 
     @property
     def ok(self) -> bool:
@@ -155,6 +174,8 @@ class _Accumulator:
     usage: Usage | None = None
     stop_reason: str | None = None
     final: AssistantMessage | None = None
+    provider_state: Any = None
+    response_id: str | None = None
 
     def add(self, chunk: Any) -> None:
         if isinstance(chunk, str):
@@ -171,6 +192,9 @@ class _Accumulator:
             self.stop_reason = chunk.stop_reason or self.stop_reason
             self.usage = chunk.usage or self.usage
             self.model = chunk.model or self.model
+            if chunk.provider_state is not None:
+                self.provider_state = chunk.provider_state
+            self.response_id = chunk.response_id or self.response_id
         elif isinstance(chunk, AssistantMessage):
             self.final = chunk
         else:
@@ -257,16 +281,46 @@ class ModelExecutor:
                     usage=acc.usage or message.usage,
                     model=message.model or acc.model,
                     stop_reason=message.stop_reason,
+                    response_id=acc.response_id,
+                    provider_state=acc.provider_state,
                 )
             )
-            return ModelResult(message, None, message.model or acc.model)
+            return ModelResult(
+                message, None, message.model or acc.model, provider_state=acc.provider_state
+            )
         partial = None if acc.empty() else message
         self._publish(
             ev.model_exec_end(
-                ex, partial_message=partial, error=error, usage=acc.usage, model=acc.model
+                ex,
+                partial_message=partial,
+                error=error,
+                usage=acc.usage,
+                model=acc.model,
+                response_id=acc.response_id,
+                provider_state=acc.provider_state,
             )
         )
-        return ModelResult(partial, error, acc.model)
+        return ModelResult(partial, error, acc.model, provider_state=acc.provider_state)
+
+    def _fell_through(self, ex: Execution, acc: _Accumulator, error: BaseException) -> None:
+        """A routed attempt failed and the router tries the next model: keep the evidence."""
+        self._publish(
+            ev.model_route(
+                ex,
+                acc.model,
+                reason="failed",
+                error=error,
+                partial_message=None if acc.empty() else acc.message(error),
+                usage=acc.usage,
+            )
+        )
+
+    def _cancelled(self, ex: Execution, acc: _Accumulator, cancel: BaseException) -> None:
+        """End an interrupted call on record before the interruption propagates."""
+        try:
+            self._finish(ex, acc, cancel)
+        except Exception:
+            logger.exception("recording the end of a cancelled model call failed")
 
     def _short_circuit(self, ex: Execution, result: ModelResult) -> ModelResult:
         self._publish(
@@ -303,18 +357,25 @@ class ModelExecutor:
         if short is not None:
             return self._short_circuit(ex, short)
         acc, error = _Accumulator(model_name(model)), _no_model()
-        for candidate, routed in self._attempts(model, request):
-            acc = self._attempt(ex, candidate, routed)
-            try:
-                stream = _open_stream(candidate, request)
-                if isinstance(stream, AsyncIterable):
-                    raise TypeError("this model streams asynchronously: use acall()")
-                for chunk in stream:
-                    self._chunk(ex, acc, chunk)
-            except Exception as exc:
-                error = exc
-                continue
-            return self._finish(ex, acc, None)
+        failed: _Accumulator | None = None
+        try:
+            for candidate, routed in self._attempts(model, request):
+                if failed is not None:
+                    self._fell_through(ex, failed, error)
+                acc = self._attempt(ex, candidate, routed)
+                try:
+                    stream = _open_stream(candidate, request)
+                    if isinstance(stream, AsyncIterable):
+                        raise TypeError("this model streams asynchronously: use acall()")
+                    for chunk in stream:
+                        self._chunk(ex, acc, chunk)
+                except Exception as exc:
+                    error, failed = exc, (acc if routed else None)
+                    continue
+                return self._finish(ex, acc, None)
+        except BaseException as cancel:  # KeyboardInterrupt, SystemExit, GeneratorExit
+            self._cancelled(ex, acc, cancel)
+            raise
         return self._finish(ex, acc, error)
 
     async def acall(self, model: Any, call: ModelExecution) -> ModelResult:
@@ -324,22 +385,29 @@ class ModelExecutor:
         if short is not None:
             return self._short_circuit(ex, short)
         acc, error = _Accumulator(model_name(model)), _no_model()
-        for candidate, routed in self._attempts(model, request):
-            acc = self._attempt(ex, candidate, routed)
-            try:
-                stream = _open_stream(candidate, request)
-                if inspect.isawaitable(stream):
-                    stream = await stream
-                if isinstance(stream, AsyncIterable):
-                    async for chunk in stream:
-                        self._chunk(ex, acc, chunk)
-                else:
-                    for chunk in stream:
-                        self._chunk(ex, acc, chunk)
-            except Exception as exc:
-                error = exc
-                continue
-            return self._finish(ex, acc, None)
+        failed: _Accumulator | None = None
+        try:
+            for candidate, routed in self._attempts(model, request):
+                if failed is not None:
+                    self._fell_through(ex, failed, error)
+                acc = self._attempt(ex, candidate, routed)
+                try:
+                    stream = _open_stream(candidate, request)
+                    if inspect.isawaitable(stream):
+                        stream = await stream
+                    if isinstance(stream, AsyncIterable):
+                        async for chunk in stream:
+                            self._chunk(ex, acc, chunk)
+                    else:
+                        for chunk in stream:
+                            self._chunk(ex, acc, chunk)
+                except Exception as exc:
+                    error, failed = exc, (acc if routed else None)
+                    continue
+                return self._finish(ex, acc, None)
+        except BaseException as cancel:  # asyncio.CancelledError, KeyboardInterrupt, ...
+            self._cancelled(ex, acc, cancel)
+            raise
         return self._finish(ex, acc, error)
 
 

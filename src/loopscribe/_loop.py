@@ -9,24 +9,84 @@ context-transform hook, and a stop. Record it with::
         run.record(event)
 
 Execution IDs: ``agent``; ``turn_N`` under it; ``context_N``, ``model_N``
-(attempt 1, 2, ... on retries) and the model's tool-call IDs under the turn.
+(attempt 1, 2, ... on retries) and the model's tool-call IDs under the turn;
+``summary_N`` (and ``summary_N_2``, ...) under ``context_N`` for model calls
+made by the context transform.
+
+To save the loop's state at turn boundaries, record through
+:func:`checkpoint_turns`; a later process restores it with
+``AgentLoop.restore(session.load_checkpoint())``.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from . import events as ev
-from ._executor import LLMRequest, ModelExecution, ModelExecutor
+from ._executor import LLMRequest, ModelExecution, ModelExecutor, ModelResult
 from ._messages import AssistantMessage, Message, TextContent, ToolResultMessage, UserMessage
 from ._model import Event, Execution
+from ._session import Run
 
 Tool = Callable[..., Any]
 """Called with the tool call's arguments as keywords. It returns the result, or
 is a generator that yields progress updates and returns the result."""
-ContextTransform = Callable[[list[Any]], list[Any]]
+
+
+@dataclass(slots=True)
+class TransformContext:
+    """What a context transform gets besides the conversation.
+
+    Attributes:
+        executor: The loop's executor: a model call made through it (a
+            summary) is published on the loop's event stream, so a recorded
+            run holds its request and result like any other call.
+        execution: The ``context_N`` execution: nest calls under it.
+        turn: The turn about to call the model.
+        model: The loop's model (a transform may use another).
+    """
+
+    executor: ModelExecutor
+    execution: Execution
+    turn: int
+    model: Any
+    _calls: int = field(default=0, repr=False)
+
+    def call(
+        self, messages: Sequence[Any], *, model: Any = None, config: Mapping[str, Any] | None = None
+    ) -> ModelResult:
+        """One model call (a summary) nested under this context execution.
+
+        Its execution ID is ``summary_N`` for the first call of turn N, then
+        ``summary_N_2``, ...; ``model`` defaults to the loop's model.
+        """
+        self._calls += 1
+        suffix = "" if self._calls == 1 else f"_{self._calls}"
+        ex = Execution(f"summary_{self.turn}{suffix}", "model", parent_id=self.execution.id)
+        request = LLMRequest(list(messages), (), config)
+        chosen = self.model if model is None else model
+        return self.executor.call(chosen, ModelExecution(ex, request))
+
+
+ContextTransform = (
+    Callable[[list[Any]], list[Any]] | Callable[[list[Any], TransformContext], list[Any]]
+)
+"""``transform(messages)`` or ``transform(messages, context)``: the messages to send."""
+
+
+def _takes_context(transform: Callable[..., Any]) -> bool:
+    try:
+        inspect.signature(transform).bind([], None)
+    except TypeError:
+        return False
+    except ValueError:  # no signature (some builtins): the one-argument form
+        return False
+    return True
+
 
 _LENGTH_STOPS = frozenset({"length", "max_tokens"})
 
@@ -43,7 +103,9 @@ class AgentLoop:
         tool_declarations: What the model is told about the tools.
         config: Per-call model config.
         transform_context: Called before every model call with the
-            conversation; returns the messages to send (trimming, summaries).
+            conversation (and, if it takes a second argument, a
+            :class:`TransformContext` holding the loop's executor); returns
+            the messages to send (trimming, summaries).
         max_turns: Stop after this many turns.
         max_attempts: Attempts per model call before the run fails.
     """
@@ -111,13 +173,54 @@ class AgentLoop:
             return list(self.messages)
         ctx = Execution(f"context_{turn}", "context", parent_id=turn_ex.id)
         yield ev.context_transform_start(ctx, messages=len(self.messages))
+        transform = self.transform_context
+        calls: list[Event] = []
         try:
-            sent = list(self.transform_context(list(self.messages)))
+            if _takes_context(transform):
+                # The transform's model calls are published on this stream,
+                # stamped when they happened (they are yielded afterwards).
+                def collect(event: Event) -> None:
+                    if event.timestamp is None:
+                        event = replace(event, timestamp=datetime.now(UTC))
+                    calls.append(event)
+
+                base = self.executor
+                executor = ModelExecutor(base.middlewares, collect, base.router)
+                context = TransformContext(executor, ctx, turn, self.model)
+                sent = list(transform(list(self.messages), context))  # type: ignore[call-arg]
+            else:
+                sent = list(transform(list(self.messages)))  # type: ignore[call-arg]
         except Exception as exc:
+            yield from calls
             yield ev.context_transform_end(ctx, error=exc)
             raise
+        yield from calls
         yield ev.context_transform_end(ctx, messages=len(sent))
         return sent
+
+    def state(self) -> dict[str, Any]:
+        """The loop's state at a turn boundary, for ``Run.save_checkpoint``.
+
+        A plain dict the default codec encodes: ``{"agent", "messages"}``.
+        """
+        return {"agent": self.name, "messages": list(self.messages)}
+
+    def restore(self, state: Mapping[str, Any] | None) -> list[Any]:
+        """Install a state saved by :meth:`state` (``None``: start empty).
+
+        Returns the restored conversation, to pass as ``history`` to :meth:`run`.
+        Model, tools and configuration are this loop's own: rebind them first.
+        """
+        if state is None:
+            self.messages = []
+            return []
+        messages = state.get("messages")
+        if not isinstance(messages, list):
+            raise ValueError(
+                "not a loop state saved by AgentLoop.state(): it has no 'messages' list"
+            )
+        self.messages = list(messages)
+        return list(self.messages)
 
     def _model_call(
         self, turn: int, turn_ex: Execution
@@ -185,3 +288,22 @@ def _progress(tool_ex: Execution, steps: Iterator[Any]) -> Generator[Event, None
         except StopIteration as done:
             return done.value
         yield ev.tool_exec_update(tool_ex, update)
+
+
+def checkpoint_turns(run: Run, loop: AgentLoop, events: Iterable[Event]) -> Iterator[Event]:
+    """Record ``events`` into ``run``, checkpointing the loop after every completed turn.
+
+    After each ``turn_end`` (a committed boundary: every message of the turn
+    is written) it saves ``loop.state()`` with ``run.save_checkpoint``,
+    which also fsyncs. The events are yielded on, for the host's own use::
+
+        for event in checkpoint_turns(run, loop, loop.run("Hi")):
+            ...
+
+    Recording errors propagate (they are sticky on the Session).
+    """
+    for event in events:
+        run.record(event)
+        if event.type == ev.TURN_END:
+            run.save_checkpoint(loop.state())
+        yield event

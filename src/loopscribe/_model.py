@@ -1,4 +1,4 @@
-"""The value types every other module speaks: Execution, CallRef, Event, Record."""
+"""The value types every other module speaks: Execution, CallRef, Event, Record, Transient."""
 
 from __future__ import annotations
 
@@ -148,6 +148,36 @@ class Record:
         if self.execution is None or self.run_id is None:
             return None
         return CallRef(self.session_id, self.run_id, self.execution.id, self.execution.attempt)
+
+
+@dataclass(frozen=True, slots=True)
+class Transient:
+    """A live event that is delivered but never written: a token delta, tool progress.
+
+    ``message_update``, ``model_stream`` and ``tool_exec_update`` recorded
+    through ``Run.record`` are not written to the file; a Session hands them
+    as Transients to observers that have an ``on_transient`` method (the live
+    ``Bus``). They have no ``seq``: only Records can be replayed exactly.
+
+    Attributes:
+        session_id: The session it belongs to.
+        run_id: The run that published it, if any.
+        type: The event type, for example ``"message_update"``.
+        ts: Source timestamp (UTC).
+        execution: The call it belongs to, if any.
+        data: The payload as the host published it (not encoded, not copied:
+            treat it as read-only).
+        offset: The file's size when it was published: it comes after every
+            record that starts before ``offset``, before the one written there.
+    """
+
+    session_id: str
+    run_id: str | None
+    type: str
+    ts: datetime
+    execution: Execution | None
+    data: Mapping[str, Any]
+    offset: int
 
 
 def _record_factory() -> Callable[..., Record]:

@@ -57,7 +57,7 @@ from ._errors import (
 )
 from ._format import FORMAT_VERSION, Scanner, format_ts
 from ._freeze import FrozenConfig, freeze_config
-from ._model import CallRef, Event, Execution, Record, new_record
+from ._model import CallRef, Event, Execution, Record, Transient, new_record
 from ._redact import LineRedactor
 
 logger = logging.getLogger("loopscribe")
@@ -67,7 +67,10 @@ Observer = Callable[[Record], object]
 
 Observers run on the recording thread, in record order, while the Session's
 lock is held: keep them fast. One that raises is logged and counted, never
-propagated into the agent loop.
+propagated into the agent loop. An observer that also has an
+``on_transient(item)`` method receives the transient events (token deltas,
+tool progress) as :class:`Transient` values, in the same order; they are
+never written to the file.
 """
 
 _SCAN_BUFFER_BYTES = 1 << 16
@@ -83,6 +86,12 @@ CHAIN_ALGORITHM = "sha256"
 # The Session handles open in this process, by path: lets the workspace append
 # through this process's own handle instead of failing on its lock.
 _OPEN_HANDLES: weakref.WeakValueDictionary[Path, Session] = weakref.WeakValueDictionary()
+
+
+def _transient_sinks(observers: Iterable[Observer]) -> tuple[Callable[[Transient], object], ...]:
+    """The ``on_transient`` methods of the observers that have one (the live Bus)."""
+    sinks = (getattr(o, "on_transient", None) for o in observers)
+    return tuple(sink for sink in sinks if callable(sink))
 
 
 def open_handle(path: str | os.PathLike[str]) -> Session | None:
@@ -193,6 +202,7 @@ class Session:
         self._id = session_id
         self._codec = codec
         self._observers: tuple[Observer, ...] = tuple(observers)
+        self._transient_sinks = _transient_sinks(self._observers)
         self._next_seq = next_seq
         self._size = size
         self._checkpoint = checkpoint
@@ -443,11 +453,13 @@ class Session:
         """Deliver every later Record to ``observer`` as well."""
         with self._lock:
             self._observers = (*self._observers, observer)
+            self._transient_sinks = _transient_sinks(self._observers)
 
     def remove_observer(self, observer: Observer) -> None:
         """Stop delivering Records to ``observer``."""
         with self._lock:
             self._observers = tuple(o for o in self._observers if o is not observer)
+            self._transient_sinks = _transient_sinks(self._observers)
 
     # -- runs and checkpoints ------------------------------------------
 
@@ -494,14 +506,24 @@ class Session:
     def resume_run(self, run_id: str) -> Run:
         """Continue the file's last run, left open by :meth:`Run.detach` (or a crash).
 
-        Nothing is written: the records that follow carry ``run_id`` again, so
-        readers and a replaying SpanBridge see one run. Importers use it to
-        continue a turn that a later import of the transcript completes.
+        The gap stays visible: a ``run_resume`` record (``data.after_seq``:
+        the last record before it) is written first, and the run's span
+        lists the seq of every resume in ``loopscribe.run.resumed_at_seq``.
+        Whatever happened between the earlier writer stopping and this
+        resume was not recorded; readers must not assume the run is whole.
+        A live agent after a crash should begin a new run instead, as the
+        recorder's rules ask. (The transcript importers continue a run
+        without this record: their source holds every event, so an import
+        in two parts writes exactly what one import writes.)
 
         Raises:
             RunStateError: A run is open on this Session, or ``run_id`` is not
                 the file's last run or that run is closed.
         """
+        return self._continue_run(run_id, gap=True)
+
+    def _continue_run(self, run_id: str, *, gap: bool) -> Run:
+        """:meth:`resume_run`; ``gap=False`` (importers only) writes no ``run_resume``."""
         with self._lock:
             self._check_usable()
             if self._run is not None:
@@ -514,6 +536,9 @@ class Session:
                     f"({self._open_run_id or 'every run is closed'}); begin a new run instead"
                 )
             run = Run(self, run_id)
+            if gap:
+                data = {"after_seq": self._next_seq - 1}
+                self._append(ev.RUN_RESUME, run_id, None, data, None)
             self._run = run
             return run
 
@@ -676,6 +701,25 @@ class Session:
                     logger.exception("loopscribe observer %r failed on seq %d", observer, seq)
             return record
 
+    def _publish_transient(
+        self,
+        kind: str,
+        run_id: str | None,
+        execution: Execution | None,
+        data: Mapping[str, Any],
+        timestamp: datetime | None,
+    ) -> None:
+        """Hand a transient event (never written) to the observers that take them."""
+        ts = format_ts(timestamp)[0]
+        with self._lock:
+            item = Transient(self._id, run_id, kind, ts, execution, data, self._size)
+            for sink in self._transient_sinks:
+                try:
+                    sink(item)
+                except Exception:
+                    self.observer_errors += 1
+                    logger.exception("loopscribe observer %r failed on a %s", sink, kind)
+
     def _buffer_writes(self) -> None:
         """From now on, write lines in blocks of about 1 MiB instead of one by one.
 
@@ -803,6 +847,8 @@ class Run:
             # Transient: still a failure point if recording already failed.
             if self._session.error is not None:
                 raise self._session.error
+            if self._session._transient_sinks:
+                self._session._publish_transient(kind, self._id, execution, data, timestamp)
             return None
         if kind == ev.MODEL_REQUEST and type(written.get("config")) is not FrozenConfig:
             # Requests built with events.model_request are frozen already; freeze
@@ -811,10 +857,11 @@ class Run:
             written = {**written, "config": config}
         return self._session._append(kind, self._id, execution, written, timestamp)
 
-    def save_checkpoint(self, snapshot: Any) -> Record:
+    def save_checkpoint(self, snapshot: Any, *, timestamp: datetime | None = None) -> Record:
         """Append a codec-encoded snapshot and fsync it together with every prior record.
 
-        ``Session.load_checkpoint`` returns the latest one.
+        ``Session.load_checkpoint`` returns the latest one. ``timestamp`` is when
+        it was taken at the source; ``None`` means now.
         """
         self._check_open()
         with self._session._lock:
@@ -823,7 +870,7 @@ class Run:
                 self._id,
                 None,
                 {"snapshot": snapshot, "synced": self._session._sync_mark()},
-                None,
+                timestamp,
             )
             self._session._sync()
             return record
@@ -859,7 +906,8 @@ class Run:
 
         The records so far are fsynced; the run stays open in the file, as
         after a crash, until :meth:`Session.resume_run` continues it (in this
-        or a later process). ``Session.close`` then leaves it open too.
+        or a later process, writing ``run_resume``). ``Session.close`` then
+        leaves it open too.
         """
         session = self._session
         with session._lock:

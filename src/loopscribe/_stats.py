@@ -6,7 +6,9 @@ every number matches a span): each execution attempt counts as one call, a
 retry is an attempt after the first, an error is an attempt whose terminal
 record carries ``error`` or ``is_error``. The slowest executions are the
 slowest attempts that contain no other execution, because an agent or a turn
-would otherwise always win.
+would otherwise always win; an attempt without a duration (its start and end at
+the same instant, as imported transcripts record many tools) is counted in
+``untimed``, never ranked.
 """
 
 from __future__ import annotations
@@ -74,6 +76,9 @@ class RunStats:
     retries: int
     tokens: tuple[ModelTokens, ...]
     slowest: tuple[SlowExecution, ...]
+    untimed: int = 0
+    """Executions without a duration (start and end at the same instant, as an
+    imported transcript often records a tool): counted, never ranked as slowest."""
 
     @property
     def input_tokens(self) -> int:
@@ -125,6 +130,7 @@ class RunStats:
                 }
                 for s in self.slowest
             ],
+            "untimed": self.untimed,
         }
 
 
@@ -199,7 +205,8 @@ def run_stats(run: RunTimeline, *, top: int = DEFAULT_TOP) -> RunStats:
     parents = {bar.execution.parent_id for bar in bars}
     now = run.final_ts
     leaves = [bar for bar in bars if bar.execution.id not in parents]
-    leaves.sort(key=lambda b: (-b.duration_us(now), b.order))
+    timed = [bar for bar in leaves if bar.end is None or bar.duration_us(now) > 0]
+    timed.sort(key=lambda b: (-b.duration_us(now), b.order))
     counts = run.counts()
     return RunStats(
         run_id=run.run_id,
@@ -225,8 +232,9 @@ def run_stats(run: RunTimeline, *, top: int = DEFAULT_TOP) -> RunStats:
                 span_id=f"{b.span_id:016x}",
                 first_seq=b.seq_first,
             )
-            for b in leaves[: max(top, 0)]
+            for b in timed[: max(top, 0)]
         ),
+        untimed=len(leaves) - len(timed),
     )
 
 

@@ -10,7 +10,9 @@ written                      content
 ==========================  ===================================================
 ``model_exec_start``         model and provider of a model call
 ``model_request``            messages, tool declarations, frozen per-call config
-``model_route``              a router's choice of model for an attempt
+``model_route``              a router's choice of model for an attempt; for a
+                             failed attempt the router fell through, its
+                             ``error`` and ``partial_message``
 ``model_exec_end``           ``message`` on success, or ``partial_message`` with
                              ``error`` on failure; ``usage``, ``provider_state``
 ``message_start``            that a message began (without the partial snapshot)
@@ -26,6 +28,12 @@ Not written (transient): ``message_update`` (token deltas and partial
 snapshots), ``model_stream``, ``tool_exec_update`` (progress and previews),
 and ``model_response`` — except a ``model_response`` carrying a
 ``length_recovery`` decision, which is written as the decision alone.
+Transient events recorded through a run are handed to observers with an
+``on_transient`` method (the live ``Bus``) instead.
+
+The Session writes ``session_start``, ``run_start``, ``run_close``,
+``run_resume`` (``Session.resume_run``: the run continues after a gap),
+``checkpoint`` and ``session_close`` itself.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from ._model import Event, Execution
 SESSION_START = "session_start"
 RUN_START = "run_start"
 RUN_CLOSE = "run_close"
+RUN_RESUME = "run_resume"
 CHECKPOINT = "checkpoint"
 SESSION_CLOSE = "session_close"
 """The seal a hash-chained session writes when it is closed."""
@@ -53,7 +62,8 @@ COMPACTION = "compaction"
 SESSION_FACTS = frozenset({SESSION_UPDATE, TODOS, COMPACTION})
 
 RESERVED = (
-    frozenset({SESSION_START, RUN_START, RUN_CLOSE, CHECKPOINT, SESSION_CLOSE}) | SESSION_FACTS
+    frozenset({SESSION_START, RUN_START, RUN_CLOSE, RUN_RESUME, CHECKPOINT, SESSION_CLOSE})
+    | SESSION_FACTS
 )
 
 MODEL_EXEC_START = "model_exec_start"
@@ -187,10 +197,28 @@ def model_route(
     *,
     provider: str | None = None,
     reason: str | None = None,
+    error: BaseException | Mapping[str, Any] | str | None = None,
+    partial_message: Any = None,
+    usage: Any = None,
     timestamp: datetime | None = None,
 ) -> Event:
-    """A router chose ``model`` for this attempt."""
-    return _event(MODEL_ROUTE, execution, timestamp, model=model, provider=provider, reason=reason)
+    """A router chose ``model`` for this attempt, or (with ``error``) that attempt failed.
+
+    A router that falls through to its next model publishes the failed
+    attempt's evidence first: ``error`` (its type and message) and the
+    ``partial_message`` and ``usage`` received before it failed.
+    """
+    return _event(
+        MODEL_ROUTE,
+        execution,
+        timestamp,
+        model=model,
+        provider=provider,
+        reason=reason,
+        error=_error(error),
+        partial_message=partial_message,
+        usage=usage,
+    )
 
 
 def model_stream(execution: Execution, chunk: Any, *, timestamp: datetime | None = None) -> Event:

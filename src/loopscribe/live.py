@@ -1,15 +1,26 @@
 """Live records: follow a file from any byte offset, or subscribe to an in-process bus.
 
-``follow(path, offset)`` polls the file and yields each complete record once
-its ``\\n`` is on disk; an unfinished line is held back until it completes.
-Every yielded Record carries its ``offset`` and ``end_offset``; passing either
-back as ``offset`` resumes there. It works with ``for`` and ``async for``::
+``follow(path, offset)`` yields each complete record once its ``\\n`` is on
+disk; an unfinished line is held back until it completes. Every yielded
+Record carries its ``offset`` and ``end_offset``; passing either back as
+``offset`` resumes there. It works with ``for`` and ``async for``::
 
     for record in follow("agent.jsonl", stop=done):
         print(record.seq, record.type)
 
     async for record in follow("agent.jsonl", offset=saved):
         ...
+
+Many followers of one file in one process share one reader: a follower
+first reads the history it asked for on its own, then joins the file's
+shared reader, a thread that wakes when the file changes (inotify on Linux,
+polling every ``poll_interval`` elsewhere), reads and decodes each new line
+once and hands the same Record to every follower. Records are shared between
+followers: treat them as read-only.
+
+The :class:`Bus` delivers what a Session writes (Records, exactly, with
+replay from a byte offset) and what it does not (``Transient`` token deltas
+and tool progress, best-effort: see :class:`Bus`).
 """
 
 from __future__ import annotations
@@ -17,25 +28,303 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import queue
+import select
+import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
 
 import orjson
 
 from ._codec import DEFAULT_CODEC, Codec
 from ._errors import CorruptRecordError, FormatError
 from ._format import Scanner
-from ._model import Record
+from ._model import Event, Record, Transient
 from ._reader import to_record
 
-__all__ = ["TERMINAL_TYPES", "Bus", "Subscription", "follow"]
+__all__ = ["TERMINAL_TYPES", "Bus", "Subscription", "Transient", "follow", "watch_mode"]
 
 _CHUNK_BYTES = 1 << 20
+_STOP_CHECK_SECONDS = 0.1
+
+
+def _line_number(fd: int, offset: int) -> int:
+    """The 1-based line that starts at ``offset`` (counted only on error paths)."""
+    lines, pos = 1, 0
+    while pos < offset:
+        chunk = os.pread(fd, min(_CHUNK_BYTES, offset - pos), pos)
+        if not chunk:
+            break
+        lines += chunk.count(b"\n")
+        pos += len(chunk)
+    return lines
+
+
+def _resume_scanner(path: Path, fd: int, offset: int) -> Scanner:
+    """A Scanner for lines from ``offset`` on: the session from line 1, any first seq."""
+    if offset == 0:
+        return Scanner(path)
+    first = os.pread(fd, 1 << 16, 0)
+    newline = first.find(b"\n")
+    if newline < 0 or newline >= offset:
+        raise FormatError(f"{path}: offset {offset} is past the file's first line")
+    session_id = orjson.loads(first[:newline]).get("session_id")
+    return Scanner(path, resume=(session_id, -1))
+
+
+class _LineReader:
+    """Turns the bytes appended to a file into Records; holds an unfinished tail back."""
+
+    def __init__(self, path: Path, fd: int, offset: int, codec: Codec | None) -> None:
+        self.path = path
+        self.fd = fd
+        self.offset = offset  # just after the last complete line consumed
+        self.pending = bytearray()
+        self.codec = codec
+        self.scanner = _resume_scanner(path, fd, offset)
+
+    def read(self, *, drain: bool = False) -> list[Record]:
+        """Read what is new (one chunk, or everything with ``drain``); return its records.
+
+        Raises:
+            CorruptRecordError: A complete line is damaged or out of sequence.
+            FormatError: The file shrank below the position being read.
+        """
+        out: list[Record] = []
+        while True:
+            chunk = os.pread(self.fd, _CHUNK_BYTES, self.offset + len(self.pending))
+            if not chunk:
+                if os.fstat(self.fd).st_size < self.offset + len(self.pending):
+                    raise FormatError(
+                        f"{self.path}: the file shrank below byte "
+                        f"{self.offset + len(self.pending)} while it was followed; "
+                        "it was replaced or truncated outside loopscribe"
+                    )
+                return out
+            self._parse(chunk, out)
+            if not drain or len(chunk) < _CHUNK_BYTES:
+                return out
+
+    def _parse(self, chunk: bytes, out: list[Record]) -> None:
+        pending = self.pending
+        pending += chunk
+        start = 0
+        scanner, codec = self.scanner, self.codec
+        while (end := pending.find(b"\n", start)) >= 0:
+            raw = bytes(pending[start : end + 1])
+            try:
+                obj = scanner.check(0, self.offset, raw)
+                out.append(to_record(scanner, 0, self.offset, raw, obj, codec, scanner.ts))
+            except CorruptRecordError as exc:
+                # Line numbers are only counted on this error path, never while following.
+                line = _line_number(self.fd, self.offset)
+                raise CorruptRecordError(
+                    str(exc).replace(":0: byte", f":{line}: byte", 1),
+                    path=self.path,
+                    line=line,
+                    offset=self.offset,
+                ) from exc.__cause__
+            self.offset += len(raw)
+            start = end + 1
+        del pending[:start]
+
+
+# -- waking on change ------------------------------------------------------------
+
+_IN_MODIFY = 0x00000002
+_IN_ATTRIB = 0x00000004
+_IN_CLOSE_WRITE = 0x00000008
+_IN_DELETE_SELF = 0x00000400
+_IN_MOVE_SELF = 0x00000800
+_IN_NONBLOCK = 0o4000
+_IN_CLOEXEC = 0o2000000
+_WATCH_MASK = _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE | _IN_DELETE_SELF | _IN_MOVE_SELF
+
+
+def _load_inotify() -> tuple[Callable[[int], int], Callable[[int, bytes, int], int]] | None:
+    if not sys.platform.startswith("linux") or os.environ.get("LOOPSCRIBE_FOLLOW_POLL"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        init1, add_watch = libc.inotify_init1, libc.inotify_add_watch
+    except (OSError, AttributeError):
+        return None
+    init1.argtypes, init1.restype = [ctypes.c_int], ctypes.c_int
+    add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+    add_watch.restype = ctypes.c_int
+    return init1, add_watch
+
+
+_INOTIFY = _load_inotify()
+
+
+def watch_mode() -> str:
+    """How shared readers learn that a file changed: ``"inotify"`` or ``"poll"``.
+
+    ``"poll"`` where inotify is missing (not Linux) or when the environment
+    variable ``LOOPSCRIBE_FOLLOW_POLL`` is set when loopscribe is imported.
+    """
+    return "inotify" if _INOTIFY is not None else "poll"
+
+
+class _Waker:
+    """Blocks until a file may have changed: inotify where it works, else a timer."""
+
+    # Even with inotify, look at the file at least this often (a missed event
+    # on a network file system must not stall a follower forever).
+    _SAFETY_SECONDS = 1.0
+
+    def __init__(self, path: Path, poll_interval: float) -> None:
+        self.poll_interval = poll_interval
+        self.fd = -1
+        if _INOTIFY is not None:
+            init1, add_watch = _INOTIFY
+            fd = init1(_IN_NONBLOCK | _IN_CLOEXEC)
+            if fd >= 0 and add_watch(fd, os.fsencode(path), _WATCH_MASK) >= 0:
+                self.fd = fd
+                self.poller = select.poll()
+                self.poller.register(fd, select.POLLIN)
+            elif fd >= 0:
+                os.close(fd)
+
+    def wait(self, cancelled: threading.Event) -> None:
+        if self.fd < 0:
+            cancelled.wait(self.poll_interval)
+            return
+        if self.poller.poll(self._SAFETY_SECONDS * 1000):
+            with contextlib.suppress(BlockingIOError):
+                while os.read(self.fd, 65536):
+                    pass
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+# -- the shared reader -------------------------------------------------------------
+
+
+class _Channel:
+    """One follower's inbox on a shared reader."""
+
+    __slots__ = ("async_wake", "items", "position")
+
+    def __init__(self, position: int) -> None:
+        self.items: queue.SimpleQueue[Record | BaseException] = queue.SimpleQueue()
+        self.position = position  # records before this offset were read by the follower
+        self.async_wake: Callable[[], object] | None = None
+
+
+_Key = tuple[int, int, int, bool]
+_readers: dict[_Key, _SharedReader] = {}
+_readers_lock = threading.Lock()
+
+
+class _SharedReader:
+    """One thread per followed file (and codec): reads and decodes each line once."""
+
+    def __init__(self, key: _Key, path: Path, offset: int, codec: Codec | None, poll: float):
+        self.key = key
+        self.path = path
+        self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            self.lines = _LineReader(path, self.fd, offset, codec)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.lock = threading.Lock()
+        self.channels: list[_Channel] = []
+        self.closed = False
+        self.cancelled = threading.Event()
+        self.waker = _Waker(path, poll)
+        self.thread = threading.Thread(
+            target=self._run, name=f"loopscribe-follow {path.name}", daemon=True
+        )
+
+    @property
+    def tip(self) -> int:
+        return self.lines.offset
+
+    def poll(self) -> None:
+        """Read what is new and hand it to every follower (also called by followers)."""
+        with self.lock:
+            if self.closed:
+                return
+            error: BaseException | None = None
+            try:
+                records = self.lines.read(drain=True)
+            except (CorruptRecordError, FormatError, OSError) as exc:
+                records, error = [], exc
+            for channel in self.channels:
+                put, position = channel.items.put, channel.position
+                delivered = False
+                for record in records:
+                    if record.offset >= position:
+                        put(record)
+                        delivered = True
+                if error is not None:
+                    put(error)
+                    delivered = True
+                if delivered and channel.async_wake is not None:
+                    with contextlib.suppress(RuntimeError):  # its event loop closed
+                        channel.async_wake()
+            if error is not None:
+                # Every follower got the error; a new follower starts a new reader.
+                self.channels.clear()
+                self._retire()
+
+    def _retire(self) -> None:
+        """Forget this reader (called with ``self.lock`` held)."""
+        self.closed = True
+        self.cancelled.set()
+        with contextlib.suppress(KeyError):
+            if _readers.get(self.key) is self:
+                del _readers[self.key]
+
+    def leave(self, channel: _Channel) -> None:
+        with _readers_lock, self.lock:
+            with contextlib.suppress(ValueError):
+                self.channels.remove(channel)
+            if not self.channels and not self.closed:
+                self._retire()
+
+    def _run(self) -> None:
+        try:
+            while not self.cancelled.is_set():
+                self.waker.wait(self.cancelled)
+                if self.cancelled.is_set():
+                    break
+                self.poll()
+        finally:
+            self.waker.close()
+            os.close(self.fd)
+
+
+def _join(
+    path: Path, position: int, codec: Codec | None, poll: float
+) -> tuple[_SharedReader, _Channel] | None:
+    """Join the file's shared reader at ``position``; ``None`` if it is already past it."""
+    st = os.stat(path)
+    key = (st.st_dev, st.st_ino, id(codec), codec is None)
+    with _readers_lock:
+        reader = _readers.get(key)
+        if reader is None or reader.closed:
+            reader = _SharedReader(key, path, position, codec, poll)
+            _readers[key] = reader
+            reader.thread.start()
+        with reader.lock:
+            if reader.tip > position:
+                return None  # the follower reads up to the reader on its own first
+            channel = _Channel(position)
+            reader.channels.append(channel)
+    return reader, channel
 
 
 class follow:  # used like a function, as in ``for r in follow(path)``
@@ -46,9 +335,13 @@ class follow:  # used like a function, as in ``for r in follow(path)``
         offset: Where to start: 0, or a ``Record.offset`` / ``end_offset``
             returned earlier.
         codec: Decodes typed values; ``decode=False`` keeps raw JSON.
-        poll_interval: Seconds between checks for new data at the end of the file.
+        poll_interval: Seconds between checks for new data where inotify is
+            not available (see :func:`watch_mode`), and between checks of
+            ``stop`` and ``idle_timeout``.
         idle_timeout: Stop after this many seconds without new data (``None``: never).
         stop: Stop at the end of the available data once this event is set.
+        shared: Join the process's shared reader of the file (the default);
+            ``False`` polls the file on this follower's own (one reader each).
 
     Raises (while iterating):
         CorruptRecordError: A complete line is damaged or out of sequence.
@@ -65,135 +358,188 @@ class follow:  # used like a function, as in ``for r in follow(path)``
         poll_interval: float = 0.02,
         idle_timeout: float | None = None,
         stop: threading.Event | None = None,
+        shared: bool = True,
     ) -> None:
         if offset < 0:
             raise ValueError(f"offset must be >= 0, got {offset}")
-        self.path = Path(path)
+        self.path = Path(path).absolute()
         self.offset = offset
         self._codec = (codec or DEFAULT_CODEC) if decode else None
         self.poll_interval = poll_interval
         self.idle_timeout = idle_timeout
         self.stop = stop
-
-    def _scanner(self, stream: IO[bytes]) -> Scanner:
-        if self.offset == 0:
-            return Scanner(self.path)
-        # Resuming mid-file: learn the session from line 1, accept the seq found.
-        first = stream.readline()
-        if not first.endswith(b"\n"):
-            raise FormatError(f"{self.path}: offset {self.offset} is past the file's first line")
-        session_id = orjson.loads(first).get("session_id")
-        stream.seek(self.offset)
-        return Scanner(self.path, resume=(session_id, -1))
-
-    def _poll(self, stream: IO[bytes], scanner: Scanner, pending: bytearray) -> list[Record]:
-        """Read what is new; return the records completed by it."""
-        chunk = stream.read(_CHUNK_BYTES)
-        if not chunk:
-            if os.fstat(stream.fileno()).st_size < self.offset + len(pending):
-                raise FormatError(
-                    f"{self.path}: the file shrank below byte {self.offset + len(pending)} "
-                    "while it was followed; it was replaced or truncated outside loopscribe"
-                )
-            return []
-        pending += chunk
-        out: list[Record] = []
-        start = 0
-        while (end := pending.find(b"\n", start)) >= 0:
-            raw = bytes(pending[start : end + 1])
-            try:
-                obj = scanner.check(0, self.offset, raw)
-                out.append(to_record(scanner, 0, self.offset, raw, obj, self._codec, scanner.ts))
-            except CorruptRecordError as exc:
-                # Line numbers are only counted on this error path, never while following.
-                line = self._line_number(stream, self.offset)
-                raise CorruptRecordError(
-                    str(exc).replace(":0: byte", f":{line}: byte", 1),
-                    path=self.path,
-                    line=line,
-                    offset=self.offset,
-                ) from exc.__cause__
-            self.offset += len(raw)
-            start = end + 1
-        del pending[:start]
-        return out
-
-    @staticmethod
-    def _line_number(stream: IO[bytes], offset: int) -> int:
-        lines, pos = 1, 0
-        while pos < offset:
-            chunk = os.pread(stream.fileno(), min(_CHUNK_BYTES, offset - pos), pos)
-            if not chunk:
-                break
-            lines += chunk.count(b"\n")
-            pos += len(chunk)
-        return lines
+        self.shared = shared
 
     def _should_stop(self, idle_since: float) -> bool:
         if self.stop is not None and self.stop.is_set():
             return True
         return self.idle_timeout is not None and time.monotonic() - idle_since >= self.idle_timeout
 
+    def _catch_up(self, lines: _LineReader) -> Iterator[Record]:
+        """Read on this follower's own until the end of the file."""
+        while records := lines.read():
+            for record in records:
+                self.offset = record.end_offset
+                yield record
+
+    def _join(self, lines: _LineReader) -> Generator[Record, None, tuple[_SharedReader, _Channel]]:
+        """Catch up, then join the shared reader; yields the records read on the way."""
+        while True:
+            yield from self._catch_up(lines)
+            joined = _join(self.path, lines.offset, self._codec, self.poll_interval)
+            if joined is not None:
+                return joined
+
     def __iter__(self) -> Iterator[Record]:
         with open(self.path, "rb", buffering=0) as stream:
-            scanner = self._scanner(stream)
-            pending = bytearray()
+            lines = _LineReader(self.path, stream.fileno(), self.offset, self._codec)
             idle_since = time.monotonic()
+            if not self.shared:
+                while True:
+                    records = lines.read()
+                    if records:
+                        for record in records:
+                            self.offset = record.end_offset
+                            yield record
+                        idle_since = time.monotonic()
+                    elif self._should_stop(idle_since):
+                        return
+                    else:
+                        time.sleep(self.poll_interval)
+            for record in self._catch_up(lines):
+                yield record
+                idle_since = time.monotonic()
+            if self._should_stop(idle_since):
+                return
+            reader, channel = yield from self._join(lines)
+        try:
+            # Records wake this thread at once; the timeout only bounds how late
+            # ``stop`` or ``idle_timeout`` are noticed (100 followers waking every
+            # poll interval would crowd out the ones receiving records).
+            get, wait = channel.items.get, max(self.poll_interval, _STOP_CHECK_SECONDS)
+            if self.idle_timeout is not None:
+                wait = min(wait, max(self.idle_timeout, 0.001))
             while True:
-                records = self._poll(stream, scanner, pending)
-                if records:
-                    yield from records
-                    idle_since = time.monotonic()
-                elif self._should_stop(idle_since):
+                try:
+                    item = get(timeout=wait)
+                except queue.Empty:
+                    if not self._should_stop(idle_since):
+                        continue
+                    reader.poll()  # what is on disk now, then stop
+                    while not channel.items.empty():
+                        yield self._take(channel.items.get_nowait())
                     return
-                else:
-                    time.sleep(self.poll_interval)
+                yield self._take(item)
+                idle_since = time.monotonic()
+        finally:
+            reader.leave(channel)
+
+    def _take(self, item: Record | BaseException) -> Record:
+        if isinstance(item, BaseException):
+            raise item
+        self.offset = item.end_offset
+        return item
 
     async def __aiter__(self) -> AsyncIterator[Record]:
         with open(self.path, "rb", buffering=0) as stream:
-            scanner = self._scanner(stream)
-            pending = bytearray()
+            lines = _LineReader(self.path, stream.fileno(), self.offset, self._codec)
             idle_since = time.monotonic()
+            if not self.shared:
+                while True:
+                    records = lines.read()
+                    if records:
+                        for record in records:
+                            self.offset = record.end_offset
+                            yield record
+                        idle_since = time.monotonic()
+                    elif self._should_stop(idle_since):
+                        return
+                    else:
+                        await asyncio.sleep(self.poll_interval)
+            for record in self._catch_up(lines):
+                yield record
+                idle_since = time.monotonic()
+            if self._should_stop(idle_since):
+                return
+            joining = self._join(lines)
             while True:
-                records = self._poll(stream, scanner, pending)
-                if records:
-                    for record in records:
-                        yield record
-                    idle_since = time.monotonic()
-                elif self._should_stop(idle_since):
-                    return
-                else:
-                    await asyncio.sleep(self.poll_interval)
+                try:
+                    record = next(joining)
+                except StopIteration as done:
+                    reader, channel = done.value
+                    break
+                yield record
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+        channel.async_wake = lambda: loop.call_soon_threadsafe(wake.set)
+        try:
+            while True:
+                try:
+                    item = channel.items.get_nowait()
+                except queue.Empty:
+                    if self._should_stop(idle_since):
+                        reader.poll()
+                        while not channel.items.empty():
+                            yield self._take(channel.items.get_nowait())
+                        return
+                    wake.clear()
+                    if channel.items.empty():  # re-checked after clear: no lost wake-up
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(wake.wait(), self.poll_interval)
+                    continue
+                yield self._take(item)
+                idle_since = time.monotonic()
+        finally:
+            channel.async_wake = None
+            reader.leave(channel)
 
 
 TERMINAL_TYPES = frozenset({"agent_end", "run_close"})
 """Record types that end a live stream; the bus remembers the last one per session."""
 
 _DONE = object()
+Live = Record | Transient
+"""What a subscription delivers: written Records and, unless asked not to, Transients."""
 
 
 class Subscription:
-    """Records of one session delivered by a :class:`Bus`: replay first, then live.
+    """What a :class:`Bus` delivers for one session: replay first, then live.
 
-    Iterate it (``for``, or ``async for``) until :meth:`close`. A subscriber
-    that falls behind by more than its queue holds loses records — counted in
-    :attr:`dropped` — rather than slowing the writer down.
+    Iterate it (``for``, or ``async for``) until :meth:`close`. Items are
+    Records and, unless subscribed with ``records_only=True``, Transients
+    (token deltas, tool progress). A subscriber that falls behind by more
+    than its queue holds loses items — counted in :attr:`dropped` (records)
+    and :attr:`dropped_transient` — rather than slowing the writer down.
     """
 
-    def __init__(self, bus: Bus, session_id: str, replay: list[Record], maxsize: int) -> None:
+    def __init__(
+        self, bus: Bus, session_id: str, replay: list[Live], maxsize: int, records_only: bool
+    ) -> None:
         self._bus = bus
         self.session_id = session_id
-        self._replay = replay
+        self.records_only = records_only
+        self._replay = collections.deque(replay)
         self._queue: queue.Queue[object] = queue.Queue(maxsize)
+        self._async_wake: Callable[[], object] | None = None
         self.dropped = 0
         """Records not delivered because the queue was full."""
+        self.dropped_transient = 0
+        """Transient events not delivered because the queue was full."""
         self._closed = False
 
-    def _offer(self, record: Record) -> None:
+    def _offer(self, item: Live) -> None:
         try:
-            self._queue.put_nowait(record)
+            self._queue.put_nowait(item)
         except queue.Full:
-            self.dropped += 1
+            if type(item) is Record:
+                self.dropped += 1
+            else:
+                self.dropped_transient += 1
+            return
+        wake = self._async_wake
+        if wake is not None:
+            with contextlib.suppress(RuntimeError):  # its event loop closed
+                wake()
 
     def close(self) -> None:
         """Stop delivery; a waiting iteration ends."""
@@ -202,32 +548,44 @@ class Subscription:
             self._bus._unsubscribe(self)
             with contextlib.suppress(queue.Full):
                 self._queue.put_nowait(_DONE)
+            wake = self._async_wake
+            if wake is not None:
+                with contextlib.suppress(RuntimeError):
+                    wake()
 
-    def get(self, timeout: float | None = None) -> Record | None:
-        """The next record, or ``None`` after ``timeout`` seconds or once closed."""
+    def get(self, timeout: float | None = None) -> Live | None:
+        """The next item, or ``None`` after ``timeout`` seconds or once closed."""
         if self._replay:
-            return self._replay.pop(0)
+            return self._replay.popleft()
         if self._closed and self._queue.empty():
             return None
         try:
             item = self._queue.get(timeout=timeout)
         except queue.Empty:
             return None
-        return item if isinstance(item, Record) else None
+        return item if isinstance(item, Record | Transient) else None
 
-    def __iter__(self) -> Iterator[Record]:
-        while (record := self.get()) is not None:
-            yield record
+    def __iter__(self) -> Iterator[Live]:
+        while (item := self.get()) is not None:
+            yield item
 
-    async def __aiter__(self) -> AsyncIterator[Record]:
-        while True:
-            record = self.get(timeout=0)
-            if record is not None:
-                yield record
-            elif self._closed:
-                return
-            else:
-                await asyncio.sleep(0.005)
+    async def __aiter__(self) -> AsyncIterator[Live]:
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+        self._async_wake = lambda: loop.call_soon_threadsafe(wake.set)
+        try:
+            while True:
+                item = self.get(timeout=0)
+                if item is not None:
+                    yield item
+                    continue
+                if self._closed:
+                    return
+                wake.clear()
+                if self._queue.empty() and not self._closed:  # re-checked: no lost wake-up
+                    await wake.wait()
+        finally:
+            self._async_wake = None
 
     def __enter__(self) -> Subscription:
         return self
@@ -237,34 +595,96 @@ class Subscription:
 
 
 class Bus:
-    """An in-process publish/subscribe of Records, by session, with replay.
+    """An in-process publish/subscribe of one session's live stream, with replay.
 
-    Attach it to a Session as an observer (``observers=[bus]``) or call
-    :meth:`publish`. Records are buffered per session until :meth:`clear`, so
-    a subscriber that connects late replays them (``from_offset`` skips what
-    it already has, e.g. from reading the file); the last terminal record
-    (``agent_end``, ``run_close``) is remembered. Publishing never blocks: a
-    full subscriber queue drops the record and counts it.
+    Attach it to a Session as an observer (``observers=[bus]``): it receives
+    every written Record, and — through its ``on_transient`` method — every
+    transient event the run is handed (``message_update``, ``model_stream``,
+    ``tool_exec_update``), which the Session never writes. Or call
+    :meth:`publish` yourself.
+
+    Replay is exact for Records: they are buffered per session until
+    :meth:`clear`, and a late subscriber gets every buffered Record at or
+    after ``from_offset`` (e.g. where its read of the file stopped), then
+    each new one, exactly once and in order. Transients are best-effort: the
+    last ``transient_buffer_size`` are kept and replayed in their place
+    among the Records (a reconnecting UI redraws the message in progress),
+    older ones are gone, and a full subscriber queue drops them like
+    Records. Publishing never blocks. The last terminal record
+    (``agent_end``, ``run_close``) is remembered.
 
     Args:
         buffer_size: Records kept per session for replay (oldest dropped first).
-        queue_size: Records a subscriber may fall behind before drops start.
+        queue_size: Items a subscriber may fall behind before drops start.
+        transient_buffer_size: Transients kept per session for replay.
     """
 
-    def __init__(self, *, buffer_size: int = 10_000, queue_size: int = 1_000) -> None:
+    def __init__(
+        self,
+        *,
+        buffer_size: int = 10_000,
+        queue_size: int = 1_000,
+        transient_buffer_size: int = 1_000,
+    ) -> None:
         self.buffer_size = buffer_size
         self.queue_size = queue_size
+        self.transient_buffer_size = transient_buffer_size
         self._lock = threading.Lock()
         self._buffers: dict[str, collections.deque[Record]] = {}
+        self._transients: dict[str, collections.deque[Transient]] = {}
         self._terminals: dict[str, Record] = {}
         self._subscribers: dict[str, list[Subscription]] = {}
 
     def __call__(self, record: Record) -> None:
-        """Observer entry point: same as :meth:`publish`."""
+        """Observer entry point for written Records: same as :meth:`publish`."""
         self.publish(record)
 
-    def publish(self, record: Record) -> None:
-        """Buffer ``record`` and offer it to every subscriber of its session."""
+    def on_transient(self, item: Transient) -> None:
+        """Observer entry point for transient events: same as :meth:`publish`."""
+        self.publish(item)
+
+    def publish(self, item: Record | Transient | Event, *, session_id: str | None = None) -> None:
+        """Buffer ``item`` and offer it to every subscriber of its session.
+
+        Args:
+            item: A written Record, a Transient, or a plain ``Event``. A plain
+                Event was not written, so it is delivered as a Transient of
+                ``session_id`` (placed after the last Record published).
+            session_id: The session of a plain Event; ignored otherwise.
+
+        Raises:
+            TypeError: ``item`` is none of these, or a plain Event without
+                ``session_id``.
+        """
+        if type(item) is Record:
+            self._publish_record(item)
+        elif type(item) is Transient:
+            self._publish_transient(item)
+        elif isinstance(item, Event):
+            if not isinstance(session_id, str) or not session_id:
+                raise TypeError(
+                    f"Bus.publish got a plain Event ({item.type!r}) without session_id: "
+                    "an Event has no session of its own. Pass session_id=..., or record "
+                    "it through Run.record so the Session delivers it"
+                )
+            self._publish_transient(self._as_transient(item, session_id))
+        elif isinstance(item, Record | Transient):  # subclasses
+            self.publish(item)
+        else:
+            raise TypeError(
+                f"Bus.publish takes a Record, a Transient or an Event, got {type(item).__name__}"
+            )
+
+    def _as_transient(self, event: Event, session_id: str) -> Transient:
+        ts = event.timestamp or datetime.now(UTC)
+        if ts.tzinfo is not UTC:
+            ts = ts.astimezone(UTC)
+        with self._lock:
+            buffer = self._buffers.get(session_id)
+            offset = buffer[-1].end_offset if buffer else 0
+        return Transient(session_id, None, event.type, ts, event.execution, event.data, offset)
+
+    def _publish_record(self, record: Record) -> None:
         sid = record.session_id
         with self._lock:
             buffer = self._buffers.get(sid)
@@ -277,13 +697,46 @@ class Bus:
         for subscriber in subscribers:
             subscriber._offer(record)
 
-    def subscribe(self, session_id: str, from_offset: int = 0) -> Subscription:
-        """Buffered records at or after ``from_offset``, then every new one, exactly once."""
+    def _publish_transient(self, item: Transient) -> None:
+        sid = item.session_id
         with self._lock:
-            # Under the lock: no record can be published between the replay
+            kept = self._transients.get(sid)
+            if kept is None:
+                kept = self._transients[sid] = collections.deque(maxlen=self.transient_buffer_size)
+            kept.append(item)
+            subscribers = tuple(self._subscribers.get(sid, ()))
+        for subscriber in subscribers:
+            if not subscriber.records_only:
+                subscriber._offer(item)
+
+    def subscribe(
+        self, session_id: str, from_offset: int = 0, *, records_only: bool = False
+    ) -> Subscription:
+        """Buffered items at or after ``from_offset``, then every new one.
+
+        Args:
+            session_id: The session.
+            from_offset: Skip what starts before this byte offset (what the
+                subscriber already read from the file).
+            records_only: Deliver written Records only, no Transients.
+        """
+        with self._lock:
+            # Under the lock: no item can be published between the replay
             # snapshot and the registration, so none is missed or repeated.
-            replay = [r for r in self._buffers.get(session_id, ()) if r.offset >= from_offset]
-            subscription = Subscription(self, session_id, replay, self.queue_size)
+            replay: list[Live] = [
+                r for r in self._buffers.get(session_id, ()) if r.offset >= from_offset
+            ]
+            if not records_only:
+                transients = [
+                    t for t in self._transients.get(session_id, ()) if t.offset >= from_offset
+                ]
+                if transients:
+                    # A transient published at offset X came before the record written at X.
+                    replay = sorted(
+                        [*transients, *replay],
+                        key=lambda item: (item.offset, type(item) is Record),
+                    )
+            subscription = Subscription(self, session_id, replay, self.queue_size, records_only)
             self._subscribers.setdefault(session_id, []).append(subscription)
         return subscription
 
@@ -305,7 +758,8 @@ class Bus:
             return buffer is not None and bool(buffer) and buffer[-1].type not in TERMINAL_TYPES
 
     def clear(self, session_id: str) -> None:
-        """Forget the session's buffered records and terminal state (before a new turn)."""
+        """Forget the session's buffered items and terminal state (before a new turn)."""
         with self._lock:
             self._buffers.pop(session_id, None)
+            self._transients.pop(session_id, None)
             self._terminals.pop(session_id, None)

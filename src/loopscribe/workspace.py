@@ -8,13 +8,23 @@ and no registry of running sessions that a crash could leave stale:
   compaction, created/updated) are folded from the records, cached per file
   and advanced from the last byte offset as a file grows;
 * ``update``, ``set_todos`` and ``compact`` append ``session_update``,
-  ``todos`` and ``compaction`` records;
-* ``running`` means a writer holds the file's lock; ``interrupted`` means the
-  last run has no ``run_close`` and nobody holds the lock; else ``idle``;
+  ``todos`` and ``compaction`` records — to the session file when this
+  process writes it or nobody does, else (another process is recording) to
+  the session's *side log*, a small JSONL file of the same facts with its
+  own lock, folded into the summary and the loaded conversation;
+* status: ``running`` while a run is open and its writer holds the file's
+  lock; ``interrupted`` when a run is open but its writer is gone (a crash);
+  ``failed`` when the last run ended with an error; else ``idle`` (also a
+  session kept open between turns);
 * ``messages(last=N)`` reads backwards from the end of the file, so its cost
   grows with the page, not with the file.
 
-Files: ``<root>/<session_id>.jsonl``, artifacts in ``<root>/<session_id>.artifacts/``.
+A file whose first line is not a session header makes every method raise
+:class:`NotASessionError` naming it; a file still being created (empty) is
+left out of :meth:`Workspace.list`.
+
+Files: ``<root>/<session_id>.jsonl``, its side log ``<session_id>.jsonl.meta``,
+artifacts in ``<root>/<session_id>.artifacts/``.
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ import shutil
 import stat
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -42,7 +52,7 @@ from ._codec import DEFAULT_CODEC, Codec
 from ._errors import FormatError, LoopscribeError, SessionLockedError
 from ._fields import field as get_field
 from ._fields import plain, text, token_usage
-from ._format import Scanner
+from ._format import Scanner, format_ts, parse_ts
 from ._messages import SystemMessage
 from ._reader import to_record
 from ._session import Observer, Session, open_handle
@@ -52,6 +62,7 @@ __all__ = [
     "Artifact",
     "Compaction",
     "MessagePage",
+    "NotASessionError",
     "SessionNotFoundError",
     "SessionSummary",
     "Status",
@@ -59,7 +70,11 @@ __all__ = [
     "session_status",
 ]
 
-Status = Literal["running", "interrupted", "idle"]
+Status = Literal["running", "interrupted", "failed", "idle"]
+"""``running``: a run is open and its writer is alive. ``interrupted``: a run is
+open but no writer holds the file (the process died). ``failed``: the last run
+ended with an error (``agent_end`` with an error or ``stop_reason`` "error",
+or, without ``agent_end``, a failed last ``model_exec_end``). ``idle``: otherwise."""
 
 METADATA_FIELDS = frozenset(
     {
@@ -96,13 +111,61 @@ class SessionNotFoundError(LoopscribeError, FileNotFoundError):
     """No session with that ID in the workspace."""
 
 
+class NotASessionError(FormatError):
+    """A workspace file's first line is not a loopscribe session header."""
+
+
+_SIDE_SUFFIX = ".meta"
+_HEADER_PROBE = b'"type":"session_start"'
+
+
+def _check_header(path: Path, fd: int | None = None) -> None:
+    """Raise :class:`NotASessionError` unless the first line is a ``session_start``."""
+    own = fd is None
+    if fd is None:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        head = os.pread(fd, _BLOCK_BYTES, 0)
+    finally:
+        if own:
+            os.close(fd)
+    newline = head.find(b"\n")
+    first = head if newline < 0 else head[:newline]
+    ok = False
+    if newline >= 0 and _HEADER_PROBE in first:
+        try:
+            obj = orjson.loads(first)
+            ok = isinstance(obj, dict) and obj.get("type") == ev.SESSION_START
+        except orjson.JSONDecodeError:
+            ok = False
+    if not ok:
+        what = "is empty" if not head else "does not start with a session_start record"
+        raise NotASessionError(
+            f"{path}:1: byte 0: {what}; it is not a loopscribe session file. "
+            "Move it out of the workspace folder (or repair it from a backup)",
+            path=path,
+            line=1,
+            offset=0,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Compaction:
-    """The latest compaction: the conversation before it is replaced by a summary."""
+    """The latest compaction: the conversation before it is replaced by a summary.
+
+    Attributes:
+        at: When it was recorded.
+        seq: Its record's seq (``-1`` when it came from the side log).
+        messages_before: Messages committed before it.
+        summary: The summary's text (a message's text when it is a message).
+        keep_last: Messages before it kept verbatim after the summary.
+    """
 
     at: datetime
     seq: int
     messages_before: int
+    summary: str | None = None
+    keep_last: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +194,9 @@ class SessionSummary:
     result: str | None = None
     state: str | None = None
     message_count: int = 0
+    """Messages a reader sees now: after a compaction, the summary, the kept ones and later."""
+    messages_total: int = 0
+    """Messages ever committed, compacted away or not."""
     input_tokens: int = 0
     output_tokens: int = 0
     runs: int = 0
@@ -147,15 +213,13 @@ class MessagePage:
         messages: Oldest first. After a compaction the conversation starts
             with the summary (a ``SystemMessage``).
         has_more: Older visible messages exist before this window.
-        total: Visible messages in all (summary included) when known without
-            reading the whole file: the page reached the conversation's start,
-            or the workspace's summary of the file is current. Otherwise
-            ``None``; ``Workspace.get(id).message_count`` counts them.
+        total: Visible messages in all (summary included), as
+            ``Workspace.get(id).message_count`` counts them.
     """
 
     messages: list[Any]
     has_more: bool
-    total: int | None
+    total: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,22 +249,34 @@ class _Fold:
     run_open: bool = False
     records: int = 0
     todos: tuple[Mapping[str, Any], ...] = ()
+    todos_at: datetime | None = None
+    meta_at: dict[str, datetime] = field(default_factory=dict)
     compaction: Compaction | None = None
+    first_user_text: str | None = None
+    run_error: bool = False
+    run_agent_end: bool = False
+    last_run_failed: bool = False
 
-    def feed(self, kind: str, seq: int, ts: datetime, data: Mapping[str, Any], sid: str) -> None:
+    def feed(
+        self,
+        kind: str,
+        seq: int,
+        ts: datetime,
+        data: Mapping[str, Any],
+        sid: str,
+        top: bool = True,
+    ) -> None:
         self.records += 1
         self.updated = ts
         if kind == ev.SESSION_START:
             self.id, self.created = sid, ts
             self.meta.update(data.get("metadata") or {})
-        elif kind == ev.SESSION_UPDATE:
-            self.meta.update(data.get("fields") or {})
-        elif kind == ev.TODOS:
-            self.todos = tuple(data.get("todos") or ())
-        elif kind == ev.COMPACTION:
-            self.compaction = Compaction(ts, seq, self.messages)
+        elif kind in _FACTS:
+            self.fact(kind, seq, ts, data)
         elif kind == ev.MESSAGE_END:
             self.messages += 1
+            if self.first_user_text is None:
+                self.first_user_text = _user_text(plain(data.get("message")))
         elif kind in (ev.MODEL_EXEC_START, ev.MODEL_REQUEST):
             self.seen_model = text(plain(data.get("model"))) or self.seen_model
         elif kind == ev.MODEL_EXEC_END:
@@ -210,23 +286,59 @@ class _Fold:
             if usage is not None:
                 self.input_tokens += usage.input_tokens or 0
                 self.output_tokens += usage.output_tokens or 0
+            if not self.run_agent_end:
+                # A standalone call: its outcome is the run's, unless an agent_end says.
+                self.run_error = data.get("error") is not None
+        elif kind == ev.AGENT_END and top:
+            # The top-level agent decides the run's outcome; nested agents end inside it.
+            self.run_agent_end = True
+            self.run_error = data.get("error") is not None or data.get("stop_reason") == "error"
         elif kind == ev.RUN_START:
             self.runs += 1
             self.run_open = True
+            self.run_error = self.run_agent_end = False
         elif kind == ev.RUN_CLOSE:
             self.run_open = False
+            self.last_run_failed = self.run_error
+
+    def fact(self, kind: str, seq: int, ts: datetime, data: Mapping[str, Any]) -> None:
+        """A session-level fact, from the file or the side log; the newer one wins."""
+        if kind == ev.SESSION_UPDATE:
+            for name, value in (data.get("fields") or {}).items():
+                at = self.meta_at.get(name)
+                if at is None or at <= ts:
+                    self.meta[name] = value
+                    self.meta_at[name] = ts
+        elif kind == ev.TODOS:
+            if self.todos_at is None or self.todos_at <= ts:
+                self.todos = tuple(data.get("todos") or ())
+                self.todos_at = ts
+        elif kind == ev.COMPACTION and (self.compaction is None or self.compaction.at <= ts):
+            summary = plain(data.get("summary"))
+            before = data.get("messages_before")
+            self.compaction = Compaction(
+                ts,
+                seq,
+                before if isinstance(before, int) else self.messages,
+                summary if isinstance(summary, str) else _message_text(summary),
+                _keep(data.get("keep_last")),
+            )
 
     def summary(self, path: Path, status: Status) -> SessionSummary:
         meta = self.meta
         created = self.created or datetime.fromtimestamp(0, UTC)
         skills = meta.get("skills") or ()
+        visible = self.messages
+        if self.compaction is not None:
+            c = self.compaction
+            visible = 1 + min(c.keep_last, c.messages_before) + self.messages - c.messages_before
         return SessionSummary(
             id=self.id,
             path=path,
             created=created,
             updated=self.updated or created,
             status=status,
-            title=_opt_str(meta.get("title")),
+            title=_opt_str(meta.get("title")) or _title_from(self.first_user_text),
             model=_opt_str(meta.get("model")) or self.seen_model,
             provider=_opt_str(meta.get("provider")),
             mode=_opt_str(meta.get("mode")),
@@ -238,7 +350,8 @@ class _Fold:
             source=_opt_str(meta.get("source")),
             result=_opt_str(meta.get("result")),
             state=_opt_str(meta.get("state")),
-            message_count=self.messages,
+            message_count=visible,
+            messages_total=self.messages,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             runs=self.runs,
@@ -250,6 +363,44 @@ class _Fold:
 
 def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+_FACTS = frozenset({ev.SESSION_UPDATE, ev.TODOS, ev.COMPACTION})
+_TITLE_CHARS = 80
+
+
+def _keep(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _message_text(message: Any) -> str | None:
+    """The text parts of a message (stored form or object), joined; ``None`` if none."""
+    if message is None:
+        return None
+    content = get_field(message, "content")
+    if isinstance(content, str):
+        return content or None
+    if isinstance(content, list | tuple):
+        parts = [get_field(part, "text") for part in content]
+        joined = "".join(p for p in parts if isinstance(p, str))
+        return joined or None
+    return None
+
+
+def _user_text(message: Any) -> str | None:
+    if get_field(message, "role") != "user":
+        return None
+    return _message_text(message)
+
+
+def _title_from(first_user_text: str | None) -> str | None:
+    """A title derived from the first user message: its first line, shortened."""
+    if not first_user_text:
+        return None
+    line = " ".join(first_user_text.split())
+    if len(line) <= _TITLE_CHARS:
+        return line or None
+    return line[: _TITLE_CHARS - 1].rstrip() + "…"
 
 
 @dataclass(slots=True)
@@ -265,12 +416,65 @@ class _Cached:
     mtime_ns: int
     inode: int
     summary: SessionSummary | None = None
+    side_key: tuple[int, int] | None = None
+    side: list[_SideFact] = field(default_factory=list)
 
     def fresh(self, st: os.stat_result) -> bool:
         """Whether the file is exactly as it was when last folded."""
         return (
             self.inode == st.st_ino and self.size == st.st_size and self.mtime_ns == st.st_mtime_ns
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _SideFact:
+    """One line of a side log: a session-level fact written while another process records."""
+
+    kind: str
+    ts: datetime
+    data: Mapping[str, Any]
+    offset: int  # the session file's complete end when it was written
+
+
+def _side_path(path: Path) -> Path:
+    return path.with_name(path.name + _SIDE_SUFFIX)
+
+
+def _read_side(path: Path, codec: Codec) -> list[_SideFact]:
+    """The complete lines of a side log (an unfinished last line is left out)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    out: list[_SideFact] = []
+    end = raw.rfind(b"\n") + 1
+    for number, line in enumerate(raw[:end].splitlines(), 1):
+        try:
+            obj = codec.loads(line)
+            out.append(_SideFact(obj["type"], parse_ts(obj["ts"]), obj["data"], int(obj["offset"])))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise FormatError(
+                f"{path}:{number}: not a side-log line ({exc}); the file was changed "
+                "outside loopscribe. Remove the damaged line",
+                path=path,
+                line=number,
+            ) from None
+    return out
+
+
+def _append_side(path: Path, codec: Codec, kind: str, data: Mapping[str, Any], offset: int) -> None:
+    """Append one fact to a side log under its own lock (writers from many processes)."""
+    ts = format_ts(None)[1]
+    line = codec.dumps({"type": kind, "ts": ts, "offset": offset, "data": data}, newline=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        written = os.write(fd, line)
+        if written != len(line):
+            raise OSError(errno.EIO, f"{path}: short write ({written} of {len(line)} bytes)")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _locked_inodes() -> set[tuple[int, int]] | None:
@@ -316,7 +520,7 @@ def _is_locked(path: Path, st: os.stat_result, locked: set[tuple[int, int]] | No
 
 
 def session_status(path: str | os.PathLike[str]) -> Status:
-    """``running``, ``interrupted`` or ``idle`` for one session file (reads it whole)."""
+    """``running``, ``interrupted``, ``failed`` or ``idle`` for one session file."""
     return Workspace(Path(path).parent).summary_of_path(Path(path)).status
 
 
@@ -481,35 +685,48 @@ class Workspace:
             session_id=session_id,
         )
 
-    def list(self, include_children: bool = False) -> list[SessionSummary]:
+    def list(
+        self, include_children: bool = False, *, include_channels: bool = False
+    ) -> list[SessionSummary]:
         """Summaries of the workspace's sessions, most recently updated first.
 
         Files are read only when new or changed since the last call (one
         ``stat`` each tells); a file that grew is read from where the last
-        call stopped. Files that are not session files are skipped.
+        call stopped. An empty file (a session being created) is left out.
 
         Args:
             include_children: Also list sessions with a ``parent_id``.
+            include_channels: Also list sessions whose ``source`` is
+                ``"channel"`` (created by a messaging channel, not a person
+                at the UI).
+
+        Raises:
+            NotASessionError: A ``.jsonl`` file in the folder is not a session.
+            CorruptRecordError: A session file is damaged.
         """
         locked = _locked_inodes()
         summaries: list[SessionSummary] = []
         seen: set[str] = set()
         see, keep, is_reg = seen.add, summaries.append, stat.S_ISREG
         summarize = self._summary_locked
-        with self._lock, os.scandir(self.root) as entries:
+        with self._lock, os.scandir(self.root) as scan:
+            entries = builtins.list(scan)
+            sides = {e.name[: -len(_SIDE_SUFFIX)] for e in entries if e.name.endswith(_SIDE_SUFFIX)}
             for entry in entries:
                 name = entry.name
                 if not name.endswith(".jsonl") or name.endswith(".otlp.jsonl"):
                     continue
                 try:
                     st = entry.stat()
-                    if not is_reg(st.st_mode):
-                        continue
-                    see(name)
-                    summary = summarize(name, st, locked)
-                except (FormatError, OSError):
+                except FileNotFoundError:
+                    continue  # deleted meanwhile
+                if not is_reg(st.st_mode) or st.st_size == 0:
                     continue
-                if include_children or summary.parent_id is None:
+                see(name)
+                summary = summarize(name, st, locked, name in sides)
+                if (include_children or summary.parent_id is None) and (
+                    include_channels or summary.source != "channel"
+                ):
                     keep(summary)
             for gone in self._cache.keys() - seen:
                 del self._cache[gone]
@@ -534,7 +751,7 @@ class Workspace:
         return self._summary(path.name, path.stat(), _locked_inodes())
 
     def status(self, session_id: str) -> Status:
-        """``running`` (a writer holds the lock), ``interrupted`` or ``idle``."""
+        """``running``, ``interrupted``, ``failed`` or ``idle``: see :data:`Status`."""
         return self.get(session_id).status
 
     def summary_of_path(self, path: Path) -> SessionSummary:
@@ -544,26 +761,61 @@ class Workspace:
     def _summary(
         self, name: str, st: os.stat_result, locked: set[tuple[int, int]] | None
     ) -> SessionSummary:
+        side = (self.root / name).with_name(name + _SIDE_SUFFIX).exists()
         with self._lock:
-            return self._summary_locked(name, st, locked)
+            return self._summary_locked(name, st, locked, side)
 
     def _summary_locked(
-        self, name: str, st: os.stat_result, locked: set[tuple[int, int]] | None
+        self,
+        name: str,
+        st: os.stat_result,
+        locked: set[tuple[int, int]] | None,
+        side: bool = False,
     ) -> SessionSummary:
         """:meth:`_summary` with the lock held: the file read only if new or changed."""
         cached = self._cache.get(name)
         if cached is None or not cached.fresh(st):
             cached = self._advance(self.root / name, st, cached)
-        running = _is_locked(cached.path, st, locked)
-        status: Status = "running" if running else "interrupted" if cached.fold.run_open else "idle"
+        if side or cached.side_key is not None:
+            self._advance_side(cached, side)
+        fold = cached.fold
+        status: Status
+        if fold.run_open:
+            status = "running" if _is_locked(cached.path, st, locked) else "interrupted"
+        else:
+            status = "failed" if fold.last_run_failed else "idle"
         if cached.summary is None or cached.summary.status != status:
-            cached.summary = cached.fold.summary(cached.path, status)
+            if cached.side:
+                fold = replace(fold, meta=dict(fold.meta), meta_at=dict(fold.meta_at))
+                for fact in cached.side:
+                    fold.fact(fact.kind, -1, fact.ts, fact.data)
+                fold.updated = max(
+                    fold.updated or fold.created or cached.side[-1].ts, cached.side[-1].ts
+                )
+            cached.summary = fold.summary(cached.path, status)
         return cached.summary
+
+    def _advance_side(self, cached: _Cached, exists: bool) -> None:
+        """Re-read the side log if it changed since it was last folded."""
+        side_path = _side_path(cached.path)
+        key: tuple[int, int] | None = None
+        if exists:
+            try:
+                st = side_path.stat()
+                key = (st.st_size, st.st_mtime_ns)
+            except FileNotFoundError:
+                key = None
+        if key == cached.side_key:
+            return
+        cached.side_key = key
+        cached.side = _read_side(side_path, self.codec) if key is not None else []
+        cached.summary = None
 
     def _advance(self, path: Path, st: os.stat_result, cached: _Cached | None) -> _Cached:
         """Extend a cached fold over the bytes a file grew by, or fold it anew."""
         grew = cached is not None and cached.inode == st.st_ino and st.st_size > cached.offset
         if cached is None or not grew:
+            _check_header(path)
             cached = _Cached(path, _Fold(), Scanner(path), 0, 0, 0, 0, st.st_ino)
         cached.summary = None
         self.files_read += 1
@@ -574,12 +826,18 @@ class Workspace:
                 stream, offset=cached.offset, first_line=cached.lines + 1
             ):
                 data = obj.get("data")
+                kind = obj["type"]
+                top = True
+                if kind == ev.AGENT_END:
+                    execution = obj.get("execution")
+                    top = not (isinstance(execution, dict) and execution.get("parent_id"))
                 fold.feed(
-                    obj["type"],
+                    kind,
                     obj["seq"],
                     scanner.ts,
                     data if isinstance(data, dict) else {},
                     obj["session_id"],
+                    top,
                 )
                 cached.lines = number
             cached.offset = scanner.end_offset
@@ -612,30 +870,50 @@ class Workspace:
         if last < 0 or skip < 0:
             raise ValueError(f"last and skip must be >= 0, got last={last}, skip={skip}")
         want = skip + last
-        newest_first: list[Any] = []
+        side = self._side_compaction(path)
+        after: list[Any] = []  # message records after the compaction point, newest first
+        kept: list[Any] = []  # the ones before it kept verbatim, newest first
         summary: Any = None
+        keep = -1  # -1: no compaction point met yet
         reached_start = False
         source = self._open_source(path)
         try:
+            if isinstance(source, _FileSource):
+                _check_header(path, source.fd)  # a store's sessions were checked when shipped
             for offset, raw in _reverse_lines(source, source.complete_end()):
+                if keep < 0 and side is not None and offset < side.offset:
+                    # The side log's compaction is newer than every record from here back.
+                    summary, keep = side.data.get("summary"), _keep(side.data.get("keep_last"))
+                    if keep == 0:
+                        reached_start = True
+                        break
                 kind = _record_type(raw)
                 if kind == b"message_end":
-                    if len(newest_first) > want:
-                        break  # one beyond the page proves older messages exist
-                    newest_first.append(self._decode(path, offset, raw))
-                elif kind == b"compaction":
-                    summary = self._decode(path, offset, raw).data.get("summary")
-                    reached_start = True
-                    break
+                    if keep < 0:
+                        if len(after) > want:
+                            break  # one beyond the page proves older messages exist
+                        after.append(self._decode(path, offset, raw))
+                    else:
+                        kept.append(self._decode(path, offset, raw))
+                        if len(kept) >= keep:
+                            reached_start = True
+                            break
+                elif kind == b"compaction" and keep < 0:
+                    data = self._decode(path, offset, raw).data
+                    summary, keep = data.get("summary"), _keep(data.get("keep_last"))
+                    if keep == 0:
+                        reached_start = True
+                        break
                 elif kind == b"session_start":
                     reached_start = True
                     break
         finally:
             source.close()
-        visible = [r.data.get("message") for r in newest_first]
+        visible = [r.data.get("message") for r in after]
+        visible.extend(r.data.get("message") for r in kept)
         if summary is not None:
             visible.append(summary if not isinstance(summary, str) else SystemMessage(summary))
-        has_more_beyond = not reached_start and len(newest_first) > want
+        has_more_beyond = not reached_start and len(after) > want
         chronological = list(reversed(visible))
         window_end = len(chronological) - skip
         window = chronological[max(0, window_end - last) : max(0, window_end)]
@@ -647,16 +925,14 @@ class Workspace:
         """The bytes of a session file, read by range."""
         return _FileSource(path)
 
-    def _visible_total(self, path: Path) -> int | None:
-        """The visible message count, if known without reading the file."""
-        with self._lock:
-            cached = self._cache.get(path.name)
-            if cached is None or not cached.fresh(path.stat()):
-                return None  # counting would read the whole file: see get()
-            fold = cached.fold
-        if fold.compaction is None:
-            return fold.messages
-        return fold.messages - fold.compaction.messages_before + 1
+    def _visible_total(self, path: Path) -> int:
+        """The visible message count: from the cached summary, advanced if the file grew."""
+        return self.summary_of_path(path).message_count
+
+    def _side_compaction(self, path: Path) -> _SideFact | None:
+        """The latest compaction in the session's side log, if any."""
+        facts = [f for f in _read_side(_side_path(path), self.codec) if f.kind == ev.COMPACTION]
+        return facts[-1] if facts else None
 
     def _decode(self, path: Path, offset: int, raw: bytes) -> Any:
         try:
@@ -670,8 +946,10 @@ class Workspace:
     def update(self, session_id: str, **fields: Any) -> SessionSummary:
         """Change metadata (title, model, ...) by appending a ``session_update`` record.
 
+        While another process records the session, the change goes to the
+        session's side log instead (see the module docstring).
+
         Raises:
-            SessionLockedError: Another process is writing the session.
             ValueError: An unknown field.
         """
         _check_fields(fields)
@@ -683,18 +961,27 @@ class Workspace:
         self._annotate(session_id, ev.TODOS, {"todos": [dict(t) for t in todos]})
         return self.get(session_id)
 
-    def compact(self, session_id: str, summary: Any) -> SessionSummary:
+    def compact(self, session_id: str, summary: Any, *, keep_last: int = 0) -> SessionSummary:
         """Record a compaction: from now on :meth:`messages` starts with ``summary``.
 
         Args:
             session_id: The session.
             summary: Text (shown as a ``SystemMessage``) or a message.
+            keep_last: Keep this many of the latest messages verbatim after
+                the summary.
         """
-        self._annotate(session_id, ev.COMPACTION, {"summary": summary})
+        if not isinstance(keep_last, int) or isinstance(keep_last, bool) or keep_last < 0:
+            raise ValueError(f"keep_last must be an int >= 0, got {keep_last!r}")
+        data: dict[str, Any] = {"summary": summary}
+        if keep_last:
+            data["keep_last"] = keep_last
+        self._annotate(session_id, ev.COMPACTION, data)
         return self.get(session_id)
 
     def _annotate(self, session_id: str, kind: str, data: Mapping[str, Any]) -> None:
+        """Append a session-level fact: to the file if we may write it, else to the side log."""
         path = self._existing(session_id)
+        _check_header(path)
         session = open_handle(path)
         if session is not None:
             # This process is the writer: append through its handle.
@@ -703,13 +990,24 @@ class Workspace:
         try:
             writer = Session.open(path, self.codec)
         except SessionLockedError:
-            raise SessionLockedError(
-                errno.EWOULDBLOCK,
-                f"session {session_id} is being written by another process; change it "
-                "from that process (or after it closes the session)",
-            ) from None
+            # Another process records this session: its file is its writer's
+            # alone, so the fact goes to the side log, folded in by readers.
+            self._annotate_side(path, kind, data)
+            return
         with writer:
             writer.annotate(kind, data)
+
+    def _annotate_side(self, path: Path, kind: str, data: Mapping[str, Any]) -> None:
+        with self._lock:
+            st = path.stat()
+            cached = self._cache.get(path.name)
+            if cached is None or not cached.fresh(st):
+                cached = self._advance(path, st, cached)
+            # Where the fact applies: after every record folded so far.
+            offset, messages = cached.offset, cached.fold.messages
+        if kind == ev.COMPACTION:
+            data = {**data, "messages_before": messages}
+        _append_side(_side_path(path), self.codec, kind, data, offset)
 
     # -- removal and artifacts -------------------------------------------------------
 
@@ -720,16 +1018,18 @@ class Workspace:
             SessionLockedError: The session is running.
         """
         path = self._existing(session_id)
-        if self.status(session_id) == "running":
+        _check_header(path)
+        if _is_locked(path, path.stat(), _locked_inodes()):
             raise SessionLockedError(
                 errno.EBUSY,
-                f"session {session_id} is running (a writer holds {path.name}); "
-                "close it before deleting",
+                f"session {session_id} is open for writing, i.e. running or between "
+                f"turns (a writer holds {path.name}); close it before deleting",
             )
         for extra in (
             path.with_name(path.name + ".otlp.jsonl"),
             path.with_name(path.name + ".export-cursor"),
             path.with_name(path.name + ".ship-cursor"),
+            _side_path(path),
         ):
             extra.unlink(missing_ok=True)
         shutil.rmtree(self.artifact_dir(session_id), ignore_errors=True)
@@ -739,7 +1039,7 @@ class Workspace:
 
     def artifacts(self, session_id: str) -> builtins.list[Artifact]:
         """Files in the session's artifact folder, by name; empty if there is none."""
-        self._existing(session_id)
+        _check_header(self._existing(session_id))
         folder = self.artifact_dir(session_id)
         out: list[Artifact] = []
         with contextlib.suppress(FileNotFoundError):

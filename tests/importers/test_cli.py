@@ -187,3 +187,113 @@ def test_default_folders_follow_the_agents_and_xdg(
     assert claude_code.default_dir() == tmp_path / "c" / "projects"
     assert codex.default_dir() == tmp_path / "x" / "sessions"
     assert default_out("codex") == tmp_path / "d" / "loopscribe" / "import" / "codex"
+
+
+def _claude(name: str) -> Path:
+    return next(p for p in CLAUDE if p.stem == name)
+
+
+def test_importing_the_wrong_agent_is_refused_with_what_to_do(
+    claude_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`import codex` of Claude Code transcripts (and the reverse, and of loopscribe sessions)
+    is refused naming what is there and the right command, and writes nothing."""
+    out = tmp_path / "out"
+    code, stdout, stderr = run_cli(capsys, "import", "codex", str(claude_dir), "--out", str(out))
+    assert (code, stdout) == (1, "")
+    assert "holds no OpenAI Codex CLI transcripts but" in stderr
+    assert "Claude Code transcript(s)" in stderr
+    assert f"`loopscribe import claude-code {claude_dir}`" in stderr
+    assert not out.exists()
+    rollouts = tmp_path / "rollouts"
+    for path in CODEX:
+        copy_transcript(path, rollouts)
+    code, _, stderr = run_cli(capsys, "import", "claude-code", str(rollouts), "--out", str(out))
+    assert code == 1
+    assert f"holds no Claude Code transcripts but {len(CODEX)} Codex rollout(s)" in stderr
+    assert f"`loopscribe import codex {rollouts}`" in stderr
+    single = sorted(rollouts.glob("*.jsonl"))[0]
+    code, _, stderr = run_cli(capsys, "import", "claude-code", str(single), "--out", str(out))
+    assert code == 1
+    assert f"{single}: is not a Claude Code transcript" in stderr
+    assert not out.exists()
+    # Imported sessions are loopscribe sessions: importing them again is refused too.
+    code, _, _ = run_cli(
+        capsys, "import", "codex", str(rollouts), "--out", str(out), "--settle", "0"
+    )
+    assert code == 0
+    code, _, stderr = run_cli(capsys, "import", "codex", str(out), "--out", str(tmp_path / "again"))
+    assert code == 1
+    assert "loopscribe session(s); loopscribe sessions need no import" in stderr
+    assert not (tmp_path / "again").exists()
+
+
+def test_imported_sessions_have_a_title_and_a_finished_status(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Claude Code `summary` entry titles the session, else the first user message
+    (shortened, one line); ls says `finished` for a settled transcript, `open` otherwise."""
+    source = tmp_path / "src"
+    copy_transcript(_claude("hello-world-script"), source)
+    summarized = source / "summarized.jsonl"
+    summary = '{"type":"summary","summary":"Hello script, written and run","leafUuid":"x"}'
+    with_summary = [summary, *_claude("short").read_text().splitlines()]
+    summarized.write_text("\n".join(with_summary) + "\n")
+    long_prompt = source / "long.jsonl"
+    first = next(o for o in lines(_claude("python-to-rust-port")) if o.get("type") == "user")
+    long_prompt.write_text(_claude("python-to-rust-port").read_text())
+    out = tmp_path / "out"
+    code, _, _ = run_cli(
+        capsys, "import", "claude-code", str(source), "--out", str(out), "--settle", "0"
+    )
+    assert code == 0
+    monkeypatch.setenv("COLUMNS", "200")
+    code, stdout, _ = run_cli(capsys, "--json", "ls", str(out))
+    titles = {Path(r["path"]).stem: r["title"] for r in map(orjson.loads, stdout.splitlines())}
+    assert titles["summarized"] == "Hello script, written and run"
+    hello = next(o for o in lines(_claude("hello-world-script")) if o.get("type") == "user")
+    asked = " ".join(hello["message"]["content"].split())
+    assert asked.startswith(titles["hello-world-script"].removesuffix("…"))
+    assert len(titles["hello-world-script"]) > 40
+    prompt = " ".join(str(first["message"]["content"]).split())
+    assert len(prompt) > 80
+    assert titles["long"].endswith("…")
+    assert len(titles["long"]) <= 73
+    assert prompt.startswith(titles["long"].removesuffix("…"))
+    code, stdout, _ = run_cli(capsys, "ls", str(out))
+    assert stdout.count("finished") == 3
+    assert "claude-code" in stdout
+    # A transcript still being written (not settled) is `open`, not `interrupted`.
+    code, _, _ = run_cli(
+        capsys,
+        "import",
+        "claude-code",
+        str(source),
+        "--out",
+        str(tmp_path / "live"),
+        "--settle",
+        "3600",
+    )
+    code, stdout, _ = run_cli(capsys, "ls", str(tmp_path / "live"))
+    assert stdout.count(" open ") == 3
+    assert "interrupted" not in stdout
+
+
+def test_a_codex_session_is_titled_by_its_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Codex's IDE context before the request, and wrapped context items, give no title."""
+    source = tmp_path / "src"
+    for path in CODEX:
+        copy_transcript(path, source)
+    out = tmp_path / "out"
+    assert (
+        run_cli(capsys, "import", "codex", str(source), "--out", str(out), "--settle", "0")[0] == 0
+    )
+    _, stdout, _ = run_cli(capsys, "--json", "ls", str(out))
+    titles = [orjson.loads(line)["title"] for line in stdout.splitlines()]
+    assert len(titles) == len(CODEX)
+    for title in titles:
+        assert title
+        assert not title.startswith(("<", "#"))
+        assert "Context from my IDE" not in title

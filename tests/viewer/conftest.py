@@ -260,7 +260,7 @@ def serve() -> Iterator[Any]:
     """Start ``loopscribe serve DIR`` as a subprocess on a free loopback port; always stopped."""
     started: list[subprocess.Popen[str]] = []
 
-    def start(folder: Path) -> Server:
+    def start(folder: Path, timeout: float = 20.0) -> Server:
         port = free_port()
         process = subprocess.Popen(
             [sys.executable, "-m", "loopscribe.viewer", "serve", str(folder), "--port", str(port)],
@@ -270,7 +270,7 @@ def serve() -> Iterator[Any]:
         )
         started.append(process)
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 raise AssertionError(f"loopscribe serve exited: {process.communicate()}")
@@ -279,7 +279,7 @@ def serve() -> Iterator[Any]:
                     return Server(process, url)
             except OSError:
                 time.sleep(0.05)
-        raise AssertionError("loopscribe serve did not start listening within 20 s")
+        raise AssertionError(f"loopscribe serve did not start listening within {timeout} s")
 
     yield start
     for process in started:
@@ -345,3 +345,136 @@ def browser(chromium: tuple[Path, Path], tmp_path: Path) -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+# A 1x1 PNG, as ImageContent carries it (base64).
+PIXEL_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg"
+    "=="
+)
+THINKING = "The user wants the release notes; the changelog tool has them."
+SUBAGENT_OUTPUT = "SUBAGENT-OUTPUT: 14 commits since v1.2"
+
+
+def record_chat(path: Path, *, title: str = "release notes") -> Demo:
+    """A session holding every message shape the conversation view draws.
+
+    loopscribe's own types (text, thinking, tool calls and results, an image,
+    a file by reference), an OpenAI-shaped request and reply (``tool_calls``
+    with JSON-string arguments), an Anthropic-shaped reply (``thinking`` and
+    ``tool_use`` blocks), a subagent with its own tool call, and a tool that
+    fails with no error type (exported as ``_OTHER``).
+    """
+    from loopscribe import FileContent, ImageContent, ThinkingContent
+
+    clock = Clock()
+    agent = Execution("agent", "agent")
+    with (
+        Session.create(path, metadata={"title": title}) as session,
+        session.begin_run() as run,
+    ):
+        run.record(ev.agent_start(agent, "release-bot", timestamp=clock.tick(0)))
+        ask = UserMessage(
+            (
+                TextContent("Write the release notes; the screenshot shows the last ones."),
+                ImageContent(PIXEL_PNG, "image/png"),
+                FileContent(uri="file:///repo/CHANGELOG.md", mime_type="text/markdown"),
+            )
+        )
+        run.record(ev.message_end(None, ask, timestamp=clock.tick(1)))
+        turn = Execution("turn_1", "turn", parent_id="agent")
+        run.record(ev.turn_start(turn, 1, timestamp=clock.tick(1)))
+        call = ToolCall("call_log", "git_log", {"since": "v1.2"})
+        reply = AssistantMessage(
+            (ThinkingContent(THINKING, signature="c2lnbmF0dXJl" * 40), call),
+            model="gpt-demo",
+            usage=Usage(500, 40),
+        )
+        model_call(run, clock, Execution("model_1", "model", parent_id="turn_1"), [ask], reply, 300)
+        tool_call(
+            run,
+            clock,
+            Execution("call_log", "tool", parent_id="turn_1"),
+            "git_log",
+            {"since": "v1.2"},
+            "a1b2c3 fix: retry on 429",
+            40,
+        )
+        # A subagent summarises the commits with a tool of its own.
+        sub = Execution("sub_1", "agent", parent_id="turn_1")
+        run.record(ev.agent_start(sub, "summariser", timestamp=clock.tick(2)))
+        sub_model = Execution("sub_model", "model", parent_id="sub_1")
+        sub_call = ToolCall("call_count", "count_commits", {"range": "v1.2..HEAD"})
+        sub_reply = AssistantMessage((sub_call,), model="gpt-mini", usage=Usage(120, 12))
+        model_call(run, clock, sub_model, [UserMessage("Count the commits")], sub_reply, 90)
+        tool_call(
+            run,
+            clock,
+            Execution("call_count", "tool", parent_id="sub_1"),
+            "count_commits",
+            {"range": "v1.2..HEAD"},
+            SUBAGENT_OUTPUT,
+            15,
+        )
+        run.record(ev.agent_end(sub, "summariser", timestamp=clock.tick(2)))
+        # A provider-native OpenAI reply, recorded as a plain dict.
+        openai = Execution("model_2", "model", parent_id="turn_1")
+        run.record(
+            ev.model_exec_start(openai, "gpt-4o", provider="openai", timestamp=clock.tick(2))
+        )
+        openai_reply = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_publish",
+                    "type": "function",
+                    "function": {"name": "publish", "arguments": '{"channel": "#releases"}'},
+                }
+            ],
+        }
+        run.record(ev.model_exec_end(openai, message=openai_reply, timestamp=clock.tick(120)))
+        run.record(ev.message_end(openai, openai_reply, timestamp=clock.tick(1)))
+        # The tool fails with no error type: is_error and a message only (_OTHER).
+        failing = Execution("call_publish", "tool", parent_id="turn_1")
+        run.record(
+            ev.tool_exec_start(
+                failing, "publish", {"channel": "#releases"}, timestamp=clock.tick(1)
+            )
+        )
+        run.record(
+            ev.tool_exec_end(
+                failing,
+                "publish",
+                "channel #releases is archived",
+                is_error=True,
+                timestamp=clock.tick(30),
+            )
+        )
+        run.record(ev.turn_end(turn, 1, stop_reason="tool_use", timestamp=clock.tick(1)))
+        # An Anthropic-shaped final answer.
+        anthropic = Execution("model_3", "model", parent_id="agent")
+        run.record(
+            ev.model_exec_start(
+                anthropic, "claude-demo", provider="anthropic", timestamp=clock.tick(1)
+            )
+        )
+        final = {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "thinking",
+                    "thinking": "Publishing failed; report it.",
+                    "signature": "x" * 300,
+                },
+                {
+                    "type": "text",
+                    "text": "Release notes drafted; publishing failed (channel archived).",
+                },
+            ],
+        }
+        run.record(ev.model_exec_end(anthropic, message=final, timestamp=clock.tick(200)))
+        run.record(ev.message_end(anthropic, final, timestamp=clock.tick(1)))
+        run.record(ev.agent_end(agent, "release-bot", timestamp=clock.tick(1)))
+        run_id = run.id
+    return Demo(path, session.id, run_id)

@@ -344,3 +344,29 @@ def test_create_app_names_the_extra_when_the_framework_is_missing(
     monkeypatch.delitem(sys.modules, "loopscribe.viewer._app", raising=False)
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'loopscribe\[serve\]'"):
         create_app(demo.path.parent)
+
+
+def test_a_long_run_page_embeds_one_page_of_rows(tmp_path: Path) -> None:
+    """The page's JSON is bounded: rows come a page at a time, a deep link brings its page."""
+    from loopscribe.otel import span_id
+    from loopscribe.viewer._app import ROW_PAGE
+
+    from .test_timeline import record_many
+
+    (tmp_path / "s").mkdir()
+    sid, rid = record_many(tmp_path / "s" / "many.jsonl", 2_000)
+    with TestClient(create_app(tmp_path / "s"), base_url="http://127.0.0.1") as client:
+        page = client.get(f"/session/{sid}/run/{rid}")
+        data = page_data(page.text)["run"]
+        assert len(data["rows"]) == ROW_PAGE
+        assert data["total_rows"] == 2_002
+        assert len(page.content) < 400_000
+        span = f"{span_id(sid, rid, 'call_1999', 1):016x}"
+        deep = page_data(client.get(f"/session/{sid}/run/{rid}?span={span}").text)
+        assert deep["select"] == span
+        assert deep["run"]["offset"] == 2_001 // ROW_PAGE * ROW_PAGE
+        api = client.get(f"/api/session/{sid}/run/{rid}?offset=300&limit=50&collapsed=x").json()
+        assert [r["index"] for r in api["run"]["rows"]] == list(range(300, 350))
+        folded = client.get(f"/api/session/{sid}/run/{rid}?collapsed=turn").json()["run"]
+        assert folded["total_rows"] == 2
+        assert client.get(f"/api/session/{sid}/run/{rid}?offset=-1").status_code == 400

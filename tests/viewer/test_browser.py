@@ -1,7 +1,12 @@
-"""In headless Chromium: a trace backend's span link opens the tool's output; so does the report."""
+"""In headless Chromium: the session list, the conversation, zoom, and a span's deep link.
+
+Set ``LOOPSCRIBE_SCREENSHOTS=docs`` to keep the screenshots the README shows.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,7 +15,7 @@ import pytest
 
 from loopscribe.viewer import write_report
 
-from .conftest import TOOL_OUTPUT, Demo, Server, record_demo
+from .conftest import SUBAGENT_OUTPUT, TOOL_OUTPUT, Demo, Server, record_chat, record_demo
 
 pytestmark = pytest.mark.slow
 
@@ -42,6 +47,17 @@ def tool_output_shown(driver: Any, span: str) -> None:
     assert len(driver.find_elements(By.CSS_SELECTOR, ".timeline .bar")) == 12
 
 
+def screenshot(driver: Any, tmp_path: Path, name: str) -> Path:
+    """Save a screenshot (and keep it in ``$LOOPSCRIBE_SCREENSHOTS`` when that is set)."""
+    path = tmp_path / name
+    driver.save_screenshot(str(path))
+    assert path.stat().st_size > 10_000
+    keep = os.environ.get("LOOPSCRIBE_SCREENSHOTS")
+    if keep:
+        shutil.copy(path, Path(keep) / name)
+    return path
+
+
 def no_console_errors(driver: Any) -> None:
     """Nothing the page did was refused (a CSP violation is a console error)."""
     errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
@@ -60,8 +76,7 @@ def test_span_link_in_the_served_viewer(
     browser.get(f"{server.url}/trace/{demo.trace_hex}/span/{span}")
     tool_output_shown(browser, span)
     assert browser.current_url.endswith(f"/session/{demo.session_id}/run/{demo.run_id}?span={span}")
-    browser.save_screenshot(str(tmp_path / "viewer-timeline.png"))
-    assert (tmp_path / "viewer-timeline.png").stat().st_size > 10_000
+    screenshot(browser, tmp_path, "viewer-timeline.png")
 
     # A large body arrives clipped; "load full body" fetches the whole line.
     from selenium.webdriver.common.by import By
@@ -86,4 +101,202 @@ def test_span_link_in_the_report_opened_from_disk(demo: Demo, tmp_path: Path, br
     tool_output_shown(browser, span)
     browser.save_screenshot(str(tmp_path / "report.png"))
     assert (tmp_path / "report.png").stat().st_size > 10_000
+    no_console_errors(browser)
+
+
+def nested_folder(tmp_path: Path) -> tuple[Path, Demo, Demo]:
+    from loopscribe.importers.claude_code import import_transcript
+
+    root = tmp_path / "sessions"
+    (root / "team-a" / "2026").mkdir(parents=True)
+    (root / "team-b").mkdir()
+    research = record_demo(root / "team-a" / "2026" / "research.jsonl")
+    chat = record_chat(root / "team-b" / "chat.jsonl")
+    transcripts = Path(__file__).parents[1] / "data" / "transcripts" / "claude-code"
+    import_transcript(transcripts / "subagent.jsonl", root / "imported", finished=False)
+    return root, research, chat
+
+
+def listed(driver: Any) -> list[str]:
+    from selenium.webdriver.common.by import By
+
+    rows = driver.find_elements(By.CSS_SELECTOR, "table.sessions tbody tr")
+    return sorted(r.get_attribute("data-session") for r in rows)
+
+
+def test_session_list_search_and_filters(
+    tmp_path: Path, browser: Any, serve: Callable[[Path], Server]
+) -> None:
+    """Nested sessions are listed; search and filters narrow the list."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    root, research, chat = nested_folder(tmp_path)
+    server = serve(root)
+    browser.get(server.url + "/")
+    wait_for(browser, "table.sessions tbody tr")
+    everything = listed(browser)
+    assert len(everything) == 3
+    assert "3 sessions" in browser.find_element(By.ID, "count").text
+    screenshot(browser, tmp_path, "viewer-sessions.png")
+
+    search = browser.find_element(By.ID, "q")
+    search.send_keys("fetch_page")  # a tool name
+    assert listed(browser) == [research.session_id]
+    search.clear()
+    search.send_keys("gpt-mini")  # a model of the subagent only
+    assert listed(browser) == [chat.session_id]
+    search.clear()
+    # Text that only a record body holds: found by the server's search, after a pause.
+    search.send_keys("sibling tool call errored")
+    WebDriverWait(browser, WAIT_SECONDS).until(lambda d: len(listed(d)) == 1)
+    imported = listed(browser)[0]
+    assert imported not in (research.session_id, chat.session_id)
+    search.clear()
+    search.send_keys(" ")
+    WebDriverWait(browser, WAIT_SECONDS).until(lambda d: len(listed(d)) == 3)
+
+    Select(browser.find_element(By.ID, "f-source")).select_by_visible_text("claude-code")
+    assert listed(browser) == [imported]
+    Select(browser.find_element(By.ID, "f-source")).select_by_index(0)
+    Select(browser.find_element(By.ID, "f-status")).select_by_visible_text("idle")
+    assert listed(browser) == sorted([research.session_id, chat.session_id])
+    Select(browser.find_element(By.ID, "f-status")).select_by_index(0)
+    browser.find_element(By.ID, "f-errors").click()
+    assert len(listed(browser)) == 3  # every one of them has a failed call
+    row = browser.find_element(By.CSS_SELECTOR, f'tr[data-session="{research.session_id}"]')
+    assert "3.54 s" in row.text  # duration
+    assert "3,974 / 223" in row.text  # tokens in / out
+    no_console_errors(browser)
+
+
+def test_conversation_view_links_each_item_to_its_record_and_bar(
+    tmp_path: Path, browser: Any, serve: Callable[[Path], Server]
+) -> None:
+    """Messages as a chat; calls and results fold; thinking folded; a subagent is a thread."""
+    from selenium.webdriver.common.by import By
+
+    root, _research, chat = nested_folder(tmp_path)
+    server = serve(root)
+    browser.get(f"{server.url}/session/{chat.session_id}")
+    wait_for(browser, ".convo .ci")
+    user = browser.find_element(By.CSS_SELECTOR, ".convo .bubble.role-user")
+    assert "Write the release notes" in user.text
+    assert user.find_elements(By.CSS_SELECTOR, "img.thumb")  # the ImageContent
+    assert "file:///repo/CHANGELOG.md" in user.text  # the FileContent, by reference
+    thinking = browser.find_element(By.CSS_SELECTOR, ".convo details.thinking-block")
+    assert thinking.get_attribute("open") is None  # folded
+    assert "c2lnbmF0dXJl" not in browser.find_element(By.ID, "app").text  # never the signature
+    # Each tool call once (from the assistant's message), folded; its result folded.
+    calls = browser.find_elements(By.CSS_SELECTOR, ".convo details.call")
+    names = [c.find_element(By.CSS_SELECTOR, ".tn").text for c in calls]
+    assert names == ["git_log", "count_commits", "publish"]
+    assert all(c.get_attribute("open") is None for c in calls)
+    calls[0].find_element(By.TAG_NAME, "summary").click()
+    assert "v1.2" in calls[0].find_element(By.CSS_SELECTOR, ".call-body").text
+    # The failing call's result is open and says why (no error type: its text).
+    failed = browser.find_element(By.CSS_SELECTOR, ".convo details.result.failed")
+    assert failed.get_attribute("open") is not None
+    assert "channel #releases is archived" in failed.text
+    # The subagent's items sit in a nested thread.
+    thread = browser.find_element(By.CSS_SELECTOR, '.convo details.thread[data-thread="sub_1"]')
+    assert "summariser" in thread.find_element(By.TAG_NAME, "summary").text
+    assert thread.find_elements(By.CSS_SELECTOR, ".bubble.role-assistant")
+    assert SUBAGENT_OUTPUT in thread.get_attribute("textContent")
+    # The Anthropic-shaped reply renders its text, with its thinking folded.
+    last = browser.find_elements(By.CSS_SELECTOR, ".convo > .bubble.role-assistant")[-1]
+    assert "Release notes drafted" in last.text
+    screenshot(browser, tmp_path, "viewer-conversation.png")
+
+    # The item's "timeline" link opens the run with its bar selected.
+    span = chat.span_hex("call_publish")
+    item = browser.find_element(By.CSS_SELECTOR, f'.ci-result[data-span="{span}"]')
+    item.find_element(By.CSS_SELECTOR, "a.to-timeline").click()
+    wait_for(browser, f'.bar.selected[data-span="{span}"]')
+    wait_for(browser, '#details .rec[data-type="tool_exec_end"]')
+    assert "channel #releases is archived" in browser.find_element(By.ID, "details").text
+    # And "#seq" opens the record itself.
+    browser.back()
+    seq = wait_for(browser, f'.ci-result[data-span="{span}"]').get_attribute("data-seq")
+    browser.find_element(
+        By.CSS_SELECTOR, f'.ci-result[data-span="{span}"] .ci-links a[href$="/record/{seq}"]'
+    ).click()
+    heading = wait_for(browser, "main h1")
+    assert heading.text == f"record {seq} · tool_exec_end"
+
+    # An imported Codex session: its reasoning folded (never the encrypted blob).
+    from loopscribe.importers.codex import import_transcript
+
+    rollouts = sorted((Path(__file__).parents[1] / "data" / "transcripts" / "codex").glob("*"))
+    codex = import_transcript(rollouts[0], root / "codex")
+    browser.get(f"{server.url}/session/{codex.session_id}")
+    reasoning = wait_for(browser, ".convo .ci-item details.thinking-block")
+    reasoning.find_element(By.TAG_NAME, "summary").click()
+    assert reasoning.find_element(By.TAG_NAME, "pre").text.startswith("**")  # its summary
+    assert "gAAAA" not in browser.find_element(By.ID, "app").text
+    assert browser.find_elements(By.CSS_SELECTOR, ".convo details.call")
+    no_console_errors(browser)
+
+
+def bar_width(driver: Any, span: str) -> float:
+    from selenium.webdriver.common.by import By
+
+    bar = driver.find_element(By.CSS_SELECTOR, f'.timeline .bar[data-span="{span}"]')
+    return float(bar.rect["width"])
+
+
+def test_timeline_zoom_pan_collapse_and_previews(
+    tmp_path: Path, browser: Any, serve: Callable[[Path], Server]
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    demo = record_demo(folder / "research.jsonl")
+    server = serve(folder)
+    browser.get(f"{server.url}/session/{demo.session_id}/run/{demo.run_id}")
+    wait_for(browser, ".timeline .bar")
+    # One line of content on each row: the arguments and result, the error's text.
+    search_row = browser.find_element(By.CSS_SELECTOR, '.tl-row[data-exec="call_search"]')
+    assert "opentelemetry genai conventions" in search_row.find_element(
+        By.CSS_SELECTOR, ".tl-preview"
+    ).get_attribute("textContent")
+    failed = browser.find_element(By.CSS_SELECTOR, '.tl-row.failed[data-exec="call_py"]')
+    assert "NameError" in failed.find_element(By.CSS_SELECTOR, ".tl-preview.err").text
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".tl-errors .err-chip")) == 2
+
+    turn = demo.span_hex("turn_3")
+    before = bar_width(browser, turn)
+    zoom_in = browser.find_element(By.CSS_SELECTOR, 'button[data-zoom="in"]')
+    zoom_in.click()
+    zoom_in = browser.find_element(By.CSS_SELECTOR, 'button[data-zoom="in"]')
+    zoom_in.click()
+    assert "400%" in browser.find_element(By.CSS_SELECTOR, ".zoom-level").text
+    # The window is centred; turn_3 ends the run, so pan right to reach it.
+    timeline = browser.find_element(By.CSS_SELECTOR, ".timeline")
+    browser.execute_script("arguments[0].focus()", timeline)
+    for _ in range(8):
+        timeline.send_keys(Keys.ARROW_RIGHT)
+    after = bar_width(browser, turn)
+    assert 3.0 < after / before < 5.0, (before, after)
+    window = browser.find_element(By.CSS_SELECTOR, ".minimap .mm-window")
+    assert "whole" not in (window.get_attribute("class") or "")
+    minimap = browser.find_element(By.CSS_SELECTOR, ".minimap")
+    assert 0.15 < window.rect["width"] / minimap.rect["width"] < 0.35
+    screenshot(browser, tmp_path, "viewer-zoom.png")
+    browser.find_element(By.CSS_SELECTOR, 'button[data-zoom="reset"]').click()
+    assert abs(bar_width(browser, turn) - before) < 2
+
+    # Folding turn_1 hides its three executions; unfolding brings them back.
+    rows = len(browser.find_elements(By.CSS_SELECTOR, ".tl-row[data-exec]"))
+    browser.find_element(By.CSS_SELECTOR, '.tl-row[data-exec="turn_1"] button.twisty').click()
+    wait_for(browser, '.tl-row[data-exec="turn_1"] .folded')
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".tl-row[data-exec]")) == rows - 3
+    assert not browser.find_elements(By.CSS_SELECTOR, '.tl-row[data-exec="call_search"]')
+    browser.find_element(By.CSS_SELECTOR, '.tl-row[data-exec="turn_1"] button.twisty').click()
+    wait_for(browser, '.tl-row[data-exec="call_search"]')
+    # An error chip selects the failed attempt.
+    browser.find_element(By.CSS_SELECTOR, ".tl-errors .err-chip").click()
+    wait_for(browser, f'.bar.selected[data-span="{demo.span_hex("model_2", 1)}"]')
     no_console_errors(browser)

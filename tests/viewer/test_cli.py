@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 from pathlib import Path
 
@@ -74,20 +75,25 @@ def test_stats_json(demo: Demo, capsys: pytest.CaptureFixture[str]) -> None:
 def test_stats_skips_what_is_not_a_session(
     demo: Demo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A stray .jsonl is named on stderr; with nothing readable the exit status is 1."""
+    """Stray files in a folder are skipped quietly, a damaged session is named, a stray file
+    named on purpose is answered with what it is; with nothing readable the exit status is 1."""
     stray = demo.path.parent / "notes.jsonl"
     stray.write_text('{"a": 1}\n')
+    damaged = demo.path.parent / "nested" / "damaged.jsonl"
+    damaged.parent.mkdir()
+    damaged.write_bytes(demo.path.read_bytes().split(b"\n")[0] + b"\n{not json\n")
     code, out, err = run_cli(capsys, "--json", "stats", str(demo.path.parent))
     assert code == 0
     assert len(out.splitlines()) == 1
+    assert "notes.jsonl" not in err
     assert "skipped" in err
-    assert "notes.jsonl" in err
+    assert "damaged.jsonl" in err
     code, _, err = run_cli(capsys, "stats", str(stray))
     assert code == 1
-    assert "could be read as a session" in err
+    assert "not a loopscribe session" in err
     code, _, err = run_cli(capsys, "stats", str(tmp_path / "missing"))
     assert code == 1
-    assert "no such file or folder" in err
+    assert "no such file" in err
 
 
 def test_report_writes_one_html_file(
@@ -123,7 +129,8 @@ def test_report_errors_are_one_clear_line(
 def test_serve_without_the_extra_names_the_install_command(
     demo: Demo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without Starlette and uvicorn, serve says: pip install 'loopscribe[serve]'."""
+    """Without Starlette and uvicorn, serve names the install command that works here:
+    `pip install -e 'CHECKOUT[serve]'` from a clone, `pip install 'loopscribe[serve]'` else."""
     real = importlib.util.find_spec
 
     def find_spec(name: str, package: str | None = None) -> object:
@@ -132,7 +139,21 @@ def test_serve_without_the_extra_names_the_install_command(
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     code, _, err = run_cli(capsys, "serve", str(demo.path.parent))
     assert code == 1
-    assert "pip install 'loopscribe[serve]'" in err
+    # This test runs from a checkout installed in editable mode (make test does that).
+    checkout = Path(__file__).parents[2]
+    command = err.split("are not installed): ")[1].strip()
+    assert command.endswith(f"pip install -e '{checkout}[serve]'")
+    assert (checkout / "pyproject.toml").is_file()
+    assert Path(command.split()[0]).name == "pip"
+    assert Path(command.split()[0]).is_file()
+
+    def not_installed(name: str) -> object:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", not_installed)
+    code, _, err = run_cli(capsys, "serve", str(demo.path.parent))
+    assert code == 1
+    assert err.rstrip().endswith("pip install 'loopscribe[serve]'")
 
 
 def test_serve_refuses_a_missing_folder_and_a_busy_port(
@@ -152,3 +173,58 @@ def test_serve_refuses_a_missing_folder_and_a_busy_port(
     assert code == 1
     assert f"cannot listen on 127.0.0.1:{port}" in err
     assert not list(tmp_path.glob("nowhere*"))  # a read-only viewer creates nothing
+
+
+def test_stats_ranks_what_has_a_duration_and_counts_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Tools whose start and end share one instant (as imports record them) are counted,
+    never listed as slowest with 0 µs."""
+    from datetime import UTC, datetime, timedelta
+
+    from loopscribe import Execution, Session
+    from loopscribe import events as ev
+
+    path = tmp_path / "s.jsonl"
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    with Session.create(path) as session:
+        run = session.begin_run(timestamp=t0)
+        slow = Execution("slow", "tool")
+        run.record(ev.tool_exec_start(slow, "build", {}, timestamp=t0))
+        run.record(ev.tool_exec_end(slow, "build", "ok", timestamp=t0 + timedelta(seconds=2)))
+        for i in range(3):
+            instant = Execution(f"instant{i}", "tool")
+            at = t0 + timedelta(seconds=3 + i)
+            run.record(ev.tool_exec_start(instant, "read", {}, timestamp=at))
+            run.record(ev.tool_exec_end(instant, "read", "ok", timestamp=at))
+        run.close(timestamp=t0 + timedelta(seconds=6))
+    code, out, _ = run_cli(capsys, "--json", "stats", str(path))
+    assert code == 0
+    (run_stats,) = orjson.loads(out)["runs"]
+    assert run_stats["tool_calls"] == 4
+    assert [s["execution_id"] for s in run_stats["slowest"]] == ["slow"]
+    assert run_stats["untimed"] == 3
+    code, out, _ = run_cli(capsys, "stats", str(path))
+    assert "0 µs" not in out
+    assert "3 execution(s) without a duration" in out
+
+
+def test_stats_keeps_the_order_given_and_fits_80_columns(
+    demo: Demo, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sessions are shown in the order named; every line fits an 80-column terminal."""
+    from .conftest import record_demo
+
+    (tmp_path / "other").mkdir()
+    other = record_demo(tmp_path / "other" / "z.jsonl", title="zeta " * 30)
+    monkeypatch.setenv("COLUMNS", "80")
+    for order in ([other.path, demo.path], [demo.path, other.path]):
+        code, out, _ = run_cli(capsys, "--json", "stats", *map(str, order))
+        assert code == 0
+        assert [orjson.loads(line)["file"] for line in out.splitlines()] == list(map(str, order))
+        code, out, _ = run_cli(capsys, "stats", *map(str, order))
+        assert code == 0
+        assert max(len(line) for line in out.splitlines()) <= 80, out
+        ids = {other.path: other.session_id, demo.path: demo.session_id}
+        firsts = [out.index(f"session {ids[p]}") for p in order]
+        assert firsts == sorted(firsts)

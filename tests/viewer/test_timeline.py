@@ -12,6 +12,7 @@ from loopscribe import events as ev
 from loopscribe.otel import replay
 from loopscribe.testing import captured_spans
 from loopscribe.viewer import SessionTimeline, load_timeline
+from loopscribe.viewer._preview import PREVIEW_CHARS
 
 from .conftest import Demo, record_demo
 
@@ -76,12 +77,18 @@ def test_retries_errors_and_rows(demo: Demo) -> None:
 
 
 def test_timeline_json_never_holds_a_body(tmp_path: Path) -> None:
-    """The timeline names records by seq and labels bars; no message or tool output."""
+    """The timeline names records by seq and labels bars; of a body only a one-line preview."""
     demo = record_demo(tmp_path / "s.jsonl", big_output="SECRET-BODY " * 1000)
     data = next(load_timeline(demo.path).iter_runs()).to_json()
     text = repr(data)
-    assert "SECRET-BODY" not in text
-    assert "OpenTelemetry conventions describe" not in text
+    assert text.count("SECRET-BODY") <= PREVIEW_CHARS // len("SECRET-BODY ") + 1
+    bars = [bar for row in data["rows"] for bar in row["bars"]]
+    for bar in bars:
+        for key in ("preview", "outcome", "error_text"):
+            assert bar[key] is None or len(bar[key]) <= PREVIEW_CHARS
+    fetch = next(bar for bar in bars if bar["id"] == "call_fetch")
+    assert fetch["outcome"].startswith("SECRET-BODY SECRET-BODY")
+    assert fetch["outcome"].endswith("…")
     bar = data["rows"][3]["bars"][0]
     assert bar["span_id"] == demo.span_hex("call_search")
     assert bar["label"] == "search"
@@ -153,3 +160,77 @@ def test_damaged_and_foreign_files_raise(tmp_path: Path) -> None:
     empty.write_bytes(b"")
     with pytest.raises(FormatError, match="not a session file"):
         load_timeline(empty)
+
+
+def record_many(path: Path, calls: int, *, every_error: int = 0) -> tuple[str, str]:
+    """A run with ``calls`` tool calls in one turn (every ``every_error``-th one failing)."""
+    from datetime import UTC, datetime, timedelta
+
+    from loopscribe import Execution
+    from loopscribe import events as ev
+
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    with Session.create(path) as session, session.begin_run() as run:
+        agent = Execution("agent", "agent")
+        run.record(ev.agent_start(agent, "bulk", timestamp=t))
+        turn = Execution("turn", "turn", parent_id="agent")
+        run.record(ev.turn_start(turn, 1, timestamp=t))
+        for i in range(calls):
+            ex = Execution(f"call_{i}", "tool", parent_id="turn")
+            start = t + timedelta(milliseconds=i)
+            run.record(ev.tool_exec_start(ex, "lookup", {"n": i}, timestamp=start))
+            failed = bool(every_error) and i % every_error == every_error - 1
+            run.record(
+                ev.tool_exec_end(
+                    ex,
+                    "lookup",
+                    f"value {i}",
+                    is_error=failed,
+                    timestamp=start + timedelta(microseconds=700),
+                )
+            )
+        end = t + timedelta(milliseconds=calls + 1)
+        run.record(ev.turn_end(turn, 1, timestamp=end))
+        run.record(ev.agent_end(agent, "bulk", timestamp=end))
+        return session.id, run.id
+
+
+def test_rows_are_paged_and_a_selected_span_brings_its_page(tmp_path: Path) -> None:
+    """A long run is sent a page of rows at a time; a span's page is found for it."""
+    from loopscribe.otel import span_id
+
+    sid, rid = record_many(tmp_path / "many.jsonl", 1_000, every_error=100)
+    run = next(load_timeline(tmp_path / "many.jsonl").iter_runs())
+    page = run.to_json(limit=100)
+    assert len(page["rows"]) == 100
+    assert (page["offset"], page["total_rows"], page["all_rows"]) == (0, 1_002, 1_002)
+    assert page["rows"][0]["descendants"] == 1_001  # the agent holds everything
+    later = run.to_json(offset=500, limit=100)
+    assert [r["index"] for r in later["rows"]] == list(range(500, 600))
+    wanted = span_id(sid, rid, "call_950", 1)
+    found = run.to_json(limit=100, select=wanted)
+    assert found["offset"] == 900
+    assert any(b["span_id"] == f"{wanted:016x}" for r in found["rows"] for b in r["bars"])
+    # Every failure is counted on the minimap and listed, whatever the page.
+    assert sum(found["minimap"]["errors"]) >= 10
+    assert len(found["errors"]) == 10
+    assert found["errors"][0]["error_text"] == "value 99"
+
+
+def test_collapsed_subtrees_are_folded_and_reopened_for_a_selection(tmp_path: Path) -> None:
+    from loopscribe.otel import span_id
+
+    sid, rid = record_many(tmp_path / "many.jsonl", 300)
+    run = next(load_timeline(tmp_path / "many.jsonl").iter_runs())
+    folded = run.to_json(limit=100, collapsed=frozenset({"turn"}))
+    assert folded["total_rows"] == 2
+    assert [(r["id"], r["collapsed"]) for r in folded["rows"]] == [
+        ("agent", False),
+        ("turn", True),
+    ]
+    # Selecting a bar inside the folded turn opens it again.
+    inside = run.to_json(
+        limit=100, collapsed=frozenset({"turn"}), select=span_id(sid, rid, "call_250", 1)
+    )
+    assert inside["collapsed"] == []
+    assert inside["offset"] == 200

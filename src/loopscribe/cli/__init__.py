@@ -16,7 +16,7 @@ import argparse
 from collections.abc import Sequence
 
 from . import _import, _otel, _sessions, _store, _viewer
-from ._common import CliError, Out, command_parser, run
+from ._common import CliError, Out, command_parser, parse, run, share_options
 
 __all__ = ["CliError", "Out", "build_parser", "main"]
 
@@ -32,9 +32,11 @@ def build_parser() -> argparse.ArgumentParser:
     _viewer.add_parsers(sub)
     _import.add_parsers(sub)
     _store.add_parsers(sub)  # after the others: it lets ls/show/find/verify take a URL
+    share_options(parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    return run(build_parser().parse_args(argv))
+    args = parse(build_parser(), argv)
+    return args if isinstance(args, int) else run(args)

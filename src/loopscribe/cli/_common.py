@@ -10,14 +10,16 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import signal
 import sys
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 from rich.console import Console
@@ -25,6 +27,9 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 
 from .._errors import LoopscribeError
 from .._model import Record
+from ._kinds import AGENT_LABELS, candidate_files, describe, file_kind
+
+SESSION_HELP = "a session file, or a session ID or unique ID prefix (looked up under --dir)"
 
 REF_BASE_HELP = (
     "where span references point instead of the local file: the store URL sessions are "
@@ -65,22 +70,145 @@ class Out:
         )
 
 
-def session_files(root: Path) -> list[Path]:
-    """The session files named by ``root``: itself, or every ``*.jsonl`` below it.
+@dataclass(slots=True)
+class Found:
+    """The sessions below some paths, and what was skipped there."""
 
-    Exported spans (``*.otlp.jsonl``) and files in artifact folders are not sessions.
+    sessions: list[Path] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    def error(self, where: str) -> CliError:
+        """ "No sessions here", saying what was found instead and what to do with it."""
+        message = f"no loopscribe sessions in {where}"
+        foreign = [(AGENT_LABELS[k], k) for k in AGENT_LABELS if self.skipped[k]]
+        if foreign:
+            listed = " and ".join(
+                f"{self.skipped[k]} {label} transcript(s)" for label, k in foreign
+            )
+            how = " or ".join(f"`loopscribe import {k} {where}`" for _, k in foreign)
+            message += f"; it holds {listed}: import them with {how}"
+        elif self.skipped:
+            message += f" ({self.skipped.total()} other file(s) skipped)"
+        return CliError(message)
+
+
+BYPRODUCTS = frozenset({"spans", "cursor", "artifact", "report"})
+"""What loopscribe writes beside a session: skipped even when named."""
+
+
+def find_sessions(root: Path, found: Found | None = None) -> Found:
+    """The session files named by ``root``: itself, or every session file below it.
+
+    A folder is searched recursively; what is not a session (exported spans,
+    cursors, artifacts, reports, other JSON lines) is skipped and counted, not
+    called damaged. A file named on purpose must be a session.
+
+    Raises:
+        CliError: ``root`` does not exist, or is a file but not a session.
     """
+    found = found if found is not None else Found()
     if root.is_file():
-        return [root]
+        kind = file_kind(root)
+        if not kind.is_session:
+            raise CliError(describe(root, kind))
+        found.sessions.append(root)
+        return found
     if not root.is_dir():
         raise CliError(f"{root}: no such file or folder")
-    return sorted(
-        p
-        for p in root.rglob("*.jsonl")
-        if not p.name.endswith(".otlp.jsonl")
-        and not any(part.endswith(".artifacts") for part in p.relative_to(root).parts[:-1])
-        and p.is_file()
-    )
+    for path in candidate_files(root):
+        try:
+            kind = file_kind(path)
+        except OSError:
+            found.skipped["unreadable"] += 1
+            continue
+        if kind.is_session:
+            found.sessions.append(path)
+        else:
+            found.skipped[kind.kind] += 1
+    return found
+
+
+def session_files(root: Path) -> list[Path]:
+    """The session files named by ``root`` (see :func:`find_sessions`)."""
+    return find_sessions(root).sessions
+
+
+def looks_like_id(text: str) -> bool:
+    """Could ``text`` be a session ID or the start of one (hex digits)?"""
+    return 0 < len(text) <= 32 and all(c in "0123456789abcdef" for c in text.lower())
+
+
+def resolve_session(target: str, base: Path) -> Path:
+    """The session file named by ``target``: a path, a session ID or a unique ID prefix.
+
+    IDs are looked up in the session files below ``base``.
+
+    Raises:
+        CliError: No such file or session, an ambiguous prefix, or not a session.
+    """
+    path = Path(target)
+    if path.is_file():
+        kind = file_kind(path)
+        if not kind.is_session:
+            raise CliError(describe(path, kind))
+        return path
+    if path.is_dir():
+        raise CliError(
+            f"{path}: is a folder; give one session file or session ID "
+            f"(`loopscribe ls {shlex.quote(target)}` lists them)"
+        )
+    if not looks_like_id(target):
+        raise CliError(f"{target}: no such file, and not a session ID")
+    if not base.is_dir():
+        raise CliError(f"{target}: no such file; looked for a session ID in {base}: no such folder")
+    prefix = target.lower()
+    matches: dict[str, list[Path]] = {}
+    for candidate in candidate_files(base):
+        try:
+            kind = file_kind(candidate)
+        except OSError:
+            continue
+        if kind.session_id is not None and kind.session_id.startswith(prefix):
+            matches.setdefault(kind.session_id, []).append(candidate)
+    if not matches:
+        raise CliError(
+            f"{target}: no such file, and no session ID starting with it in {base} "
+            "(--dir says where to look)"
+        )
+    if len(matches) > 1:
+        listed = ", ".join(sorted(matches)[:5])
+        more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
+        raise CliError(
+            f"{target}: {len(matches)} sessions start with it in {base} ({listed}{more}); "
+            "give more digits"
+        )
+    [(session_id, paths)] = matches.items()
+    if len(paths) > 1:
+        listed = ", ".join(str(p) for p in paths)
+        raise CliError(f"{target}: session {session_id} is in {len(paths)} files: {listed}")
+    return paths[0]
+
+
+def resolve_targets(targets: Sequence[str], base: Path) -> Found:
+    """Session files from files, folders (searched recursively) and session IDs, in order.
+
+    Span files, cursors, artifacts and reports named among them are skipped:
+    a glob such as ``sessions/*`` names them beside their sessions.
+    """
+    found = Found()
+    for target in targets:
+        path = Path(target)
+        if path.is_file() and (kind := file_kind(path).kind) in BYPRODUCTS:
+            found.skipped[kind] += 1  # a glob over a folder names these too
+        elif path.exists():
+            find_sessions(path, found)
+        else:
+            found.sessions.append(resolve_session(target, base))
+    unique: dict[Path, Path] = {}
+    for path in found.sessions:
+        unique.setdefault(path.resolve(), path)
+    found.sessions = list(unique.values())
+    return found
 
 
 def record_json(record: Record, path: Path | None = None) -> dict[str, Any]:
@@ -130,12 +258,118 @@ class StopFlag:
 # -- parsing and running ---------------------------------------------------------
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def count(text: str) -> int:
+    """An argparse type: a whole number, 0 or more."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative; give 0 or more")
+    return number
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a duration in seconds, 0 or more."""
+    try:
+        number = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not number >= 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} seconds: give a finite number, 0 or more")
+    return number
+
+
+def add_dir_option(parser: argparse.ArgumentParser) -> None:
+    """``--dir``: where session IDs are looked up."""
+    parser.add_argument(
+        "--dir",
+        default=".",
+        metavar="DIR",
+        help="where to look up a session ID or ID prefix (default: the current folder)",
+    )
+
+
+def _add_shared(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument(
+        "--json", action="store_true", default=default, help="machine-readable JSON lines output"
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", default=default, help="log progress details"
+    )
+
+
+def share_options(parser: argparse.ArgumentParser) -> None:
+    """Accept ``--json`` and ``-v`` after every subcommand too, not only before it."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                # SUPPRESS: absent after the subcommand, the value given before it stands.
+                _add_shared(sub, argparse.SUPPRESS)
+                share_options(sub)
+
+
 def command_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """A parser with the options every command shares (``--json``, ``-v``)."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--json", action="store_true", help="machine-readable JSON lines output")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    """A parser with the options every command shares (``--json``, ``-v``, ``--version``).
+
+    Call :func:`share_options` once its subcommands are added.
+    """
+    parser = Parser(prog=prog, description=description)
+    _add_shared(parser, False)
+    parser.add_argument(
+        "--version", action="version", version=f"loopscribe {version()}", help="print the version"
+    )
     return parser
+
+
+def extra_hint(extra: str) -> str:
+    """The command that installs an optional extra, for this installation.
+
+    From a source checkout (an editable install) that is ``pip install -e``
+    of the checkout; otherwise the package from an index.
+    """
+    import importlib.metadata
+
+    pip = f"{Path(sys.executable).parent / 'pip'}" if sys.prefix != sys.base_prefix else "pip"
+    try:
+        direct = importlib.metadata.distribution("loopscribe").read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        direct = None
+    if direct:
+        info = orjson.loads(direct)
+        url = info.get("url", "")
+        if info.get("dir_info", {}).get("editable") and url.startswith("file://"):
+            root = Path(url.removeprefix("file://"))
+            return f"{pip} install -e {shlex.quote(f'{root}[{extra}]')}"
+    return f"{pip} install 'loopscribe[{extra}]'"
+
+
+def version() -> str:
+    """The installed loopscribe's version."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("loopscribe")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree, not installed
+        from .. import __version__
+
+        return __version__
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace | int:
+    """Parse ``argv``: the namespace, or the exit status of --help, --version or an error."""
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
 
 
 def run(args: argparse.Namespace) -> int:

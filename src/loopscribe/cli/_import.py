@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import threading
 from collections import Counter
@@ -18,7 +19,8 @@ from rich.table import Table
 from .._errors import LoopscribeError
 from ..importers import claude_code, codex
 from ..importers._common import DEFAULT_SETTLE_SECONDS, Cursor, ImportReport, cursor_path
-from ._common import REF_BASE_HELP, CliError, Out
+from ._common import REF_BASE_HELP, CliError, Out, seconds
+from ._kinds import AGENT_LABELS, file_kind
 
 AGENTS: dict[str, tuple[ModuleType, str]] = {
     "claude-code": (claude_code, "Claude Code"),
@@ -74,7 +76,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         p.add_argument("--ref-base", metavar="URL", help=REF_BASE_HELP)
         p.add_argument(
             "--settle",
-            type=float,
+            type=seconds,
             default=DEFAULT_SETTLE_SECONDS,
             metavar="SECONDS",
             help=(
@@ -114,6 +116,68 @@ def _new_bytes(path: Path, out_dir: Path) -> int:
     return max(0, size - (cursor.offset if cursor is not None else 0))
 
 
+def _transcripts(files: list[Path], agent: str, root: Path, out: Out) -> list[Path]:
+    """The files that are ``agent`` transcripts; refuse when none is and others are.
+
+    Importing another agent's transcripts, or loopscribe's own sessions, would
+    write sessions of nothing but ``source_event`` records.
+    """
+    keep: list[Path] = []
+    other: Counter[str] = Counter()
+    for path in files:
+        try:
+            kind = file_kind(path)
+        except OSError:
+            keep.append(path)  # the importer reports why it cannot be read
+            continue
+        if kind.kind == agent or kind.kind in ("empty", "json", "other"):
+            keep.append(path)
+        elif root.is_file():
+            raise CliError(_refusal(root, agent, Counter({kind.kind: 1})))
+        else:
+            other[kind.kind] += 1
+    if other and not any(file_kind(p).kind == agent for p in keep if p.is_file()):
+        raise CliError(_refusal(root, agent, other))
+    if other:
+        listed = ", ".join(f"{n} {_KIND_NAMES.get(k, k)}" for k, n in sorted(other.items()))
+        out.stderr.print(
+            f"skipped {listed}: not {AGENT_LABELS[agent]} transcripts",
+            style="dim",
+            highlight=False,
+            markup=False,
+        )
+    return keep
+
+
+_KIND_NAMES = {
+    "claude-code": "Claude Code transcript(s)",
+    "codex": "Codex rollout(s)",
+    "session": "loopscribe session(s)",
+    "spans": "span file(s)",
+    "cursor": "cursor(s)",
+    "artifact": "artifact(s)",
+    "report": "report(s)",
+}
+
+
+def _refusal(root: Path, agent: str, other: Counter[str]) -> str:
+    label = AGENT_LABELS[agent]
+    listed = " and ".join(f"{n} {_KIND_NAMES.get(k, k)}" for k, n in sorted(other.items()))
+    message = f"{root}: holds no {label} transcripts but {listed}"
+    if len(other) == 1 and root.is_file():
+        message = f"{root}: is not a {label} transcript"
+    foreign = [k for k in other if k in AGENTS and k != agent]
+    if foreign:
+        name = foreign[0]
+        message += (
+            f"; import {AGENT_LABELS[name]} transcripts with "
+            f"`loopscribe import {name} {shlex.quote(str(root))}`"
+        )
+    elif other.get("session"):
+        message += "; loopscribe sessions need no import: `loopscribe ls` lists them"
+    return message
+
+
 def cmd_import(args: argparse.Namespace, out: Out) -> int:
     """Import the transcripts under DIR; print a summary table (or JSON lines)."""
     module, label = AGENTS[args.agent]
@@ -123,7 +187,7 @@ def cmd_import(args: argparse.Namespace, out: Out) -> int:
             f"{root}: no such file or folder; give the folder of your {label} transcripts"
         )
     out_dir = Path(args.out) if args.out else default_out(args.agent)
-    files: list[Path] = module.find_transcripts(root)
+    files = _transcripts(module.find_transcripts(root), args.agent, root, out)
     work = [(path, _new_bytes(path, out_dir)) for path in files]
     total = sum(size for _, size in work)
     reports: list[ImportReport] = []

@@ -7,13 +7,29 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from .._errors import FormatError, LoopscribeError
 from .._model import Record
 from .._reader import read
 from ..otel._ids import parse_traceparent, run_span_id, span_id, trace_id
-from ._common import REF_BASE_HELP, CliError, Out, StopFlag, parse_hex, record_json, session_files
+from ._common import (
+    REF_BASE_HELP,
+    SESSION_HELP,
+    CliError,
+    Out,
+    StopFlag,
+    add_dir_option,
+    count,
+    find_sessions,
+    parse_hex,
+    record_json,
+    resolve_session,
+    resolve_targets,
+    seconds,
+)
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,12 +44,23 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "so running again sends only new spans."
         ),
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="session files")
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="SESSION",
+        help="session files, folders (searched recursively) or session IDs; span files, "
+        "cursors and other files in a folder or glob are skipped",
+    )
     p.add_argument("--follow", "-f", action="store_true", help="keep sending as files grow")
     p.add_argument(
-        "--poll-interval", type=float, default=0.2, metavar="SECONDS", help="follow poll period"
+        "--poll-interval",
+        type=seconds,
+        default=0.2,
+        metavar="SECONDS",
+        help="how often --follow looks for new records (default 0.2)",
     )
     p.add_argument("--ref-base", metavar="URL", help=REF_BASE_HELP)
+    add_dir_option(p)
     p.set_defaults(handler=cmd_export)
 
     p = sub.add_parser(
@@ -41,9 +68,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="print the records behind a trace or span",
         description="Search session files for the records behind a trace ID and span ID.",
     )
-    p.add_argument("dir", metavar="DIR", help="a folder of session files, or one file")
-    p.add_argument("--trace-id", required=True, metavar="HEX")
-    p.add_argument("--span-id", metavar="HEX")
+    p.add_argument(
+        "dir", metavar="DIR", help="a folder of sessions (searched recursively), or one file"
+    )
+    p.add_argument("--trace-id", required=True, metavar="HEX", help="the trace ID (32 hex digits)")
+    p.add_argument("--span-id", metavar="HEX", help="only the records of this span (16 hex digits)")
     p.set_defaults(handler=cmd_find)
 
     p = sub.add_parser(
@@ -51,8 +80,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="print the trace and span ID of a record",
         description="Print the OpenTelemetry trace ID and span ID that a record belongs to.",
     )
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--seq", type=int, required=True, metavar="N")
+    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
+    p.add_argument(
+        "--seq", type=count, required=True, metavar="N", help="the record's sequence number"
+    )
+    add_dir_option(p)
     p.set_defaults(handler=cmd_span)
 
 
@@ -78,7 +110,7 @@ def run_trace_id(record: Record) -> int:
 
 def cmd_span(args: argparse.Namespace, out: Out) -> int:
     """Print the trace and span ID of one record."""
-    path = Path(args.file)
+    path = resolve_session(args.session, Path(args.dir))
     traces: dict[str, int] = {}
     for record in read(path, decode=False):
         if record.type == "run_start":
@@ -133,7 +165,10 @@ def cmd_find(args: argparse.Namespace, out: Out) -> int:
     """Print the records behind a trace or span, bodies included."""
     trace = parse_hex(args.trace_id, 128, "trace id")
     span = None if args.span_id is None else parse_hex(args.span_id, 64, "span id")
-    files = session_files(Path(args.dir))
+    searched = find_sessions(Path(args.dir))
+    files = searched.sessions
+    if not files:
+        raise searched.error(args.dir)
     found = 0
     for path, record in find_records(files, trace, span, out):
         found += 1
@@ -170,11 +205,17 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
     stop = StopFlag()
     if args.follow:
         stop.install()
-    results: list[ExportResult] = []
-    errors: list[str] = []
+    paths = resolve_targets(args.files, Path(args.dir)).sessions
+    if not paths:
+        raise CliError(
+            f"no loopscribe sessions in {' '.join(args.files)} (span files, cursors and "
+            "other files are skipped)"
+        )
+    results: dict[int, ExportResult] = {}
+    errors: dict[int, str] = {}
     lock = threading.Lock()
 
-    def ship(path: Path) -> None:
+    def ship(index: int, path: Path) -> None:
         try:
             shipper = Shipper(path, ref_base=args.ref_base)
             total = path.stat().st_size
@@ -192,26 +233,41 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
                 )
         except (LoopscribeError, OSError) as exc:
             with lock:
-                errors.append(str(exc))
+                errors[index] = str(exc)
             return
         with lock:
-            results.append(result)
+            results[index] = result
 
-    paths = [Path(p) for p in args.files]
-    threads = [threading.Thread(target=ship, args=(p,), name=f"export {p.name}") for p in paths]
+    threads = [
+        threading.Thread(target=ship, args=(i, p), name=f"export {p.name}")
+        for i, p in enumerate(paths)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
         while thread.is_alive():
             thread.join(0.2)
+    ordered = [results[i] for i in sorted(results)]  # in the order the files were given
     if out.json:
-        for result in results:
+        for result in ordered:
             out.emit(result.to_json())
     else:
-        table = Table("file", "spans sent", "already sent", "not sent", "destination")
-        for r in results:
-            table.add_row(str(r.path), str(r.sent), str(r.skipped), str(r.failed), r.destination)
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        table.add_column("file", overflow="fold", ratio=2)
+        for column in ("spans\nsent", "already\nsent", "not\nsent"):
+            table.add_column(column, justify="right", no_wrap=True)
+        table.add_column("destination", overflow="fold", ratio=2)
+        for r in ordered:
+            table.add_row(
+                escape(str(r.path)),
+                str(r.sent),
+                str(r.skipped),
+                str(r.failed),
+                escape(r.destination),
+            )
         out.stdout.print(table)
-    for error in errors:
-        out.stderr.print(f"loopscribe: error: {error}", highlight=False, markup=False, style="red")
-    return 1 if errors or any(r.failed for r in results) else 0
+    for i in sorted(errors):
+        out.stderr.print(
+            f"loopscribe: error: {errors[i]}", highlight=False, markup=False, style="red"
+        )
+    return 1 if errors or any(r.failed for r in ordered) else 0

@@ -3,49 +3,85 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from ._common import CliError, Out, StopFlag, record_json
+from .._errors import LoopscribeError
+from ._common import (
+    SESSION_HELP,
+    CliError,
+    Out,
+    StopFlag,
+    add_dir_option,
+    count,
+    find_sessions,
+    record_json,
+    resolve_session,
+)
+from ._render import render_message
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``ls``, ``show``, ``tail`` and ``verify`` to the ``loopscribe`` parser."""
-    p = sub.add_parser("ls", help="list the sessions of a folder, newest first")
-    p.add_argument("dir", metavar="DIR")
-    p.add_argument("--all", "-a", action="store_true", help="include child sessions")
+    p = sub.add_parser(
+        "ls",
+        help="list the sessions below a folder, newest first",
+        description=(
+            "List the sessions in DIR and its subfolders, newest first: file, title, source, "
+            "status and last activity. Span files, cursors, artifacts and other files are "
+            "skipped."
+        ),
+    )
+    p.add_argument(
+        "dir", nargs="?", default=".", metavar="DIR", help="a folder (default: the current one)"
+    )
+    p.add_argument("--all", "-a", action="store_true", help="include child sessions (subagents)")
     p.set_defaults(handler=cmd_ls)
 
-    p = sub.add_parser("show", help="a session's summary and its last messages")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--last", "-n", type=int, default=20, metavar="N", help="messages to show")
+    p = sub.add_parser(
+        "show",
+        help="a session's summary and its last messages",
+        description=(
+            "Print a session's summary and its last messages: text, reasoning (folded), "
+            "tool calls and their results."
+        ),
+    )
+    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
+    p.add_argument(
+        "--last", "-n", type=count, default=20, metavar="N", help="messages to show (default 20)"
+    )
+    add_dir_option(p)
     p.set_defaults(handler=cmd_show)
 
-    p = sub.add_parser("tail", help="the last records of a session file; -f follows it")
-    p.add_argument("file", metavar="FILE")
+    p = sub.add_parser(
+        "tail",
+        help="the last records of a session; -f follows it",
+        description="Print the last records of a session; with -f, every new one as it comes.",
+    )
+    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
-    p.add_argument("-n", "--lines", type=int, default=10, metavar="N", help="records to show")
+    p.add_argument(
+        "-n", "--lines", type=count, default=10, metavar="N", help="records to show (default 10)"
+    )
+    add_dir_option(p)
     p.set_defaults(handler=cmd_tail)
 
     p = sub.add_parser(
         "verify",
-        help="check the hash chain of a session file",
+        help="check the hash chain of a session",
         description=(
             "Verify a session created with chain=True: report the first broken link "
             "(seq, line, byte offset) or the number of records verified. Exit status 0 "
             "only when the chain is intact and the file is sealed."
         ),
     )
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
+    add_dir_option(p)
     p.set_defaults(handler=cmd_verify)
-
-
-# -- loopscribe ls / show / tail ----------------------------------------------------
 
 
 def summary_json(summary: Any) -> dict[str, Any]:
@@ -63,68 +99,81 @@ def summary_json(summary: Any) -> dict[str, Any]:
     return out
 
 
-def message_text(message: Any) -> tuple[str, str]:
-    """(role, text) of a built-in or dict message, for terminal display."""
-    from .._messages import TextContent, ToolCall
+def display_status(summary: Any) -> str:
+    """The status as a user reads it: an imported transcript is finished or still open."""
+    if summary.source is None or summary.status == "running":
+        return str(summary.status)
+    return "open" if summary.status == "interrupted" else "finished"
 
-    if isinstance(message, Mapping):
-        role = str(message.get("role", "?"))
-        content = message.get("content")
-    else:
-        role = str(getattr(message, "role", type(message).__name__))
-        content = getattr(message, "content", message)
-    if isinstance(content, str):
-        return role, content
-    parts: list[str] = []
-    for block in content if isinstance(content, list | tuple) else [content]:
-        if isinstance(block, TextContent):
-            parts.append(block.text)
-        elif isinstance(block, ToolCall):
-            parts.append(f"[tool call {block.name} {orjson.dumps(block.arguments).decode()}]")
-        elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-        elif block is not None:
-            parts.append(orjson.dumps(block, default=str).decode())
-    return role, "\n".join(parts)
+
+_COLOURS = {"running": "green", "interrupted": "yellow", "open": "yellow", "idle": "dim"}
 
 
 def cmd_ls(args: argparse.Namespace, out: Out) -> int:
-    """List the sessions of a workspace folder, newest first."""
+    """List the sessions below a folder, newest first."""
     from ..workspace import Workspace
 
     root = Path(args.dir)
     if not root.is_dir():
-        raise CliError(f"{root}: no such folder")
-    summaries = Workspace(root).list(include_children=args.all)
+        raise CliError(f"{root}: no such folder (give the folder that holds your sessions)")
+    found = find_sessions(root)
+    workspaces: dict[Path, Workspace] = {}
+    summaries = []
+    for path in found.sessions:
+        folder = path.parent
+        workspace = workspaces.get(folder) or workspaces.setdefault(folder, Workspace(folder))
+        try:
+            summary = workspace.summary_of_path(path)
+        except (LoopscribeError, OSError) as exc:
+            out.stderr.print(
+                f"skipped {path}: {exc}", highlight=False, markup=False, style="yellow"
+            )
+            continue
+        if args.all or summary.parent_id is None:
+            summaries.append(summary)
+    summaries.sort(key=lambda s: (s.updated, s.id), reverse=True)
     if out.json:
         for summary in summaries:
-            out.emit(summary_json(summary))
+            out.emit(summary_json(summary) | {"file": _relative(summary.path, root)})
         return 0
-    table = Table("session", "title", "status", "model", "msgs", "tokens in/out", "updated")
-    colours = {"running": "green", "interrupted": "yellow", "idle": "dim"}
+    if not summaries:
+        if found.skipped:
+            raise found.error(str(root))
+        out.stderr.print(f"no sessions in {root}", style="dim", highlight=False)
+        return 0
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("file", overflow="fold", ratio=3, min_width=12)
+    table.add_column("title", overflow="fold", ratio=3, min_width=10)
+    table.add_column("source", overflow="ellipsis", max_width=12)
+    table.add_column("status", no_wrap=True)
+    table.add_column("last activity", no_wrap=True)
     for s in summaries:
+        status = display_status(s)
         table.add_row(
-            s.id[:12],
+            escape(_relative(s.path, root)),
             escape(s.title or ""),
-            f"[{colours[s.status]}]{s.status}[/]",
-            escape(s.model or ""),
-            str(s.message_count),
-            f"{s.input_tokens}/{s.output_tokens}",
-            s.updated.strftime("%Y-%m-%d %H:%M:%S"),
+            escape(s.source or "loopscribe"),
+            f"[{_COLOURS[status]}]{status}[/]" if status in _COLOURS else status,
+            s.updated.astimezone().strftime("%Y-%m-%d %H:%M"),
         )
     out.stdout.print(table)
-    if not summaries:
-        out.stderr.print(f"no sessions in {root}", style="dim", highlight=False)
     return 0
+
+
+def _relative(path: Path | str, root: Path) -> str:
+    if isinstance(path, str):
+        return path  # a shipped session's URL
+    try:
+        return str(path.absolute().relative_to(root.absolute()))
+    except ValueError:
+        return str(path)
 
 
 def cmd_show(args: argparse.Namespace, out: Out) -> int:
     """Show a session's summary and its last messages."""
     from ..workspace import Workspace
 
-    path = Path(args.file)
-    if not path.is_file():
-        raise CliError(f"{path}: no such file")
+    path = resolve_session(args.session, Path(args.dir))
     workspace = Workspace(path.parent)
     summary = workspace.summary_of_path(path)
     page = workspace.messages_of_path(path, last=args.last)
@@ -139,7 +188,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         )
         return 0
     out.stdout.print(
-        f"[bold]{escape(summary.title or summary.id)}[/]  {summary.status}  "
+        f"[bold]{escape(summary.title or summary.id)}[/]  {display_status(summary)}  "
         f"model {escape(summary.model or '-')}  "
         f"{summary.message_count} messages  tokens {summary.input_tokens}/{summary.output_tokens}"
     )
@@ -148,7 +197,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         earlier = (page.total or summary.message_count) - len(page.messages)
         out.stdout.print(f"… {earlier} earlier messages (use --last)", style="dim")
     for message in page.messages:
-        role, body = message_text(message)
+        role, body = render_message(message)
         out.stdout.print(f"[bold cyan]{escape(role)}[/]")
         out.stdout.print(body, markup=False, highlight=False)
     return 0
@@ -159,7 +208,7 @@ def cmd_tail(args: argparse.Namespace, out: Out) -> int:
     from ..live import follow
     from ..workspace import tail_offset
 
-    path = Path(args.file)
+    path = resolve_session(args.session, Path(args.dir))
     stop = StopFlag()
     if args.follow:
         stop.install()
@@ -186,7 +235,7 @@ def cmd_verify(args: argparse.Namespace, out: Out) -> int:
     """Check the hash chain of a session file."""
     from .._verify import verify
 
-    report = verify(Path(args.file))
+    report = verify(resolve_session(args.session, Path(args.dir)))
     if out.json:
         broken = report.broken
         out.emit(

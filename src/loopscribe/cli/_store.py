@@ -20,7 +20,7 @@ from ..store._read import Store, parse_session_url
 from ..store._shipper import SEGMENT_BYTES, Shipper, ShipResult
 from ._common import CliError, Out, StopFlag, parse_hex, record_json
 from ._otel import find_records
-from ._sessions import message_text
+from ._render import render_message
 from ._sessions import summary_json as _summary_json
 
 __all__ = ["add_parsers"]
@@ -72,11 +72,20 @@ def _either(local: Handler, store: Handler) -> Handler:
     """The local handler for paths, the store's for URLs (the command's first argument)."""
 
     def handler(args: argparse.Namespace, out: Out) -> int:
-        target = getattr(args, "dir", None) or getattr(args, "file", None)
+        target = _target(args)
         return store(args, out) if is_url(target) else local(args, out)
 
     handler.__doc__ = local.__doc__
     return handler
+
+
+def _target(args: argparse.Namespace) -> Any:
+    """The command's folder, file or session argument."""
+    for name in ("session", "file", "dir"):  # "dir" is also the --dir option of some
+        value = getattr(args, name, None)
+        if value is not None:
+            return value
+    return None
 
 
 # -- ship ---------------------------------------------------------------------------
@@ -154,7 +163,7 @@ def cmd_ls(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_show(args: argparse.Namespace, out: Out) -> int:
     """Show a shipped session's summary and last messages (URL or span reference)."""
-    store_url, sid, _seq = _session(args.file)
+    store_url, sid, _seq = _session(_target(args))
     workspace = _workspace(store_url)
     summary = workspace.get(sid)
     page = workspace.messages(sid, last=args.last)
@@ -177,7 +186,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         earlier = (page.total or summary.message_count) - len(page.messages)
         out.stdout.print(f"… {earlier} earlier messages (use --last)", style="dim")
     for message in page.messages:
-        role, body = message_text(message)
+        role, body = render_message(message)
         out.stdout.print(f"[bold cyan]{escape(role)}[/]")
         out.stdout.print(body, markup=False, highlight=False)
     return 0
@@ -240,7 +249,7 @@ def cmd_verify(args: argparse.Namespace, out: Out) -> int:
     """Check the hash chain of a shipped session, across its segments."""
     from .._verify import verify
 
-    store_url, sid, _seq = _session(args.file)
+    store_url, sid, _seq = _session(_target(args))
     report = verify(Store(store_url).session_url(sid))
     if out.json:
         broken = report.broken

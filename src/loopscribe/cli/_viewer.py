@@ -25,14 +25,37 @@ from rich.table import Table
 
 from .._source import is_url
 from .._stats import DEFAULT_TOP, SessionStats, many_stats, stats_size
-from ._common import CliError, Out, command_parser, run, session_files
+from ._common import (
+    SESSION_HELP,
+    CliError,
+    Out,
+    add_dir_option,
+    command_parser,
+    count,
+    extra_hint,
+    parse,
+    resolve_session,
+    resolve_targets,
+    run,
+    seconds,
+    share_options,
+)
 
 __all__ = ["DEFAULT_PORT", "add_parsers", "main"]
 
 DEFAULT_PORT = 8765
 """Where ``loopscribe serve`` listens unless told otherwise (the collector configs link here)."""
 
-SERVE_EXTRA_HINT = "pip install 'loopscribe[serve]'"
+
+def port(text: str) -> int:
+    """An argparse type: a TCP port, 0 to 65535 (0 picks a free one)."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a port (0 to 65535)")
+    return number
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,10 +67,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "Serve a read-only web viewer of the session files below DIR: the sessions, "
             "their runs, each run's timeline, and the records behind every bar. "
             "Trace backends link to /trace/TRACE_ID/span/SPAN_ID. Listens on 127.0.0.1 "
-            f"unless --host says otherwise. Needs the web framework: {SERVE_EXTRA_HINT}"
+            f"unless --host says otherwise. Needs the web framework: {extra_hint('serve')}"
         ),
     )
-    p.add_argument("dir", metavar="DIR", help="a folder of session files, one file, or a store URL")
+    p.add_argument(
+        "dir",
+        metavar="DIR",
+        help="a folder of sessions (searched recursively), one file, or a store URL",
+    )
     p.add_argument(
         "--host",
         default="127.0.0.1",
@@ -55,7 +82,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument(
         "--port",
-        type=int,
+        type=port,
         default=DEFAULT_PORT,
         help=f"port (default {DEFAULT_PORT}; 0 picks a free one and prints it)",
     )
@@ -69,7 +96,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument(
         "--sync-interval",
-        type=float,
+        type=seconds,
         default=10.0,
         metavar="SECONDS",
         help="with a store URL: how often to fetch newly shipped records",
@@ -84,12 +111,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "as one HTML file that needs no server and no network: attach it to a bug report."
         ),
     )
-    p.add_argument("file", metavar="FILE", help="a session file")
+    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.add_argument(
         "-o",
         "--output",
         metavar="HTML",
-        help="where to write the report (default: FILE's name with .report.html, here)",
+        help="where to write the report (default: the session file's name with .report.html, "
+        "in the current folder)",
     )
     p.add_argument(
         "--run",
@@ -101,6 +129,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument(
         "--full", action="store_true", help="keep every body whole (default: cut long strings)"
     )
+    add_dir_option(p)
     p.set_defaults(handler=cmd_report)
 
     p = sub.add_parser(
@@ -111,14 +140,20 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "tokens by model and the slowest executions."
         ),
     )
-    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="session files or folders")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="SESSION",
+        help="session files, folders (searched recursively) or session IDs, shown in this order",
+    )
     p.add_argument(
         "--top",
-        type=int,
+        type=count,
         default=DEFAULT_TOP,
         metavar="N",
         help=f"slowest executions shown per run (default {DEFAULT_TOP})",
     )
+    add_dir_option(p)
     p.set_defaults(handler=cmd_stats)
 
 
@@ -188,7 +223,7 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     if missing:
         raise CliError(
             f"`loopscribe serve` needs the web framework ({' and '.join(missing)} "
-            f"{'is' if len(missing) == 1 else 'are'} not installed): {SERVE_EXTRA_HINT}"
+            f"{'is' if len(missing) == 1 else 'are'} not installed): {extra_hint('serve')}"
         )
     import uvicorn
 
@@ -254,9 +289,7 @@ def cmd_report(args: argparse.Namespace, out: Out) -> int:
     """Write a self-contained HTML report of a session file."""
     from ..viewer._report import write_report
 
-    path = Path(args.file)
-    if not path.is_file():
-        raise CliError(f"{path}: no such file")
+    path = resolve_session(args.session, Path(args.dir))
     target = Path(args.output) if args.output else Path(path.name).with_suffix(".report.html")
     if target.resolve() == path.resolve():
         raise CliError(f"{target}: that is the session file; choose another --output")
@@ -288,11 +321,10 @@ def cmd_report(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_stats(args: argparse.Namespace, out: Out) -> int:
     """Print per-session and per-run statistics."""
-    files: list[Path] = []
-    for name in args.paths:
-        files.extend(session_files(Path(name)))
+    found = resolve_targets(args.paths, Path(args.dir))
+    files = found.sessions
     if not files:
-        raise CliError(f"no session files in {', '.join(args.paths)}")
+        raise found.error(", ".join(args.paths))
     results: list[SessionStats] = []
     total = sum(stats_size(p) for p in files)
     with out.progress(total) as bar:
@@ -324,17 +356,21 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
     for number, s in enumerate(results):
         if number:
             console.print()
+        # Wrapped at the terminal's width, unlike the rest of the output (soft_wrap).
+        console.print(f"[bold]{escape(_session_name(s))}[/]", highlight=False, soft_wrap=False)
         console.print(
-            f"[bold]{escape(_session_name(s))}[/]  [dim]session {s.session_id} · "
-            f"{len(s.runs)} run(s) · {s.records} records · {escape(str(s.path))}[/]",
+            f"session {s.session_id} · {len(s.runs)} run(s) · {s.records} records · "
+            f"{escape(str(s.path))}",
+            style="dim",
             highlight=False,
+            soft_wrap=False,
         )
         if not s.runs:
             console.print("no runs", style="dim")
             continue
         runs = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
         runs.add_column("run", no_wrap=True)
-        runs.add_column("agent", min_width=11, overflow="fold")
+        runs.add_column("agent", min_width=8, overflow="ellipsis", no_wrap=True)
         runs.add_column("state", no_wrap=True)
         runs.add_column("duration", justify="right", no_wrap=True)
         for column in ("model\ncalls", "tool\ncalls", "errors", "retries", "tokens\nin/out"):
@@ -344,7 +380,7 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
                 r.run_id[:8],
                 escape(r.agent or ""),
                 f"[{_STATE_STYLE.get(r.state, '')}]{r.state}[/]",
-                duration(r.duration_us),
+                duration(r.duration_us) if r.duration_us else "-",
                 str(r.model_calls),
                 str(r.tool_calls),
                 _count(r.errors, bad=True),
@@ -394,6 +430,14 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
                 )
         if slow.row_count:
             console.print(slow)
+        untimed = sum(r.untimed for r in s.runs)
+        if untimed:
+            console.print(
+                f"{untimed} execution(s) without a duration (start and end at one instant) "
+                "are counted above, not ranked",
+                style="dim",
+                highlight=False,
+            )
 
 
 # -- python -m loopscribe.viewer ----------------------------------------------------------------
@@ -406,4 +450,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_parsers(sub)
-    return run(parser.parse_args(argv))
+    share_options(parser)
+    args = parse(parser, argv)
+    return args if isinstance(args, int) else run(args)

@@ -365,7 +365,7 @@ class Destination:
     Run lifecycle records carry source timestamps
     (``Session.begin_run(timestamp=)``, ``Run.close(timestamp=)``,
     ``Session.annotate(timestamp=)``), and a run left open by one import is
-    continued by the next (``Run.detach()``, ``Session.resume_run()``).
+    continued by the next (``Run.detach()``, ``Session._continue_run()``).
     """
 
     def __init__(
@@ -481,7 +481,8 @@ class Destination:
             self.writing = None
             return
         if self._run_id is not None and self._run is None:
-            self._run = self._session.resume_run(self._run_id)
+            # The transcript holds every event: continuing is no gap (no run_resume).
+            self._run = self._session._continue_run(self._run_id, gap=False)
         self.writing = self._run
 
     def record(self, event: Event) -> None:
@@ -607,6 +608,8 @@ class Importer:
         """The latest timestamp recorded: where a run without a closing line closes."""
         self.meta: dict[str, Any] = {}
         self.dest: Destination
+        self.title_from: str | None = None
+        """What the session's title was taken from: ``summary``, ``user`` or nothing yet."""
 
     # -- for subclasses ------------------------------------------------------------
 
@@ -678,6 +681,29 @@ class Importer:
             timestamp,
         )
 
+    def offer_title(
+        self, text: Any, source: Source, timestamp: datetime | None, *, summary: bool
+    ) -> None:
+        """Title the session: the agent's own summary wins over the first user message.
+
+        The title goes into a ``session_update`` record, as ``Workspace.update`` writes it.
+        """
+        if self.title_from is not None and not summary:
+            return
+        title = title_text(text)
+        if title is None:
+            return
+        self.dest.annotate(
+            ev.SESSION_UPDATE, {"fields": {"title": title}, "source": source}, timestamp
+        )
+        self.title_from = "summary" if summary else "user"
+
+    def _state(self) -> dict[str, Any]:
+        state = self.dump_state()
+        if self.title_from is not None:
+            state["title_from"] = self.title_from
+        return state
+
     def line_ts(self, value: Any) -> datetime | None:
         """The timestamp of a line: its own, else the last one seen (never wall-clock time)."""
         ts = parse_ts(value)
@@ -701,6 +727,8 @@ class Importer:
         if cursor is not None:
             self._check_source(cursor, size, head)
             self.load_state(cursor.state)
+            title_from = cursor.state.get("title_from")
+            self.title_from = title_from if isinstance(title_from, str) else None
             self.last_ts = parse_ts(cursor.last_ts)
             self.record_ts = parse_ts(cursor.record_ts)
             self.report.session_id = cursor.session_id
@@ -748,7 +776,7 @@ class Importer:
             finished=self.report.finished,
             last_ts=format_ts(self.last_ts),
             record_ts=format_ts(self.record_ts),
-            state=self.dump_state(),
+            state=self._state(),
         )
         new.save(self.cursor_path)
         return self._done()
@@ -768,7 +796,7 @@ class Importer:
         cursor.last_ts = format_ts(self.last_ts)
         cursor.record_ts = format_ts(self.record_ts)
         cursor.head = head or cursor.head
-        cursor.state = self.dump_state()
+        cursor.state = self._state()
         cursor.save(self.cursor_path)
 
     def _check_source(self, cursor: Cursor, size: int, head: str | None) -> None:
@@ -861,6 +889,40 @@ class Importer:
             {"file": self.file, "line": number},
             self.last_ts,
         )
+
+
+TITLE_CHARS = 72
+"""A title longer than this is cut (at a word) and ends with an ellipsis."""
+
+
+def title_text(value: Any) -> str | None:
+    """A one-line title from a message's text, or ``None`` when it has none worth showing.
+
+    Text in brackets first (an agent's wrapped context or command output, such
+    as ``<environment_context>`` or ``[Request interrupted by user]``) is not
+    what the user asked, so it gives no title.
+    """
+    if isinstance(value, list):
+        value = next(
+            (
+                b.get("text")
+                for b in value
+                if isinstance(b, dict) and isinstance(b.get("text"), str)
+            ),
+            None,
+        )
+    if not isinstance(value, str):
+        return None
+    marker = "## My request for Codex:"  # the IDE extension puts its context first
+    if marker in value:
+        value = value.split(marker, 1)[1]
+    text = " ".join(value.split())
+    if not text or text.startswith(("<", "[", "Caveat:")):
+        return None
+    if len(text) <= TITLE_CHARS:
+        return text
+    cut = text[:TITLE_CHARS].rsplit(" ", 1)[0] or text[:TITLE_CHARS]
+    return cut.rstrip(" ,.;:") + "…"
 
 
 def result_of(

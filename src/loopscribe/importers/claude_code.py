@@ -354,6 +354,8 @@ class ClaudeCodeImporter(Importer):
         elif kind in SKIPPED_TYPES:
             self.report.skipped[kind] += 1
         else:
+            if kind == "summary":
+                self.offer_title(obj.get("summary"), source, ts, summary=True)
             self.source_event(str(kind), obj, source, ts)
 
     def _handle_in(self, ctx: _Context, obj: Any, source: Source, ts: datetime | None) -> None:
@@ -528,6 +530,8 @@ class ClaudeCodeImporter(Importer):
         if main and obj.get("isCompactSummary"):
             self.dest.annotate(ev.COMPACTION, {"summary": msg, "source": source}, ts)
             return
+        if main and not obj.get("isMeta"):
+            self.offer_title(content, source, ts, summary=False)
         text = content if isinstance(content, str) else _first_text(content)
         interrupted = text is not None and text.startswith(_INTERRUPTED)
         if (

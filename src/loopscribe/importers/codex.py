@@ -355,6 +355,8 @@ class CodexImporter(Importer):
                     self._begin_turn(source, ts)
                 self.request_ts = ts
                 execution = None
+                if item.get("role") == "user":
+                    self.offer_title(item.get("content"), source, ts, summary=False)
             self.emit(ev.MESSAGE_END, execution, {"message": item, "source": source}, ts)
             self.report.messages += 1
         elif kind == "reasoning":

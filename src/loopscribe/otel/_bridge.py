@@ -264,6 +264,7 @@ class _Run:
     latest: dict[str, int] = field(default_factory=dict)
     ended: set[tuple[str, int]] = field(default_factory=set)
     started: int = 0
+    resumed_at: list[int] = field(default_factory=list)
 
 
 class SpanBridge:
@@ -402,6 +403,10 @@ class SpanBridge:
         if record.type == ev.RUN_CLOSE:
             del self._runs[key]
             return self._close_run(run, record)
+        if record.type == ev.RUN_RESUME:
+            # A later writer continued the run: what happened in between is unrecorded.
+            run.resumed_at.append(record.seq)
+            return []
         execution = record.execution
         if execution is None:
             return []
@@ -481,6 +486,8 @@ class SpanBridge:
         _put(attrs, LS_FILE, self._location(run.session_id))
         if run.error_type:
             attrs[ERROR_TYPE] = run.error_type
+        if run.resumed_at:
+            attrs["loopscribe.run.resumed_at_seq"] = tuple(run.resumed_at)
         name = f"invoke_agent {run.agent}" if run.agent else "invoke_agent"
         return self._span(
             name, run.span, run.host_parent, attrs, run.start_ns, end_ns, run.error_type

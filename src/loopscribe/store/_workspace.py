@@ -78,7 +78,9 @@ class StoreWorkspace(Workspace):
 
     # -- listing -------------------------------------------------------------
 
-    def list(self, include_children: bool = False) -> builtins.list[SessionSummary]:
+    def list(
+        self, include_children: bool = False, *, include_channels: bool = False
+    ) -> builtins.list[SessionSummary]:
         """Summaries of the shipped sessions, most recently updated first.
 
         ``status`` is as the shipper last saw it (``running``: a writer held
@@ -97,7 +99,9 @@ class StoreWorkspace(Workspace):
                 url = self.store.session_url(manifest.session_id)
                 summary = summary_from_json(manifest.summary, url)
             fresh[manifest.session_id] = (manifest, summary)
-            if include_children or summary.parent_id is None:
+            if (include_children or summary.parent_id is None) and (
+                include_channels or summary.source != "channel"
+            ):
                 out.append(summary)
         self._summaries = fresh
         out.sort(key=lambda s: (s.updated, s.id), reverse=True)
@@ -131,11 +135,15 @@ class StoreWorkspace(Workspace):
             self._existing(sid)
         return super().messages_of_path(url, last, skip)  # type: ignore[arg-type]
 
+    def _side_compaction(self, path: Path) -> None:
+        """Side logs stay with the machine that recorded the session (not shipped)."""
+        del path
+
     def _open_source(self, path: Path) -> _ByteSource:
         with self._views_lock:
             return self._views[str(path)]
 
-    def _visible_total(self, path: Path) -> int | None:
+    def _visible_total(self, path: Path) -> int:
         with self._views_lock:
             summary = self._views[str(path)].manifest.summary
         count = int(summary.get("message_count") or 0)
@@ -182,7 +190,7 @@ class StoreWorkspace(Workspace):
         """Not possible in a store (read-only)."""
         self._read_only("set_todos")
 
-    def compact(self, session_id: str, summary: Any) -> SessionSummary:
+    def compact(self, session_id: str, summary: Any, *, keep_last: int = 0) -> SessionSummary:
         """Not possible in a store (read-only)."""
         self._read_only("compact")
 

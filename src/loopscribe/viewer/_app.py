@@ -49,6 +49,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._errors import FormatError
+from ._conversation import CONVERSATION_PAGE, conversation
 from ._page import LOOPBACK_HOSTS, render
 from ._store import (
     Catalog,
@@ -63,6 +64,10 @@ __all__ = ["LOOPBACK_HOSTS", "create_app"]
 
 _SPAN_PAGE = 200
 """Records a bar's request returns at most; more are paged with ``offset``."""
+ROW_PAGE = 300
+"""Timeline rows a run page loads at once; the rest are paged (``?offset=``)."""
+_LIST_WAIT_SECONDS = 0.25
+"""How long the session list waits for a file another request is indexing."""
 
 _HEADERS = {
     # The page's script and stylesheet come from /static; the embedded JSON is
@@ -132,6 +137,7 @@ def create_app(
         Route("/api/sessions", views.api_sessions),
         Route("/api/session/{session_id}", views.api_session),
         Route("/api/session/{session_id}/run/{run_id}", views.api_run),
+        Route("/api/session/{session_id}/conversation", views.api_conversation),
         Route("/api/session/{session_id}/span/{span_id}", views.api_span_records),
         Route("/api/session/{session_id}/record/{seq:int}", views.api_record),
         Route("/api/trace/{trace_id}", views.api_trace),
@@ -221,18 +227,22 @@ _View = Callable[["_Views", Request], Response]
 
 
 def _serialized(view: _View) -> _View:
-    """Run a view under the catalog's lock: a timeline must not grow while it is read."""
+    """Run a view in a reading scope: the session it reads must not grow while it is read.
+
+    Only that session's file is held; requests about other sessions run at
+    the same time (each view runs in Starlette's thread pool).
+    """
 
     @functools.wraps(view)
     def locked(self: _Views, request: Request) -> Response:
-        with self.catalog.lock:
+        with self.catalog.reading():
             return view(self, request)
 
     return locked
 
 
 class _Views:
-    """The endpoints; each runs in Starlette's thread pool, one at a time."""
+    """The endpoints; each runs in Starlette's thread pool, concurrently."""
 
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
@@ -242,18 +252,33 @@ class _Views:
     def _session_data(self, timeline: SessionTimeline) -> dict[str, Any]:
         return summary_json(self.catalog.summary(timeline), timeline)
 
-    def _sessions_data(self) -> dict[str, Any]:
-        pairs = self.catalog.sessions()
+    def _sessions_data(self, text: str | None = None) -> dict[str, Any]:
+        pairs = self.catalog.sessions(wait=_LIST_WAIT_SECONDS)
+        if text:
+            found = self.catalog.search_text(text, [t for t, _ in pairs])
+            pairs = [(t, s) for t, s in pairs if t.path in found]
         return {
             "root": str(self.catalog.root),
+            "text": text,
             "sessions": [summary_json(s, t) for t, s in pairs],
             "skipped": [{"file": str(p), "error": e} for p, e in self.catalog.skipped.items()],
+            "indexing": [str(p) for p in self.catalog.indexing],
         }
 
-    def _run_data(self, timeline: SessionTimeline, run: RunTimeline) -> dict[str, Any]:
+    def _run_data(
+        self, timeline: SessionTimeline, run: RunTimeline, request: Request
+    ) -> dict[str, Any]:
+        q = request.query_params
+        collapsed = frozenset(c for c in q.get("collapsed", "").split(",") if c)
+        select = q.get("span")
         return {
             "session": self._session_data(timeline),
-            "run": run.to_json(),
+            "run": run.to_json(
+                offset=_int_param(request, "offset", 0),
+                limit=min(_int_param(request, "limit", ROW_PAGE), 5_000) or ROW_PAGE,
+                collapsed=collapsed,
+                select=parse_id(select, 64, "span id") if select else None,
+            ),
             "runs": [r.run_id for r in timeline.iter_runs()],
         }
 
@@ -301,15 +326,24 @@ class _Views:
         runs = [run_summary_json(r) for r in timeline.iter_runs()]
         return _page(
             data["title"] or f"session {timeline.session_id[:12]}",
-            {"view": "session", "session": data, "runs": runs},
+            {
+                "view": "session",
+                "session": data,
+                "runs": runs,
+                "conversation": conversation(timeline),
+            },
         )
 
     @_serialized
     def run(self, request: Request) -> Response:
         p = request.path_params
         timeline, run = self.catalog.run(p["session_id"], p["run_id"])
-        data = self._run_data(timeline, run)
-        data["select"] = self._select(run, request)
+        select = self._select(run, request)
+        data = self._run_data(timeline, run, request)
+        if select is not None and select != data["run"]["span_id"]:
+            # ?seq= or ?execution= chose the bar: load the page of rows that holds it.
+            data["run"] = run.to_json(limit=ROW_PAGE, select=int(select, 16))
+        data["select"] = select
         title = f"{run.agent or 'run'} {run.run_id[:8]}"
         return _page(title, {"view": "run", **data})
 
@@ -377,7 +411,16 @@ class _Views:
 
     @_serialized
     def api_sessions(self, request: Request) -> Response:
-        return JSONResponse(self._sessions_data())
+        return JSONResponse(self._sessions_data(request.query_params.get("text") or None))
+
+    @_serialized
+    def api_conversation(self, request: Request) -> Response:
+        timeline = self.catalog.session(request.path_params["session_id"])
+        start = _int_param(request, "from", 0)
+        limit = min(_int_param(request, "limit", CONVERSATION_PAGE), 1_000) or CONVERSATION_PAGE
+        return JSONResponse(
+            {"session_id": timeline.session_id, **conversation(timeline, start=start, limit=limit)}
+        )
 
     @_serialized
     def api_session(self, request: Request) -> Response:
@@ -394,7 +437,7 @@ class _Views:
     def api_run(self, request: Request) -> Response:
         p = request.path_params
         timeline, run = self.catalog.run(p["session_id"], p["run_id"])
-        return JSONResponse(self._run_data(timeline, run))
+        return JSONResponse(self._run_data(timeline, run, request))
 
     @_serialized
     def api_span_records(self, request: Request) -> Response:

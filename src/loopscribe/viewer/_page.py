@@ -38,11 +38,19 @@ def embed_json(data: Any) -> str:
 
 
 def render(title: str, data: Any, *, inline: bool, csp: str | None = None) -> str:
-    """The page: ``title``, the embedded ``data``, and the viewer's assets.
+    """The page: ``title``, the embedded ``data``, and the viewer's assets (see :func:`shell`)."""
+    before, after = shell(title, inline=inline, csp=csp)
+    return before + embed_json(data) + after
+
+
+def shell(title: str, *, inline: bool, csp: str | None = None) -> tuple[str, str]:
+    """The page around its data: what comes before the embedded JSON, and what after.
+
+    A caller that streams a large page writes the first part, the JSON (made
+    safe with :func:`embed_json`) piece by piece, then the second part.
 
     Args:
         title: The document title (escaped here).
-        data: What the script renders (see ``viewer.js``).
         inline: Inline the stylesheet and script (the report) instead of linking them.
         csp: A Content-Security-Policy for a ``<meta>`` element (the report's).
     """
@@ -58,11 +66,11 @@ def render(title: str, data: Any, *, inline: bool, csp: str | None = None) -> st
     if csp:
         policy = html.escape(csp, quote=False).replace('"', "&quot;")
         head = f'<meta http-equiv="Content-Security-Policy" content="{policy}">\n{head}'
-    values = {
-        "title": html.escape(title),
-        "head": head,
-        "data": embed_json(data),
-        "scripts": scripts,
-    }
-    # One pass: text put into a slot is never scanned for slots again.
-    return _SLOT.sub(lambda m: values[m[1]], asset("templates/page.html"))
+    values = {"title": html.escape(title), "head": head, "scripts": scripts}
+    before, after = asset("templates/page.html").split("{{data}}", 1)
+
+    # One pass each: text put into a slot is never scanned for slots again.
+    def fill(match: re.Match[str]) -> str:
+        return values[match[1]]
+
+    return _SLOT.sub(fill, before), _SLOT.sub(fill, after)

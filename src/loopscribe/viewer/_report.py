@@ -9,20 +9,27 @@ opened from disk.
 
 from __future__ import annotations
 
+import io
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import orjson
 
 from ..workspace import Workspace
-from ._page import render
+from ._page import embed_json, shell
 from ._store import record_view, summary_json
 from ._timeline import SessionTimeline, iso, load_timeline
 
-__all__ = ["REPORT_CSP", "REPORT_STRING_LIMIT_CHARS", "build_report", "write_report"]
+__all__ = [
+    "REPORT_CSP",
+    "REPORT_STRING_LIMIT_CHARS",
+    "build_report",
+    "stream_report",
+    "write_report",
+]
 
 REPORT_STRING_LIMIT_CHARS = 65_536
 """A string longer than this is cut in a report made without ``full``."""
@@ -42,7 +49,7 @@ def build_report(
     full: bool = False,
     on_progress: Callable[[int], None] | None = None,
 ) -> str:
-    """The report of one session file, as HTML text.
+    """The report of one session file, as HTML text (:func:`write_report` streams it instead).
 
     Args:
         path: The session file.
@@ -57,6 +64,25 @@ def build_report(
         LookupError: A run in ``run_ids`` is not in the file.
         CorruptRecordError: A complete line is damaged.
         OSError: The file cannot be read.
+    """
+    out = io.StringIO()
+    stream_report(path, out, run_ids=run_ids, full=full, on_progress=on_progress)
+    return out.getvalue()
+
+
+def stream_report(
+    path: str | os.PathLike[str],
+    out: TextIO,
+    *,
+    run_ids: tuple[str, ...] = (),
+    full: bool = False,
+    on_progress: Callable[[int], None] | None = None,
+) -> None:
+    """Write the report of a session file to a text stream, one record at a time.
+
+    Memory stays bounded by the timeline (labels and offsets) and the largest
+    single record, not by the file: a 150 MB session is never held whole.
+    Arguments and errors as for :func:`build_report`.
     """
     source = Path(path)
     timeline = load_timeline(source)
@@ -73,7 +99,6 @@ def build_report(
         wanted.update(run.records)
         for bar in run.bars.values():
             wanted.update(bar.seqs)
-    records = _records(timeline, sorted(wanted), full, on_progress)
     summary = Workspace(source.absolute().parent).summary_of_path(source.absolute())
     note = (
         "Every body is complete."
@@ -81,7 +106,7 @@ def build_report(
         else f"Strings longer than {REPORT_STRING_LIMIT_CHARS:,} characters are cut "
         "(make the report with --full to keep them whole)."
     )
-    data: dict[str, Any] = {
+    head: dict[str, Any] = {
         "mode": "report",
         "view": "report",
         "file": str(source),
@@ -89,10 +114,19 @@ def build_report(
         "note": note,
         "session": summary_json(summary, timeline),
         "runs": [run.to_json() for run in runs],
-        "records": records,
     }
     title = f"{summary.title or 'session ' + timeline.session_id[:12]} · loopscribe report"
-    return render(title, data, inline=True, csp=REPORT_CSP)
+    before, after = shell(title, inline=True, csp=REPORT_CSP)
+    out.write(before)
+    # The data object, written member by member: its head, then each record.
+    out.write(embed_json(head)[:-1])
+    out.write(',"records":{')
+    first = True
+    for seq, record in _records(timeline, sorted(wanted), full, on_progress):
+        out.write(("" if first else ",") + f'"{seq}":' + embed_json(record))
+        first = False
+    out.write("}}")
+    out.write(after)
 
 
 def _records(
@@ -100,8 +134,7 @@ def _records(
     seqs: list[int],
     full: bool,
     on_progress: Callable[[int], None] | None,
-) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+) -> Iterator[tuple[int, dict[str, Any]]]:
     limit = None if full else REPORT_STRING_LIMIT_CHARS
     with open(timeline.path, "rb") as stream:
         fd = stream.fileno()
@@ -111,12 +144,9 @@ def _records(
                 continue
             offset, size = where
             raw = os.pread(fd, size, offset)
-            out[str(seq)] = record_view(
-                orjson.loads(raw), offset, size, limit, _REPORT_BUDGET_CHARS
-            )
+            yield seq, record_view(orjson.loads(raw), offset, size, limit, _REPORT_BUDGET_CHARS)
             if on_progress is not None:
                 on_progress(offset + size)
-    return out
 
 
 def write_report(
@@ -127,7 +157,7 @@ def write_report(
     full: bool = False,
     on_progress: Callable[[int], None] | None = None,
 ) -> Path:
-    """Write the report of a session file to ``out`` (see :func:`build_report`).
+    """Write the report of a session file to ``out`` (see :func:`build_report`), streamed.
 
     The file is written beside its final name and renamed into place, so an
     interrupted run never leaves half a report.
@@ -135,9 +165,13 @@ def write_report(
     Returns:
         The report's path.
     """
-    document = build_report(path, run_ids=run_ids, full=full, on_progress=on_progress)
     target = Path(out)
     partial = target.with_name(f".{target.name}.partial")
-    partial.write_text(document, encoding="utf-8")
+    try:
+        with open(partial, "w", encoding="utf-8", buffering=1 << 20) as stream:
+            stream_report(path, stream, run_ids=run_ids, full=full, on_progress=on_progress)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     partial.replace(target)
     return target

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,9 +168,12 @@ class Catalog:
             # Checked first: Workspace would create a missing folder, and a viewer writes nothing.
             raise NotFoundError(f"{self.root}: no such folder or session file")
         self.workspace = Workspace(self.root if self.root.is_dir() else self.root.parent)
+        self._workspaces: dict[Path, Workspace] = {self.workspace.root: self.workspace}
         self._lock: threading.RLock = threading.RLock()
         self._timelines: dict[Path, SessionTimeline] = {}
         self._errors: dict[Path, str] = {}
+        self._indexing: list[Path] = []
+        self._held = threading.local()
         self.files_read = 0
         """How many times a file was read (again): unchanged files are not."""
 
@@ -191,43 +195,87 @@ class Catalog:
                 found.append(path)
         return sorted(found)
 
-    def refresh(self, on_file: Callable[[Path], None] | None = None) -> list[SessionTimeline]:
+    def refresh(
+        self, on_file: Callable[[Path], None] | None = None, *, wait: float | None = None
+    ) -> list[SessionTimeline]:
         """Bring every file's index up to date; returns the readable ones.
 
         A file that cannot be read as a session is left out, and its error
-        is kept for :attr:`skipped`.
+        is kept for :attr:`skipped`. Each file is indexed under its own
+        lock, so requests about different sessions never wait for each other.
 
         Args:
             on_file: Called with each file once it was looked at (for a
                 progress bar over a first, long indexing).
+            wait: Seconds to wait for a file another request is indexing
+                (``None``: as long as it takes). A file not ready in time is
+                listed as it was last seen, or left out (and named in
+                :attr:`indexing`) if it was never read yet.
         """
         paths = self.files()
         with self._lock:
             for gone in set(self._timelines) - set(paths):
                 del self._timelines[gone]
                 self._errors.pop(gone, None)
-            ready = []
+            pending = []
             for path in paths:
                 timeline = self._timelines.get(path)
                 if timeline is None:
                     timeline = self._timelines[path] = SessionTimeline(path)
-                try:
-                    if timeline.refresh():
-                        self.files_read += 1
-                except (FormatError, OSError) as exc:
+                pending.append(timeline)
+        ready = []
+        busy = []
+        for timeline in pending:
+            path = timeline.path
+            got = timeline.lock.acquire(timeout=-1 if wait is None else wait)
+            if not got:
+                if timeline.session_id:
+                    ready.append(timeline)  # as last seen; another request is reading more
+                else:
+                    busy.append(path)
+                continue
+            try:
+                if timeline.refresh():
+                    self.files_read += 1
+            except (FormatError, OSError) as exc:
+                with self._lock:
                     self._errors[path] = str(exc)
-                    continue
-                finally:
-                    if on_file is not None:
-                        on_file(path)
+                continue
+            finally:
+                timeline.lock.release()
+                if on_file is not None:
+                    on_file(path)
+            with self._lock:
                 self._errors.pop(path, None)
-                ready.append(timeline)
-            return ready
+            ready.append(timeline)
+        with self._lock:
+            self._indexing = busy
+        return ready
 
     @property
     def lock(self) -> threading.RLock:
-        """Held while an index is refreshed; hold it to read a timeline that may grow."""
+        """Held while the catalog's list of files changes (each file has its own lock)."""
         return self._lock
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """A request's scope: the timelines it took with :meth:`hold` are let go at its end."""
+        held: list[SessionTimeline] = []
+        self._held.stack = held
+        try:
+            yield
+        finally:
+            self._held.stack = None
+            for timeline in reversed(held):
+                timeline.lock.release()
+
+    def hold(self, timeline: SessionTimeline) -> SessionTimeline:
+        """Keep ``timeline`` from growing until the current :meth:`reading` scope ends."""
+        held: list[SessionTimeline] | None = getattr(self._held, "stack", None)
+        if held is not None and timeline not in held:
+            timeline.lock.acquire()
+            held.append(timeline)
+        return timeline
 
     @property
     def skipped(self) -> dict[Path, str]:
@@ -235,12 +283,25 @@ class Catalog:
         with self._lock:
             return dict(self._errors)
 
-    def sessions(self) -> list[tuple[SessionTimeline, SessionSummary]]:
-        """Every session with its summary, most recently updated first."""
+    @property
+    def indexing(self) -> list[Path]:
+        """Files another request was still reading for the first time at the last refresh."""
+        with self._lock:
+            return list(self._indexing)
+
+    def sessions(
+        self, *, wait: float | None = None
+    ) -> list[tuple[SessionTimeline, SessionSummary]]:
+        """Every session with its summary, most recently updated first.
+
+        Args:
+            wait: See :meth:`refresh`; the web viewer's list does not wait
+                long for a huge file another request is indexing.
+        """
         out = []
-        for timeline in self.refresh():
+        for timeline in self.refresh(wait=wait):
             try:
-                summary = self.workspace.summary_of_path(timeline.path)
+                summary = self.summary(timeline)
             except (FormatError, OSError) as exc:
                 with self._lock:
                     self._errors[timeline.path] = str(exc)
@@ -250,23 +311,72 @@ class Catalog:
         return out
 
     def session(self, session_id: str) -> SessionTimeline:
-        """The timeline of one session, fresh.
+        """The timeline of one session, fresh, held for the current request.
+
+        A session seen before is brought up to date alone; only an unknown ID
+        makes the whole folder be looked at again.
 
         Raises:
             NotFoundError: No file in the folder holds that session.
         """
-        matches = [t for t in self.refresh() if t.session_id == session_id]
+        with self._lock:
+            known = [t for t in self._timelines.values() if t.session_id == session_id]
+        matches = []
+        for timeline in known:
+            if timeline.path.exists():
+                with timeline.lock:
+                    try:
+                        timeline.refresh()
+                    except (FormatError, OSError):
+                        continue
+                if timeline.session_id == session_id:
+                    matches.append(timeline)
+        if not matches:
+            matches = [t for t in self.refresh() if t.session_id == session_id]
         if not matches:
             raise NotFoundError(
                 f"no session {session_id!r} in {self.root} "
                 f"({self._searched()}); the session list is at /"
             )
         # A copied file holds the same session: show the one written last.
-        return max(matches, key=lambda t: (t.updated or t.created, t.records))
+        return self.hold(max(matches, key=lambda t: (t.updated or t.created, t.records)))
+
+    def search_text(self, query: str, timelines: list[SessionTimeline]) -> set[Path]:
+        """The files among ``timelines`` whose records contain ``query`` (ASCII case ignored).
+
+        The text is looked for as it is stored (JSON-escaped), in 1 MiB
+        blocks, so a search costs one pass over the bytes and no parsing.
+        """
+        needle = orjson.dumps(query)[1:-1].lower()
+        if not needle:
+            return {t.path for t in timelines}
+        found = set()
+        for timeline in timelines:
+            try:
+                with open(timeline.path, "rb") as stream:
+                    tail = b""
+                    while block := stream.read(_RAW_CHUNK_BYTES):
+                        window = tail + block.lower()
+                        if needle in window:
+                            found.add(timeline.path)
+                            break
+                        tail = window[-(len(needle) - 1) :] if len(needle) > 1 else b""
+            except OSError:
+                continue
+        return found
 
     def summary(self, timeline: SessionTimeline) -> SessionSummary:
-        """The workspace summary (status, title, tokens, ...) of a session."""
-        return self.workspace.summary_of_path(timeline.path)
+        """The workspace summary (status, title, tokens, ...) of a session.
+
+        A file in a subfolder is summarised by a workspace of its own folder
+        (a workspace keys its files by name), so nested sessions are listed too.
+        """
+        folder = timeline.path.parent
+        with self._lock:
+            workspace = self._workspaces.get(folder)
+            if workspace is None:
+                workspace = self._workspaces[folder] = Workspace(folder)
+        return workspace.summary_of_path(timeline.path)
 
     def run(self, session_id: str, run_id: str) -> tuple[SessionTimeline, RunTimeline]:
         """A session's run.
@@ -293,12 +403,10 @@ class Catalog:
         Raises:
             NotFoundError: No run in the folder has that trace ID.
         """
-        found = [
-            (timeline, run)
-            for timeline in self.refresh()
-            for run in timeline.iter_runs()
-            if run.trace_id == trace
-        ]
+        found: list[tuple[SessionTimeline, RunTimeline]] = []
+        for timeline in self.refresh():
+            with timeline.lock:
+                found.extend((timeline, r) for r in timeline.iter_runs() if r.trace_id == trace)
         if not found:
             raise NotFoundError(
                 f"no run in {self.root} belongs to trace {trace:032x} ({self._searched()}). "
@@ -320,7 +428,8 @@ class Catalog:
         """
         runs = self.trace(trace)
         for timeline in dict.fromkeys(t for t, _ in runs):
-            found = timeline.find_span(trace, span)
+            with timeline.lock:
+                found = timeline.find_span(trace, span)
             if found is not None:
                 return timeline, found[0], found[1]
         hosts = {run.host_span_id for _, run in runs}
@@ -469,6 +578,10 @@ def summary_json(summary: SessionSummary, timeline: SessionTimeline) -> dict[str
         "runs": len(timeline.runs),
         "records": timeline.records,
         "bytes": timeline.end_offset,
+        "source": summary.source or "loopscribe",
+        # Run time, by the source's clock (an imported session was recorded long after).
+        "duration_us": None,
+        **timeline.facts(),
     }
 
 

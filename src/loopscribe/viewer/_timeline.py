@@ -25,12 +25,15 @@ size, so a record can be read back alone with ``os.pread``.
 from __future__ import annotations
 
 import os
+import threading
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
+
+import orjson
 
 from .. import events as ev
 from .._errors import FormatError
@@ -40,12 +43,18 @@ from .._model import Execution, Record
 from .._reader import to_record
 from ..otel._bridge import TERMINAL_TYPES, _error_type
 from ..otel._ids import parse_traceparent, run_span_id, span_id, trace_id
+from ._preview import error_text, preview
 
 __all__ = ["Bar", "BarState", "RunTimeline", "SessionTimeline", "load_timeline"]
 
 BarState = Literal["ok", "error", "open", "incomplete"]
 
 _BLOCK_BYTES = 1 << 16
+MINIMAP_BUCKETS = 240
+"""Time buckets of a run's minimap: attempts started, and failed attempts, per bucket."""
+_ERRORS_LISTED = 500
+"""Failed attempts a timeline lists by name; the minimap still counts every one."""
+_INPUT_TYPES = frozenset({ev.MODEL_REQUEST, ev.TOOL_EXEC_START, ev.TOOL_INVOKE_START})
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -84,6 +93,20 @@ class Bar:
     output_tokens: int | None = None
     retried: bool = False
     """A later attempt of the same execution exists."""
+    input_seq: int | None = None
+    """The record that says what went in (``model_request``, ``tool_exec_start``)."""
+    end_seq: int | None = None
+    """The terminal record."""
+    preview: str | None = None
+    """One line of what went in: the prompt, the tool's arguments (read on demand)."""
+    outcome: str | None = None
+    """One line of what came out: the reply, the result, the error's message (on demand)."""
+    error_text: str | None = None
+    """The error's message (or an ``is_error`` result), for a failed attempt (on demand)."""
+    previewed: bool = False
+    """The three previews above were read from the file."""
+    committed: bool = False
+    """A ``message_end`` of this attempt committed its message."""
 
     @property
     def key(self) -> tuple[str, int]:
@@ -159,6 +182,12 @@ class RunTimeline:
     """Seqs of the run's records outside any execution (run_start, checkpoints, ...)."""
     latest: dict[str, int] = field(default_factory=dict)
     by_span: dict[int, tuple[str, int]] = field(default_factory=dict)
+    commits: bool = False
+    """The run has ``message_end`` records: its host commits messages."""
+    reader: Callable[[int], Mapping[str, Any] | None] | None = None
+    """Reads one record (parsed) by seq, for the previews of the bars a page shows."""
+    _rows: tuple[tuple[int, int], list[tuple[int, str, list[Bar]]]] | None = None
+    _derived: tuple[tuple[int, int, int], dict[str, Any]] | None = None
 
     @property
     def closed(self) -> bool:
@@ -198,7 +227,16 @@ class RunTimeline:
 
         All attempts of one execution share a row, so a retry sits beside the
         attempt it replaces; children follow their parent, in start order.
+        The result is cached until the run grows.
         """
+        stamp = (len(self.bars), self.seq_last)
+        if self._rows is not None and self._rows[0] == stamp:
+            return self._rows[1]
+        rows = self._build_rows()
+        self._rows = (stamp, rows)
+        return rows
+
+    def _build_rows(self) -> list[tuple[int, str, list[Bar]]]:
         attempts: dict[str, list[Bar]] = {}
         for bar in sorted(self.bars.values(), key=lambda b: b.order):
             attempts.setdefault(bar.execution.id, []).append(bar)
@@ -222,23 +260,65 @@ class RunTimeline:
         out.extend((0, e, attempts[e]) for e in attempts if e not in seen)
         return out
 
-    def to_json(self) -> dict[str, Any]:
-        """The run as the viewer's timeline JSON: references and labels, never bodies."""
-        t0 = epoch_us(self.first_ts)
-        final = self.final_ts
-        has_children = {bar.execution.parent_id for bar in self.bars.values()}
+    def to_json(
+        self,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+        collapsed: frozenset[str] = frozenset(),
+        select: int | None = None,
+    ) -> dict[str, Any]:
+        """The run as the viewer's timeline JSON: references, labels and previews, never bodies.
+
+        Args:
+            offset: The first visible row to include.
+            limit: How many visible rows to include (``None``: all). A run of
+                100,000 tool calls is sent a page at a time.
+            collapsed: Execution IDs whose subtrees are folded into their row.
+            select: A span ID to show: its page is returned (``offset`` is
+                moved to it) and any collapsed row hiding it is opened.
+
+        Returns:
+            The run's labels and counts, ``rows`` (the page), ``total_rows``
+            (visible rows in all), ``minimap`` (bars and errors per time
+            bucket over the whole run) and ``errors`` (the failed attempts).
+        """
+        derived = self._derive()
+        t0, final = derived["t0"], derived["final"]
+        every = self.rows()
+        sizes = derived["sizes"]
+        where = None
+        if select is not None and (key := self.by_span.get(select)) is not None:
+            where = next((i for i, row in enumerate(every) if row[1] == key[0]), None)
+        if where is not None and collapsed:
+            collapsed = collapsed - _ancestors(every, where)
+        visible = _visible(every, sizes, collapsed)
+        if limit is None:
+            offset, page = 0, visible
+        else:
+            limit = max(1, limit)
+            if where is not None and where in visible:
+                offset = visible.index(where) // limit * limit
+            offset = max(0, min(offset, max(0, len(visible) - 1) // limit * limit))
+            page = visible[offset : offset + limit]
+        self._fill_previews([bar for index in page for bar in every[index][2]])
         rows = []
-        for depth, exec_id, bars in self.rows():
+        for index in page:
+            depth, exec_id, bars = every[index]
             rows.append(
                 {
                     "id": exec_id,
                     "kind": bars[0].execution.kind,
                     "depth": depth,
                     "label": bars[-1].label,
-                    "leaf": exec_id not in has_children,
+                    "leaf": sizes[index] == 0,
+                    "descendants": sizes[index],
+                    "collapsed": exec_id in collapsed and sizes[index] > 0,
+                    "index": index,
                     "bars": [_bar_json(bar, t0, final) for bar in bars],
                 }
             )
+        duration = self.duration_us()
         return {
             "session_id": self.session_id,
             "run_id": self.run_id,
@@ -248,7 +328,7 @@ class RunTimeline:
             "start": iso(self.start),
             "end": iso(self.end),
             "t0": iso(self.first_ts),
-            "duration_us": self.duration_us(),
+            "duration_us": duration,
             "closed": self.closed,
             "state": self.state,
             "agent": self.agent,
@@ -257,8 +337,95 @@ class RunTimeline:
             "seq_last": self.seq_last,
             "records": list(self.records),
             "rows": rows,
+            "offset": offset,
+            "limit": limit,
+            "total_rows": len(visible),
+            "all_rows": len(every),
+            "collapsed": sorted(collapsed),
+            "minimap": derived["minimap"],
+            "errors": self._errors(derived["errors"], t0, final),
+            "counts": derived["counts"],
+        }
+
+    def _minimap(self, t0: int, final: datetime, duration: int) -> dict[str, Any]:
+        buckets = MINIMAP_BUCKETS
+        bars = [0] * buckets
+        errors = [0] * buckets
+        scale = buckets / max(duration, 1)
+        end_us = epoch_us(final)
+        for bar in self.bars.values():
+            start = epoch_us(bar.start) - t0
+            end = epoch_us(bar.end) - t0 if bar.end is not None else end_us - t0
+            first = min(buckets - 1, max(0, int(start * scale)))
+            if bar.state != "error":
+                bars[first] += 1  # activity: where attempts start
+                continue
+            last = min(buckets - 1, max(first, int(end * scale)))
+            for i in range(first, last + 1):
+                errors[i] += 1  # a failure covers its whole time
+        return {"buckets": buckets, "bars": bars, "errors": errors}
+
+    def _derive(self) -> dict[str, Any]:
+        """What every page of the timeline shares, cached until the run changes."""
+        stamp = (len(self.bars), self.seq_last, self._ended())
+        if self._derived is not None and self._derived[0] == stamp:
+            return self._derived[1]
+        t0 = epoch_us(self.first_ts)
+        final = self.final_ts
+        duration = self.duration_us()
+        failed = [bar for bar in self.bars.values() if bar.state == "error"]
+        derived = {
+            "t0": t0,
+            "final": final,
+            "sizes": _subtree_sizes(self.rows()),
+            "minimap": self._minimap(t0, final, duration),
+            "errors": failed[:_ERRORS_LISTED],
             "counts": self.counts(),
         }
+        self._derived = (stamp, derived)
+        return derived
+
+    def _ended(self) -> int:
+        return -1 if self.end is None else epoch_us(self.end)
+
+    def _fill_previews(self, bars: list[Bar]) -> None:
+        """Read the one-line previews of ``bars`` from their records (once per bar)."""
+        if self.reader is None:
+            return
+        for bar in bars:
+            if bar.previewed or (bar.input_seq is None and bar.end_seq is None):
+                continue
+            if bar.input_seq is not None:
+                record = self.reader(bar.input_seq)
+                if record is not None:
+                    bar.preview = preview(str(record.get("type")), _mapping(record.get("data")))
+            if bar.end_seq is not None:
+                record = self.reader(bar.end_seq)
+                if record is not None:
+                    data = _mapping(record.get("data"))
+                    bar.outcome = preview(str(record.get("type")), data)
+                    if bar.state == "error":
+                        bar.error_text = error_text(data) or bar.outcome
+            bar.previewed = bar.end_seq is not None
+
+    def _errors(self, failed: list[Bar], t0: int, final: datetime) -> list[dict[str, Any]]:
+        self._fill_previews(failed)
+        out = []
+        for bar in failed:
+            if bar.state == "error":
+                out.append(
+                    {
+                        "span_id": f"{bar.span_id:016x}",
+                        "id": bar.execution.id,
+                        "attempt": bar.execution.attempt,
+                        "name": bar.name,
+                        "error_type": bar.error_type,
+                        "error_text": bar.error_text,
+                        "start_us": epoch_us(bar.start) - t0,
+                        "end_us": epoch_us(bar.end or final) - t0,
+                    }
+                )
+        return out
 
     def counts(self) -> dict[str, int]:
         """Model calls, tool calls, errors and retries (each attempt counts)."""
@@ -270,6 +437,47 @@ class RunTimeline:
             "errors": sum(1 for b in bars if b.state == "error"),
             "retries": sum(1 for b in bars if b.execution.attempt > 1),
         }
+
+
+def _subtree_sizes(rows: list[tuple[int, str, list[Bar]]]) -> list[int]:
+    """For each depth-first row, how many rows below it belong to its subtree."""
+    sizes = [0] * len(rows)
+    stack: list[int] = []
+    for i, (depth, _, _) in enumerate(rows):
+        while stack and rows[stack[-1]][0] >= depth:
+            top = stack.pop()
+            sizes[top] = i - top - 1
+        stack.append(i)
+    for top in stack:
+        sizes[top] = len(rows) - top - 1
+    return sizes
+
+
+def _ancestors(rows: list[tuple[int, str, list[Bar]]], index: int) -> frozenset[str]:
+    """The execution IDs of the rows above ``index`` in its subtree path."""
+    out = set()
+    depth = rows[index][0]
+    for i in range(index - 1, -1, -1):
+        if depth == 0:
+            break
+        if rows[i][0] < depth:
+            depth = rows[i][0]
+            out.add(rows[i][1])
+    return frozenset(out)
+
+
+def _visible(
+    rows: list[tuple[int, str, list[Bar]]], sizes: list[int], collapsed: frozenset[str]
+) -> list[int]:
+    """Indexes of the rows not hidden inside a collapsed row's subtree."""
+    if not collapsed:
+        return list(range(len(rows)))
+    out = []
+    i = 0
+    while i < len(rows):
+        out.append(i)
+        i += 1 + sizes[i] if rows[i][1] in collapsed else 1
+    return out
 
 
 def _bar_json(bar: Bar, t0: int, final: datetime) -> dict[str, Any]:
@@ -299,6 +507,9 @@ def _bar_json(bar: Bar, t0: int, final: datetime) -> dict[str, Any]:
         "agent": bar.agent,
         "input_tokens": bar.input_tokens,
         "output_tokens": bar.output_tokens,
+        "preview": bar.preview,
+        "outcome": bar.outcome,
+        "error_text": bar.error_text,
     }
 
 
@@ -319,6 +530,9 @@ class SessionTimeline:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self.lock = threading.RLock()
+        """Held while the fold grows, and by a request that reads it (see ``Catalog``)."""
+        self._facts: tuple[int, dict[str, Any]] | None = None
         self._reset(None)
 
     def _reset(self, st: os.stat_result | None) -> None:
@@ -354,6 +568,22 @@ class SessionTimeline:
         if 0 <= seq < len(self._offsets):
             return self._offsets[seq], self._sizes[seq]
         return None
+
+    def read_record(self, seq: int) -> dict[str, Any] | None:
+        """Record ``seq`` parsed from its line (one ``os.pread``), or ``None`` if unreadable."""
+        where = self.locate(seq)
+        if where is None:
+            return None
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                raw = os.pread(fd, where[1], where[0])
+            finally:
+                os.close(fd)
+            obj = orjson.loads(raw)
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        return obj if isinstance(obj, dict) and obj.get("seq") == seq else None
 
     def refresh(self, st: os.stat_result | None = None) -> bool:
         """Read what was appended since the last call.
@@ -419,6 +649,8 @@ class SessionTimeline:
         run.seq_last = record.seq
         run.last_ts = max(run.last_ts, record.ts)
         execution = record.execution
+        if record.type == ev.MESSAGE_END:
+            run.commits = True
         if execution is None:
             run.records.append(record.seq)
             if record.type == ev.RUN_CLOSE:
@@ -433,12 +665,18 @@ class SessionTimeline:
         if bar is None:
             bar = self._new_bar(run, record, execution)
         bar.seqs.append(record.seq)
+        if record.type == ev.MESSAGE_END:
+            bar.committed = True
         if bar.state != "open":
             return  # a late record (retry_scheduled, message_end): listed, not timed
         bar.seq_last = record.seq
         bar.absorb(record)
-        if record.type in TERMINAL_TYPES:
+        if record.type in _INPUT_TYPES:
+            if bar.input_seq is None:
+                bar.input_seq = record.seq
+        elif record.type in TERMINAL_TYPES:
             bar.end = record.ts
+            bar.end_seq = record.seq
             bar.error_type = _error_type(record.data)
             bar.state = "error" if bar.error_type else "ok"
 
@@ -449,6 +687,7 @@ class SessionTimeline:
             host = parse_traceparent(record.data.get("traceparent"))
         tid = trace_id(session_id, run_id) if host is None else host.trace_id
         return RunTimeline(
+            reader=self.read_record,
             session_id=session_id,
             run_id=run_id,
             trace_id=tid,
@@ -494,6 +733,56 @@ class SessionTimeline:
     def title(self) -> str | None:
         """The session's title, if it has one."""
         return text(self.metadata.get("title"))
+
+    def facts(self) -> dict[str, Any]:
+        """What a session list shows beside the summary: tool names, models, errors, calls.
+
+        Folded from the bars (no body is read) and cached until the file grows.
+        """
+        if self._facts is not None and self._facts[0] == self.records:
+            return self._facts[1]
+        if not self.lock.acquire(blocking=False):
+            # Another request is reading the file further: what was seen last will do.
+            return self._facts[1] if self._facts is not None else {}
+        try:
+            return self._fold_facts()
+        finally:
+            self.lock.release()
+
+    def _fold_facts(self) -> dict[str, Any]:
+        tools: dict[str, None] = {}
+        models: dict[str, None] = {}
+        errors = model_calls = tool_calls = 0
+        for run in self.runs.values():
+            for bar in run.bars.values():
+                kind = bar.execution.kind
+                if kind == "tool":
+                    tool_calls += 1
+                    if bar.tool and len(tools) < 100:
+                        tools[bar.tool] = None
+                elif kind == "model":
+                    model_calls += 1
+                    model = bar.response_model or bar.model
+                    if model and len(models) < 20:
+                        models[model] = None
+                if bar.state == "error":
+                    errors += 1
+            if run.error_type:
+                errors += 1
+        firsts = [run.first_ts for run in self.runs.values()]
+        finals = [run.final_ts for run in self.runs.values()]
+        facts = {
+            "duration_us": (
+                max(0, epoch_us(max(finals)) - epoch_us(min(firsts))) if firsts else None
+            ),
+            "tools": list(tools),
+            "models": list(models),
+            "errors": errors,
+            "model_calls": model_calls,
+            "tool_calls": tool_calls,
+        }
+        self._facts = (self.records, facts)
+        return facts
 
     def iter_runs(self) -> Iterator[RunTimeline]:
         """The runs, in the order they started."""

@@ -108,6 +108,7 @@
       return getJSON("/api/session/" + enc(sid) + "/span/" + span + "?offset=" + (offset || 0));
     },
     run: function (sid, rid) { return getJSON("/api/session/" + enc(sid) + "/run/" + enc(rid)); },
+    runPage: function (sid, rid, query) { return getJSON("/api/session/" + enc(sid) + "/run/" + enc(rid) + "?" + query); },
     full: function (rec) {
       return fetch("/session/" + enc(rec.session_id) + "/record/" + rec.seq + "/raw")
         .then(function (r) {
@@ -339,12 +340,20 @@
   function RunView(container, session, run, opts) {
     this.container = container;
     this.session = session;
-    this.run = run;
     this.opts = opts || {};
     this.selected = null;
     this.selectedSeqs = -1;
+    this.collapsed = {};
+    (run.collapsed || []).forEach(function (id) { this.collapsed[id] = true; }, this);
+    this.setRun(run);
+    this.view = null; // [start_us, end_us] shown; null: the whole run
     this.render();
   }
+
+  RunView.prototype.setRun = function (run) {
+    this.run = run;
+    this.paged = !REPORT && run.limit !== null && run.limit !== undefined;
+  };
 
   RunView.prototype.bars = function () {
     var out = [];
@@ -359,15 +368,37 @@
     return bar ? { bar: bar, span: span, seqs: bar.seqs } : null;
   };
 
+  // Rows shown: a collapsed row hides its subtree. The server pages and folds
+  // rows itself; the report holds every row and folds them here.
+  RunView.prototype.visibleRows = function () {
+    if (this.paged) return this.run.rows;
+    var out = [], rows = this.run.rows, collapsed = this.collapsed;
+    for (var i = 0; i < rows.length; i++) {
+      var row = rows[i];
+      out.push(row);
+      if (collapsed[row.id] && row.descendants) i += row.descendants;
+    }
+    return out;
+  };
+
   RunView.prototype.render = function () {
     this.headEl = h("div", { class: "run-head" });
-    this.timelineEl = h("section", { class: "panel timeline", "aria-label": "timeline" });
-    this.detailsEl = h("aside", { class: "panel details", id: "details" },
+    this.toolsEl = h("div", { class: "tl-tools", role: "toolbar", "aria-label": "timeline zoom" });
+    this.minimapEl = h("div", { class: "minimap", role: "slider", tabindex: "0",
+      "aria-label": "minimap: the whole run; click or drag to move the view" });
+    this.errorsEl = h("div", { class: "tl-errors" });
+    this.timelineEl = h("section", { class: "panel timeline", "aria-label": "timeline", tabindex: "-1" });
+    this.pagerEl = h("div", { class: "pager" });
+    this.detailsEl = h("aside", { class: "panel details", id: "details", "aria-label": "records of the selected bar" },
       h("div", { class: "empty" }, "Select a bar to see its records: messages, tool arguments and results, errors."));
-    fill(this.container, this.headEl, legend(),
-      h("div", { class: "run-grid" }, this.timelineEl, this.detailsEl));
+    fill(this.container, this.headEl, legend(), this.errorsEl,
+      h("div", { class: "run-grid" },
+        h("div", { class: "tl-col" }, this.toolsEl, this.minimapEl, this.timelineEl, this.pagerEl),
+        this.detailsEl));
     this.drawHead();
+    this.drawTools();
     this.drawTimeline();
+    this.bindPan();
     var want = this.opts.select;
     if (want && this.find(want)) this.select(want, true);
   };
@@ -383,71 +414,307 @@
         h("span", null, "duration ", h("b", null, dur(run.duration_us))),
         h("span", null, h("b", null, num(c.model_calls)), " model calls"),
         h("span", null, h("b", null, num(c.tool_calls)), " tool calls"),
-        h("span", null, h("b", null, num(c.errors)), " errors"),
+        h("span", { class: c.errors ? "has-errors" : null }, h("b", null, num(c.errors)), " errors"),
         h("span", null, h("b", null, num(c.retries)), " retries"),
         h("span", { class: "mono" }, "trace " + run.trace_id)));
+    this.drawErrors();
   };
+
+  function errorLabel(type, text) {
+    // An error without a type name is exported as _OTHER: show what the record says instead.
+    if (type === "_OTHER" || !type) return text || "error";
+    return text ? type + ": " + text : type;
+  }
+
+  RunView.prototype.drawErrors = function () {
+    var errs = this.run.errors || [], self = this;
+    if (!errs.length) { fill(this.errorsEl); return; }
+    var shown = errs.slice(0, 12).map(function (e) {
+      return h("button", { type: "button", class: "err-chip", "data-span": e.span_id,
+        title: e.name + " · " + e.id + " #" + e.attempt + " · " + errorLabel(e.error_type, e.error_text),
+        onclick: function () { self.show(e.span_id); } },
+        h("b", null, e.name), " ", errorLabel(e.error_type, e.error_text));
+    });
+    var more = this.run.counts.errors - shown.length;
+    fill(this.errorsEl, h("span", { class: "err-title" }, "⚠ " + num(this.run.counts.errors) + " failed"), shown,
+      more > 0 ? h("span", { class: "note" }, " and " + num(more) + " more (red on the minimap)") : null);
+  };
+
+  RunView.prototype.window = function () {
+    var total = Math.max(this.run.duration_us, 1);
+    if (!this.view) return [0, total];
+    return this.view;
+  };
+
+  RunView.prototype.zoom = function (factor, centre) {
+    var total = Math.max(this.run.duration_us, 1), w = this.window();
+    var width = w[1] - w[0];
+    var c = centre === undefined ? (w[0] + w[1]) / 2 : centre;
+    var next = Math.min(total, Math.max(width / factor, Math.min(total, 50)));
+    var start = Math.max(0, Math.min(total - next, c - (c - w[0]) / width * next));
+    this.view = next >= total ? null : [start, start + next];
+    this.redraw();
+  };
+
+  RunView.prototype.pan = function (deltaUs) {
+    if (!this.view) return;
+    var total = Math.max(this.run.duration_us, 1), width = this.view[1] - this.view[0];
+    var start = Math.max(0, Math.min(total - width, this.view[0] + deltaUs));
+    this.view = [start, start + width];
+    this.redraw();
+  };
+
+  RunView.prototype.centre = function (us) {
+    var total = Math.max(this.run.duration_us, 1), w = this.window(), width = w[1] - w[0];
+    if (width >= total) return;
+    var start = Math.max(0, Math.min(total - width, us - width / 2));
+    this.view = [start, start + width];
+    this.redraw();
+  };
+
+  RunView.prototype.redraw = function () {
+    this.drawTools();
+    this.drawTimeline();
+  };
+
+  RunView.prototype.drawTools = function () {
+    var self = this, w = this.window(), total = Math.max(this.run.duration_us, 1);
+    var pct = Math.round(total / (w[1] - w[0]) * 100);
+    fill(this.toolsEl,
+      h("button", { type: "button", class: "tool", "data-zoom": "in", title: "zoom in (+, or ctrl + wheel)", "aria-label": "zoom in",
+        onclick: function () { self.zoom(2); } }, "+"),
+      h("button", { type: "button", class: "tool", "data-zoom": "out", title: "zoom out (−)", "aria-label": "zoom out",
+        onclick: function () { self.zoom(0.5); } }, "−"),
+      h("button", { type: "button", class: "tool", "data-zoom": "reset", title: "the whole run (0)", "aria-label": "show the whole run",
+        disabled: !this.view, onclick: function () { self.view = null; self.redraw(); } }, "whole run"),
+      h("span", { class: "note zoom-level" }, pct + "% · " + dur(w[0]) + " – " + dur(w[1]) +
+        (this.view ? " · drag the timeline or use ← → to pan" : "")));
+    this.drawMinimap();
+  };
+
+  RunView.prototype.drawMinimap = function () {
+    var mm = this.run.minimap, self = this, total = Math.max(this.run.duration_us, 1);
+    if (!mm) { fill(this.minimapEl); return; }
+    var max = 1;
+    mm.bars.forEach(function (n, i) { max = Math.max(max, n + mm.errors[i]); });
+    var cols = mm.bars.map(function (n, i) {
+      var e = mm.errors[i];
+      var hgt = n + e ? 15 + 85 * Math.log(1 + n + e) / Math.log(1 + max) : 0;
+      return h("span", { class: "mm-col" + (e ? " mm-err" : ""), style: { height: hgt + "%" } });
+    });
+    var w = this.window();
+    var win = h("span", { class: "mm-window" + (this.view ? "" : " whole"), style: { left: (w[0] / total * 100) + "%", width: Math.max(0.5, (w[1] - w[0]) / total * 100) + "%" } });
+    fill(this.minimapEl, h("span", { class: "mm-cols" }, cols), win);
+    this.minimapEl.setAttribute("aria-valuemin", "0");
+    this.minimapEl.setAttribute("aria-valuemax", String(total));
+    this.minimapEl.setAttribute("aria-valuenow", String(Math.round((w[0] + w[1]) / 2)));
+    if (!this.minimapEl.bound) {
+      this.minimapEl.bound = true;
+      var drag = false;
+      var at = function (ev) {
+        var r = self.minimapEl.getBoundingClientRect();
+        return Math.max(0, Math.min(1, (ev.clientX - r.left) / r.width)) * Math.max(self.run.duration_us, 1);
+      };
+      this.minimapEl.addEventListener("mousedown", function (ev) {
+        drag = true;
+        if (!self.view) self.zoom(8, at(ev)); else self.centre(at(ev));
+        ev.preventDefault();
+      });
+      window.addEventListener("mousemove", function (ev) { if (drag) self.centre(at(ev)); });
+      window.addEventListener("mouseup", function () { drag = false; });
+      this.minimapEl.addEventListener("keydown", function (ev) {
+        var w2 = self.window(), step = (w2[1] - w2[0]) / 4;
+        if (ev.key === "ArrowLeft") { self.pan(-step); ev.preventDefault(); }
+        if (ev.key === "ArrowRight") { self.pan(step); ev.preventDefault(); }
+      });
+    }
+  };
+
+  RunView.prototype.bindPan = function () {
+    var self = this, el = this.timelineEl, start = null;
+    el.addEventListener("wheel", function (ev) {
+      if (!(ev.ctrlKey || ev.metaKey || ev.altKey)) return;
+      var track = el.querySelector(".tl-track:not(.tl-axis)");
+      if (!track) return;
+      var r = track.getBoundingClientRect(), w = self.window();
+      var frac = Math.max(0, Math.min(1, (ev.clientX - r.left) / r.width));
+      self.zoom(ev.deltaY < 0 ? 1.5 : 1 / 1.5, w[0] + frac * (w[1] - w[0]));
+      ev.preventDefault();
+    }, { passive: false });
+    el.addEventListener("mousedown", function (ev) {
+      if (!self.view || ev.target.closest(".bar, .tl-label")) return;
+      start = { x: ev.clientX, view: self.view.slice() };
+      ev.preventDefault();
+    });
+    window.addEventListener("mousemove", function (ev) {
+      if (!start) return;
+      var track = el.querySelector(".tl-track:not(.tl-axis)");
+      var width = track ? track.getBoundingClientRect().width : 600;
+      var us = (start.x - ev.clientX) / width * (start.view[1] - start.view[0]);
+      self.view = start.view.slice();
+      self.pan(us);
+    });
+    window.addEventListener("mouseup", function () { start = null; });
+    el.addEventListener("keydown", function (ev) {
+      if (ev.target.closest && ev.target.closest("input, textarea")) return;
+      var w = self.window(), step = (w[1] - w[0]) / 4;
+      if (ev.key === "+" || ev.key === "=") { self.zoom(2); ev.preventDefault(); }
+      else if (ev.key === "-") { self.zoom(0.5); ev.preventDefault(); }
+      else if (ev.key === "0") { self.view = null; self.redraw(); ev.preventDefault(); }
+      else if (ev.key === "ArrowLeft" && self.view) { self.pan(-step); ev.preventDefault(); }
+      else if (ev.key === "ArrowRight" && self.view) { self.pan(step); ev.preventDefault(); }
+    });
+  };
+
+  // Load another page of rows, or fold a subtree (server: the server pages and folds).
+  RunView.prototype.fetchRows = function (params) {
+    var self = this, run = this.run;
+    var q = ["limit=" + (run.limit || 300), "collapsed=" + enc(Object.keys(this.collapsed).join(","))];
+    if (params.span) q.push("span=" + params.span); else q.push("offset=" + (params.offset || 0));
+    return server.runPage(this.session.id, run.run_id, q.join("&")).then(function (res) {
+      self.setRun(res.run);
+      self.collapsed = {};
+      (res.run.collapsed || []).forEach(function (id) { self.collapsed[id] = true; });
+      self.drawHead();
+      self.redraw();
+    });
+  };
+
+  RunView.prototype.toggle = function (row) {
+    if (this.collapsed[row.id]) delete this.collapsed[row.id]; else this.collapsed[row.id] = true;
+    if (this.paged) this.fetchRows({ offset: this.run.offset });
+    else this.drawTimeline();
+  };
+
+  // Select a bar, loading the page of rows that holds it first when needed.
+  RunView.prototype.show = function (span) {
+    var self = this;
+    if (this.find(span) && this.timelineEl.querySelector('.bar[data-span="' + span + '"]')) { this.select(span, true); return; }
+    if (this.paged) this.fetchRows({ span: span }).then(function () { self.select(span, true); });
+    else {
+      // The report: open any collapsed row above it.
+      var rows = this.run.rows, idx = -1;
+      rows.forEach(function (r, i) { r.bars.forEach(function (b) { if (b.span_id === span) idx = i; }); });
+      if (idx < 0) return;
+      var depth = rows[idx].depth;
+      for (var i = idx - 1; i >= 0 && depth > 0; i--) {
+        if (rows[i].depth < depth) { depth = rows[i].depth; delete this.collapsed[rows[i].id]; }
+      }
+      this.drawTimeline();
+      this.select(span, true);
+    }
+  };
+
+  RunView.prototype.drawPager = function () {
+    var run = this.run, self = this;
+    if (!this.paged || run.total_rows <= run.rows.length) { fill(this.pagerEl); return; }
+    var first = run.offset + 1, last = run.offset + run.rows.length;
+    fill(this.pagerEl,
+      h("button", { type: "button", class: "tool", disabled: run.offset === 0, "data-page": "prev",
+        onclick: function () { self.fetchRows({ offset: Math.max(0, run.offset - run.limit) }); } }, "‹ previous"),
+      h("span", { class: "note" }, "rows " + num(first) + "–" + num(last) + " of " + num(run.total_rows) +
+        (run.total_rows !== run.all_rows ? " shown (" + num(run.all_rows) + " in all)" : "")),
+      h("button", { type: "button", class: "tool", disabled: last >= run.total_rows, "data-page": "next",
+        onclick: function () { self.fetchRows({ offset: run.offset + run.limit }); } }, "next ›"));
+  };
+
+  function previewOf(b) {
+    if (b.state === "error") return { text: "⚠ " + errorLabel(b.error_type, b.error_text), error: true };
+    var parts = [];
+    if (b.preview) parts.push(b.preview);
+    if (b.outcome) parts.push("→ " + b.outcome);
+    return { text: parts.join(" "), error: false };
+  }
 
   RunView.prototype.drawTimeline = function () {
     var run = this.run, self = this;
-    var total = Math.max(run.duration_us, 1);
+    var w = this.window(), span = Math.max(w[1] - w[0], 1);
     var live = this.session.status === "running" && !REPORT;
-    var step = niceStep(total / 6);
+    var step = niceStep(span / 6);
     var axis = h("div", { class: "tl-track tl-axis" });
-    for (var t = 0; t <= total; t += step) {
-      axis.appendChild(h("span", { class: "tick", style: { left: (t / total * 100) + "%" } }, t ? dur(t) : "0"));
+    for (var t = Math.ceil(w[0] / step) * step; t <= w[1]; t += step) {
+      axis.appendChild(h("span", { class: "tick", style: { left: ((t - w[0]) / span * 100) + "%" } }, t ? dur(t) : "0"));
     }
     var rows = [h("div", { class: "tl-row" }, h("div", { class: "tl-label note" }, "execution"), axis)];
 
     function pos(startUs, endUs) {
-      var left = Math.max(0, Math.min(100, startUs / total * 100));
-      var width = Math.max(0, Math.min(100 - left, (endUs - startUs) / total * 100));
-      return { left: left + "%", width: width + "%" };
+      var left = (startUs - w[0]) / span * 100;
+      var right = (endUs - w[0]) / span * 100;
+      if (right < 0 || left > 100) return null;
+      left = Math.max(0, left);
+      right = Math.min(100, right);
+      return { left: left + "%", width: Math.max(0, right - left) + "%" };
     }
     function grid() {
       var g = [];
-      for (var t = step; t < total; t += step) g.push(h("span", { class: "tl-grid", style: { left: (t / total * 100) + "%" } }));
+      for (var t = Math.ceil(w[0] / step) * step; t < w[1]; t += step) {
+        if (t > w[0]) g.push(h("span", { class: "tl-grid", style: { left: ((t - w[0]) / span * 100) + "%" } }));
+      }
       return g;
     }
-    function barEl(b, cls, text, title, span) {
-      var el = h("button", {
-        type: "button", class: "bar " + cls, "data-span": span, title: title,
+    function barEl(b, cls, text, title, spanId) {
+      return h("button", {
+        type: "button", class: "bar " + cls, "data-span": spanId, title: title,
         "aria-label": title, style: b,
-        onclick: function () { self.select(span, false); },
+        onclick: function () { self.select(spanId, false); },
       }, h("span", { class: "bt" }, text));
-      return el;
     }
 
     var runT0 = usOf(run.t0);
     var runStart = usOf(run.start) - runT0;
     var runEnd = run.duration_us;
     var runTitle = "run " + run.run_id + " · " + run.state + " · " + dur(runEnd - runStart);
-    var runBar = barEl(pos(runStart, runEnd), "k-run s-" + run.state + (live && run.state === "open" ? " live" : ""),
-      dur(runEnd - runStart), runTitle, run.span_id);
+    var runPos = pos(runStart, runEnd);
     rows.push(h("div", { class: "tl-row", "data-span": run.span_id },
       h("div", { class: "tl-label", title: "run " + run.run_id },
         h("span", { class: "kind k-run" }, "run"), run.agent || "invoke_agent", h("span", { class: "rid" }, run.run_id.slice(0, 8))),
-      h("div", { class: "tl-track" }, grid(), runBar)));
+      h("div", { class: "tl-track" }, grid(), runPos ? barEl(runPos, "k-run s-" + run.state + (live && run.state === "open" ? " live" : ""),
+        dur(runEnd - runStart), runTitle, run.span_id) : null)));
 
-    run.rows.forEach(function (row) {
+    this.visibleRows().forEach(function (row) {
       var track = h("div", { class: "tl-track" }, grid());
+      var failed = false;
       row.bars.forEach(function (b) {
+        if (b.state === "error") failed = true;
+        var p = pos(b.start_us, b.end_us);
         var d = b.end_us - b.start_us;
-        var text = (b.attempt > 1 ? "#" + b.attempt + " " : "") + dur(d);
         var title = b.name + " · " + b.id + " · attempt " + b.attempt + " · " + b.state +
-          (b.error_type ? " (" + b.error_type + ")" : "") + " · " + dur(d);
+          (b.state === "error" ? " (" + errorLabel(b.error_type, b.error_text) + ")" : "") + " · " + dur(d);
+        if (!p) {
+          // Out of the zoomed window: an error still shows, as a mark at the edge.
+          if (b.state === "error") {
+            var edge = b.end_us < w[0] ? "left" : "right";
+            track.appendChild(h("button", { type: "button", class: "err-edge " + edge, "data-span": b.span_id, title: title,
+              "aria-label": title, onclick: function () { self.select(b.span_id, false); } }, edge === "left" ? "◂⚠" : "⚠▸"));
+          }
+          return;
+        }
+        var text = (b.attempt > 1 ? "#" + b.attempt + " " : "") + dur(d);
         var cls = "k-" + kindClass(b.kind) + " s-" + b.state + (b.retried ? " retried" : "") +
           (live && b.state === "open" ? " live" : "");
-        var el = barEl(pos(b.start_us, b.end_us), cls, text, title, b.span_id);
+        var el = barEl(p, cls, text, title, b.span_id);
         el.style.setProperty("--kc", "var(--" + kindClass(b.kind) + ")");
         track.appendChild(el);
       });
-      var label = h("div", { class: "tl-label", title: row.kind + " " + row.id, style: { paddingLeft: (10 + row.depth * 14) + "px" } },
-        h("span", { class: "kind k-" + kindClass(row.kind) }, row.kind), row.label,
-        row.label !== row.id ? h("span", { class: "rid" }, row.id) : null);
-      rows.push(h("div", { class: "tl-row", "data-exec": row.id }, label, track));
+      var last = row.bars[row.bars.length - 1];
+      var pv = previewOf(failed && last.state !== "error" ? row.bars.filter(function (b) { return b.state === "error"; })[0] : last);
+      var toggle = row.descendants ? h("button", {
+        type: "button", class: "twisty", "aria-expanded": self.collapsed[row.id] ? "false" : "true",
+        "aria-label": (self.collapsed[row.id] ? "expand " : "collapse ") + row.label + " (" + row.descendants + " below)",
+        title: (self.collapsed[row.id] ? "show " : "hide ") + num(row.descendants) + " rows below",
+        onclick: function (ev) { ev.stopPropagation(); self.toggle(row); },
+      }, self.collapsed[row.id] ? "▸" : "▾") : h("span", { class: "twisty-pad" });
+      var label = h("div", { class: "tl-label" + (failed ? " failed" : ""), title: row.kind + " " + row.id + (pv.text ? "\n" + pv.text : ""),
+        style: { paddingLeft: (4 + row.depth * 14) + "px" } },
+        h("div", { class: "tl-name" }, toggle,
+          h("span", { class: "kind k-" + kindClass(row.kind) }, row.kind), row.label,
+          row.label !== row.id ? h("span", { class: "rid" }, row.id) : null,
+          self.collapsed[row.id] ? h("span", { class: "folded" }, " +" + num(row.descendants)) : null),
+        pv.text ? h("div", { class: "tl-preview" + (pv.error ? " err" : "") }, pv.text) : null);
+      rows.push(h("div", { class: "tl-row" + (failed ? " failed" : ""), "data-exec": row.id }, label, track));
     });
     fill(this.timelineEl, rows);
+    this.drawPager();
     // A bar too narrow for its text shows the text beside it, unless the next
     // bar of the row is in the way (the tooltip still has it).
     Array.prototype.forEach.call(this.timelineEl.querySelectorAll(".tl-track"), function (track) {
@@ -503,6 +770,7 @@
       fact("parent", bar.parent_id ? h("span", { class: "mono" }, bar.parent_id) : "the run");
       if (bar.model) fact("model", bar.model + (bar.provider ? " · " + bar.provider : ""));
       if (bar.tool) fact("tool", bar.tool);
+      if (bar.state === "error") fact("error", h("span", { class: "err" }, errorLabel(bar.error_type, bar.error_text)), true);
       if (bar.agent) fact("agent", bar.agent);
       if (bar.input_tokens !== null || bar.output_tokens !== null) fact("tokens", num(bar.input_tokens) + " in / " + num(bar.output_tokens) + " out");
       fact("start", when(bar.start));
@@ -547,11 +815,11 @@
 
   RunView.prototype.update = function (run, session) {
     var seqLast = this.run.seq_last;
-    this.run = run;
+    this.setRun(run);
     this.session = session;
     if (run.seq_last === seqLast && session.status === "running") return;
     this.drawHead();
-    this.drawTimeline();
+    this.redraw();
     if (this.selected) {
       var found = this.find(this.selected);
       if (found && found.seqs.length !== this.selectedSeqs) {
@@ -561,32 +829,309 @@
     }
   };
 
+  // The same page of rows, again (a live session grows).
+  RunView.prototype.query = function () {
+    var run = this.run;
+    return "limit=" + (run.limit || 300) + "&offset=" + (run.offset || 0) +
+      "&collapsed=" + enc(Object.keys(this.collapsed).join(","));
+  };
+
   // -- pages --------------------------------------------------------------------------------
+
+  // -- the session list: search and filters ----------------------------------------------
 
   function sessionsPage() {
     setCrumbs([["sessions", null]]);
-    var rows = DATA.sessions.map(function (s) {
+    var all = DATA.sessions;
+    var textHits = null, textQuery = "", timer = null;
+    function options(values) {
+      return values.filter(function (v, i) { return v && values.indexOf(v) === i; }).sort();
+    }
+    var search = h("input", { type: "search", id: "q", placeholder: "search title, model, tool, source, text…",
+      "aria-label": "search sessions: title, model, tool names, source, and the text of their records", autocomplete: "off" });
+    var source = h("select", { id: "f-source", "aria-label": "source" }, h("option", { value: "" }, "any source"),
+      options(all.map(function (s) { return s.source; })).map(function (v) { return h("option", { value: v }, v); }));
+    var status = h("select", { id: "f-status", "aria-label": "status" }, h("option", { value: "" }, "any status"),
+      options(all.map(function (s) { return s.status; })).map(function (v) { return h("option", { value: v }, v); }));
+    var errors = h("input", { type: "checkbox", id: "f-errors" });
+    var count = h("span", { class: "note", id: "count", "aria-live": "polite" });
+    var tbody = h("tbody");
+    function haystack(s) {
+      return [s.title, s.id, s.model, s.source, s.agent_name, s.file].concat(s.tools || [], s.models || [])
+        .filter(Boolean).join("\n").toLowerCase();
+    }
+    all.forEach(function (s) { s._hay = haystack(s); });
+    function row(s) {
       return h("tr", { "data-session": s.id },
         h("td", null, h("a", { href: "/session/" + enc(s.id) }, sessionName(s)),
-          h("div", { class: "tag" }, s.id)),
+          h("div", { class: "tag" }, s.id),
+          s.tools && s.tools.length ? h("div", { class: "tools-list", title: s.tools.join(", ") }, s.tools.slice(0, 6).join(" · ") +
+            (s.tools.length > 6 ? " · +" + (s.tools.length - 6) : "")) : null),
+        h("td", null, chip(s.source || "–", "src")),
         h("td", null, chip(s.status, "st-" + s.status)),
         h("td", null, s.model || "–"),
+        h("td", { class: "num" }, dur(s.duration_us)),
         h("td", { class: "num" }, num(s.runs)),
         h("td", { class: "num" }, num(s.messages)),
+        h("td", { class: "num" }, num(s.tool_calls)),
+        h("td", { class: "num" + (s.errors ? " has-errors" : "") }, s.errors ? "⚠ " + num(s.errors) : "0"),
         h("td", { class: "num" }, num(s.input_tokens) + " / " + num(s.output_tokens)),
         h("td", null, when(s.updated)));
+    }
+    function apply() {
+      var q = search.value.trim().toLowerCase();
+      var shown = all.filter(function (s) {
+        if (source.value && s.source !== source.value) return false;
+        if (status.value && s.status !== status.value) return false;
+        if (errors.checked && !s.errors) return false;
+        if (!q) return true;
+        if (s._hay.indexOf(q) >= 0) return true;
+        return textHits !== null && textQuery === q && textHits[s.id];
+      });
+      fill(tbody, shown.map(row));
+      count.textContent = shown.length === all.length ? num(all.length) + " sessions" :
+        num(shown.length) + " of " + num(all.length) + " sessions";
+    }
+    function searchText() {
+      var q = search.value.trim().toLowerCase();
+      if (REPORT || !q) { textHits = null; apply(); return; }
+      getJSON("/api/sessions?text=" + enc(q)).then(function (res) {
+        if (search.value.trim().toLowerCase() !== q) return;
+        textHits = {};
+        textQuery = q;
+        res.sessions.forEach(function (s) { textHits[s.id] = true; });
+        apply();
+      }).catch(function () { /* the title/model filter still applies */ });
+    }
+    search.addEventListener("input", function () {
+      apply();
+      clearTimeout(timer);
+      timer = setTimeout(searchText, 250);
     });
+    [source, status, errors].forEach(function (el) { el.addEventListener("change", apply); });
     fill(app,
       h("h1", null, "Sessions"),
       h("p", { class: "note" }, DATA.root),
-      DATA.sessions.length ? h("table", { class: "list" },
-        h("thead", null, h("tr", null, h("th", null, "session"), h("th", null, "status"), h("th", null, "model"),
-          h("th", { class: "num" }, "runs"), h("th", { class: "num" }, "messages"),
-          h("th", { class: "num" }, "tokens in / out"), h("th", null, "updated"))),
-        h("tbody", null, rows)) : h("p", { class: "note" }, "No session files here yet."),
+      all.length ? [
+        h("div", { class: "filters", role: "search" }, search, source, status,
+          h("label", { for: "f-errors" }, errors, " with errors"), count),
+        h("table", { class: "list sessions" },
+          h("thead", null, h("tr", null, h("th", null, "session"), h("th", null, "source"), h("th", null, "status"),
+            h("th", null, "model"), h("th", { class: "num" }, "duration"), h("th", { class: "num" }, "runs"),
+            h("th", { class: "num" }, "messages"), h("th", { class: "num" }, "tool calls"), h("th", { class: "num" }, "errors"),
+            h("th", { class: "num" }, "tokens in / out"), h("th", null, "updated"))),
+          tbody)] : h("p", { class: "note" }, "No session files here yet."),
+      DATA.indexing && DATA.indexing.length ? h("p", { class: "note" }, DATA.indexing.length + " large file(s) still being read; reload in a moment.") : null,
       DATA.skipped.length ? h("details", null, h("summary", null, DATA.skipped.length + " files skipped"),
         h("ul", null, DATA.skipped.map(function (s) { return h("li", { class: "mono" }, s.file + ": " + s.error); }))) : null);
+    apply();
   }
+
+  // -- the conversation ---------------------------------------------------------------------
+
+  function blockType(b) { return b && typeof b === "object" && !Array.isArray(b) ? (b.$ls || b.type) : null; }
+
+  function Conversation(sid, data) {
+    this.sid = sid;
+    this.el = h("div", { class: "convo", role: "log", "aria-label": "conversation" });
+    this.stack = [{ thread: null, el: this.el }];
+    this.calls = {};    // tool call ids already shown (in a message or as a call)
+    this.results = {};  // tool call ids whose result was shown
+    this.moreEl = h("div", { class: "convo-more" });
+    this.root = h("div", null, this.el, this.moreEl);
+    this.add(data);
+  }
+
+  Conversation.prototype.add = function (data) {
+    var self = this;
+    data.items.forEach(function (item) { self.item(item); });
+    if (data.next !== null && data.next !== undefined && !REPORT) {
+      fill(this.moreEl, h("button", { class: "more", type: "button", onclick: function (ev) {
+        ev.target.disabled = true; ev.target.textContent = "loading…";
+        getJSON("/api/session/" + enc(self.sid) + "/conversation?from=" + data.next).then(function (res) { self.add(res); })
+          .catch(function (err) { fill(self.moreEl, h("div", { class: "error-box" }, "could not load more: " + err.message)); });
+      } }, "load more of the conversation (record " + num(data.next) + " of " + num(data.records) + ")"));
+    } else fill(this.moreEl);
+  };
+
+  // The container an item goes into: its subagent's thread, nested as deep as it is.
+  Conversation.prototype.container = function (item) {
+    var depth = item.depth || 0;
+    while (this.stack.length - 1 > depth) this.stack.pop();
+    if (depth > 0 && this.stack[this.stack.length - 1].thread !== item.thread) {
+      if (this.stack.length - 1 === depth) this.stack.pop();
+      while (this.stack.length - 1 < depth) {
+        var parent = this.stack[this.stack.length - 1].el;
+        var body = h("div", { class: "thread-body" });
+        var name = item.thread_agent || item.thread;
+        var th = h("details", { class: "thread", open: true, "data-thread": item.thread },
+          h("summary", null, h("span", { class: "kind k-agent" }, "subagent"), " ", name,
+            h("span", { class: "tag" }, "  " + item.thread)), body);
+        parent.appendChild(th);
+        this.stack.push({ thread: item.thread, el: body });
+      }
+    }
+    return this.stack[this.stack.length - 1].el;
+  };
+
+  Conversation.prototype.links = function (item) {
+    if (REPORT) return null;
+    return h("span", { class: "ci-links" },
+      h("a", { href: "/session/" + enc(this.sid) + "/record/" + item.seq, title: "record " + item.seq + " (" + item.type + ")" }, "#" + item.seq),
+      item.run_id && item.span_id ? h("a", { href: "/session/" + enc(this.sid) + "/run/" + enc(item.run_id) + "?span=" + item.span_id,
+        class: "to-timeline", title: "this item's bar on the run's timeline" }, "timeline") : null);
+  };
+
+  Conversation.prototype.item = function (item) {
+    var ctx = new Ctx({ seq: item.seq, cuts: (item.cuts || []).map(function (c) { return Object.assign({}, c, { path: ["body"].concat(c.path) }); }) }, null);
+    var el = null, body = item.body;
+    if (item.kind === "message") el = this.message(item, body, ctx);
+    else if (item.kind === "tool_call") {
+      if (item.call_id && this.calls[item.call_id]) return;
+      this.calls[item.call_id] = true;
+      el = h("div", { class: "ci ci-call" }, this.call(item.tool, body, item.call_id, ["body"], ctx, this.links(item)));
+    } else if (item.kind === "tool_result") {
+      if (item.call_id && this.results[item.call_id]) return;
+      this.results[item.call_id] = true;
+      el = h("div", { class: "ci ci-result" }, this.result(item.tool, body, item.is_error, item.error, item.error_text, ["body"], ctx, this.links(item)));
+    } else if (item.kind === "error") {
+      el = h("div", { class: "ci ci-error" }, h("div", { class: "ci-head" }, h("span", { class: "who err" }, "error"), this.links(item)),
+        renderError(body, ["body"], ctx), item.error_text && body && body.type === undefined ? h("div", null, item.error_text) : null);
+    } else if (item.kind === "agent") {
+      if (item.event === "agent_end" && body) {
+        el = h("div", { class: "ci ci-error" }, h("div", { class: "ci-head" }, h("span", { class: "who err" }, "subagent failed"), this.links(item)),
+          renderError(body, ["body"], ctx));
+      } else return this.container(item) && undefined;
+    } else if (item.kind === "note") {
+      el = h("details", { class: "ci ci-note" }, h("summary", null, item.note === "compaction" ? "context compacted: summary" : "context transformed: summary", " ", this.links(item)),
+        renderValue(body, ["body"], ctx));
+    }
+    if (!el) return;
+    el.setAttribute("data-seq", item.seq);
+    el.setAttribute("data-kind", item.kind);
+    if (item.span_id) el.setAttribute("data-span", item.span_id);
+    this.container(item).appendChild(el);
+  };
+
+  Conversation.prototype.call = function (name, args, id, path, ctx, links) {
+    var shown = args === undefined || args === null ? "" : typeof args === "string" ? args : JSON.stringify(args);
+    return h("details", { class: "call", "data-call": id || null },
+      h("summary", null, h("span", { class: "arrow" }, "→ "), h("span", { class: "tn" }, name || "tool"),
+        h("span", { class: "args-line" }, "(" + (shown.length > 140 ? shown.slice(0, 139) + "…" : shown) + ")"), links || null),
+      h("div", { class: "call-body" }, id ? h("div", { class: "tag" }, "call " + id) : null,
+        args === undefined ? null : renderValue(args, path, ctx)));
+  };
+
+  Conversation.prototype.result = function (name, value, isError, error, errorText, path, ctx, links) {
+    var line = errorText || textOf(value);
+    return h("details", { class: "result" + (isError ? " failed" : ""), open: isError ? true : null },
+      h("summary", null, h("span", { class: "arrow" }, isError ? "⚠ " : "← "), h("span", { class: "tn" }, (name || "tool") + (isError ? " failed" : " result")),
+        h("span", { class: "args-line" }, line ? " " + (line.length > 160 ? line.slice(0, 159) + "…" : line) : ""), links || null),
+      h("div", { class: "call-body" },
+        error ? renderError(error, ["error"], ctx) : null,
+        value === undefined || value === null ? null : renderValue(value, path, ctx)));
+  };
+
+  function textOf(v) {
+    // The readable text of a value, for one summary line.
+    if (v === null || v === undefined) return "";
+    if (typeof v === "string") return v.replace(/\s+/g, " ");
+    if (Array.isArray(v)) return v.map(textOf).join(" ").trim();
+    if (typeof v === "object") {
+      if (typeof v.text === "string") return v.text.replace(/\s+/g, " ");
+      if (v.content !== undefined) return textOf(v.content);
+      if (v.output !== undefined) return textOf(v.output);
+      return JSON.stringify(v);
+    }
+    return String(v);
+  }
+
+  Conversation.prototype.message = function (item, m, ctx) {
+    var self = this;
+    if (!m || typeof m !== "object" || Array.isArray(m)) {
+      return h("div", { class: "ci bubble role-other" }, h("div", { class: "ci-head" }, h("span", { class: "who" }, item.role || "message"), this.links(item)),
+        renderValue(m, ["body"], ctx));
+    }
+    var bare = blockType(m);
+    if (!m.role && (bare === "reasoning" || bare === "thinking" || bare === "function_call" || bare === "function_call_output")) {
+      // A Codex (OpenAI Responses) item recorded as a message: reasoning, a call, its output.
+      return h("div", { class: "ci ci-item" }, h("div", { class: "ci-head" }, h("span", { class: "who" }, bare.replace(/_/g, " ")), this.links(item)),
+        this.block(m, ["body"], ctx));
+    }
+    var role = m.role || (m.$ls === "tool_result" ? "tool" : m.$ls) || item.role || "message";
+    if (role === "tool" || role === "tool_result") {
+      var callId = m.tool_call_id || m.tool_use_id;
+      if (callId && this.results[callId]) return null;
+      this.results[callId] = true;
+      return h("div", { class: "ci ci-result" }, this.result(m.tool_name || m.name, m.content, m.is_error === true, null, null, ["body", "content"], ctx, this.links(item)));
+    }
+    var parts = [];
+    var content = m.content;
+    var path = ["body", "content"];
+    if (typeof content === "string") parts.push(renderString(content, path, ctx));
+    else if (Array.isArray(content)) content.forEach(function (b, i) { parts.push(self.block(b, path.concat([i]), ctx)); });
+    else if (content !== undefined && content !== null) parts.push(renderValue(content, path, ctx));
+    // OpenAI: tool calls beside the content; a refusal; a legacy function call.
+    if (Array.isArray(m.tool_calls)) m.tool_calls.forEach(function (c, i) { parts.push(self.block(c, ["body", "tool_calls", i], ctx)); });
+    if (m.function_call && typeof m.function_call === "object") parts.push(this.block({ type: "function", function: m.function_call }, ["body", "function_call"], ctx));
+    if (typeof m.refusal === "string" && m.refusal) parts.push(h("div", { class: "error-box" }, "refused: " + m.refusal));
+    if (m.error_message) parts.push(h("div", { class: "error-box" }, m.error_message));
+    var meta = [];
+    if (m.model) meta.push(chip(m.model));
+    if (m.stop_reason) meta.push(chip(m.stop_reason));
+    if (m.usage && renderUsage(m.usage)) meta.push(h("span", { class: "tag" }, renderUsage(m.usage).textContent));
+    return h("div", { class: "ci bubble role-" + (role === "human" ? "user" : role) },
+      h("div", { class: "ci-head" }, h("span", { class: "who" }, role), meta, this.links(item)),
+      h("div", { class: "ci-body" }, parts, ctx.cutNote(path)));
+  };
+
+  Conversation.prototype.block = function (b, path, ctx) {
+    var t = blockType(b);
+    if (typeof b === "string") return renderString(b, path, ctx);
+    if (t === "text" || t === "input_text" || t === "output_text") return renderString(String(b.text || ""), path.concat(["text"]), ctx);
+    if (t === "thinking" || t === "reasoning" || t === "redacted_thinking") {
+      var text = b.thinking || b.text || (Array.isArray(b.summary) ? b.summary.map(textOf).join("\n") : "") || "";
+      return h("details", { class: "thinking-block" }, h("summary", null, "thinking", h("span", { class: "tag" }, "  " + num(String(text).length) + " characters")),
+        h("pre", { class: "text thinking" }, String(text) || "(redacted)"), ctx.cutNote(path.concat(["thinking"])));
+    }
+    if (t === "tool_call" || t === "tool_use" || t === "function_call") {
+      var id = b.id || b.call_id;
+      if (id) this.calls[id] = true;
+      return this.call(b.name, b.arguments !== undefined ? b.arguments : b.input, id, path.concat([b.arguments !== undefined ? "arguments" : "input"]), ctx);
+    }
+    if (b && b.function && typeof b.function === "object") {
+      if (b.id) this.calls[b.id] = true;
+      var args = b.function.arguments;
+      if (typeof args === "string") { try { args = JSON.parse(args); } catch (e) { /* shown as text */ } }
+      return this.call(b.function.name, args, b.id, path.concat(["function", "arguments"]), ctx);
+    }
+    if (t === "tool_result" || t === "function_call_output") {
+      var cid = b.tool_use_id || b.call_id;
+      if (cid) this.results[cid] = true;
+      return this.result(null, b.content !== undefined ? b.content : b.output, b.is_error === true, null, null, path.concat(["content"]), ctx);
+    }
+    if (t === "image" || t === "image_url" || t === "input_image") return imageOf(b);
+    if (t === "file" || t === "document" || t === "input_file") {
+      var name = b.name || b.uri || b.file_id || (b.source && b.source.url) || "";
+      return h("div", { class: "attach" }, h("span", { class: "chip" }, "file"), " ", h("span", { class: "mono" }, String(name)),
+        b.mime_type || b.media_type ? h("span", { class: "tag" }, "  " + (b.mime_type || b.media_type)) : null,
+        b.modality ? h("span", { class: "tag" }, "  " + b.modality) : null);
+    }
+    return renderValue(b, path, ctx);
+  };
+
+  function imageOf(b) {
+    // loopscribe's ImageContent (data + mime_type), Anthropic's base64 source, OpenAI's image_url.
+    var mime = b.mime_type || (b.source && b.source.media_type) || "";
+    var data = b.data || (b.source && b.source.type === "base64" ? b.source.data : null);
+    var url = b.image_url && (b.image_url.url || b.image_url);
+    var src = null;
+    if (typeof data === "string" && /^image\/(png|jpeg|gif|webp)$/.test(mime) && /^[A-Za-z0-9+/=\s]+$/.test(data)) src = "data:" + mime + ";base64," + data;
+    else if (typeof url === "string" && /^data:image\//.test(url)) src = url;
+    return h("div", { class: "attach" }, src ? h("img", { src: src, alt: "image " + mime, class: "thumb" }) : null,
+      h("span", { class: "chip" }, "image"), " ", h("span", { class: "tag" }, mime || (typeof url === "string" ? url.slice(0, 80) : "")));
+  }
+
 
   function runsTable(sid, runs) {
     return h("table", { class: "list" },
@@ -623,9 +1168,14 @@
   function sessionPage() {
     var s = DATA.session;
     setCrumbs([["sessions", "/"], [sessionName(s), null]]);
+    var convo = new Conversation(s.id, DATA.conversation);
     fill(app, sessionHead(s).concat([
       h("h2", null, "Runs"),
-      DATA.runs.length ? runsTable(s.id, DATA.runs) : h("p", { class: "note" }, "No runs yet.")]));
+      DATA.runs.length ? runsTable(s.id, DATA.runs) : h("p", { class: "note" }, "No runs yet."),
+      h("h2", { id: "conversation" }, "Conversation"),
+      h("p", { class: "note" }, "Messages as the agent saw them; tool calls and results fold open, thinking is folded. " +
+        "Each item links to its record (#) and to its bar on the timeline."),
+      convo.root]));
   }
 
   function runPage() {
@@ -640,7 +1190,7 @@
     });
     if (s.status === "running" || run.state === "open") {
       var timer = setInterval(function () {
-        server.run(s.id, run.run_id).then(function (res) {
+        server.runPage(s.id, run.run_id, view.query()).then(function (res) {
           view.update(res.run, res.session);
           if (res.session.status !== "running" && res.run.state !== "open") clearInterval(timer);
         }).catch(function () { /* the next poll tries again */ });

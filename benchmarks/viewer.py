@@ -1,0 +1,265 @@
+"""Benchmark: the viewer on a run of 100,000 tool calls, and ``report`` on a 150 MB session.
+
+Each figure against a baseline measured in the same run:
+
+* **index**: folding the big run into its timeline (what ``serve`` does once
+  per file) against one raw pass of ``read(path, decode=False)`` over it.
+* **run page**: the JSON a run page loads — the first page of rows
+  (``RunTimeline.to_json(limit=300)``, what the viewer sends) against the
+  whole timeline in one document (what it sent before rows were paged):
+  time to build and encode it, and its bytes. Then the same page through
+  the web application (Starlette's test client, warm index), and a deep link
+  to a span near the end (its page found and sent).
+* **report memory**: peak RSS of ``loopscribe report`` (``write_report``,
+  which streams record by record) on a 150 MB session, in a fresh process,
+  against the same report built as one string in memory (``build_report``)
+  and against a process that only imported the same modules (the floor).
+  With ``--full`` bodies too, so the output is as large as the input.
+
+Run: ``.venv/bin/python benchmarks/viewer.py [--calls N] [--report-mib N] [--reps N]``
+(defaults 100,000 and 150). The machine is shared and noisy: each timing is
+the best of ``--reps`` alternating repetitions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+if not __package__:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import orjson
+
+from benchmarks._workload import scratch_dir
+from loopscribe import Execution, Session, events, read
+from loopscribe.viewer import load_timeline
+
+PAGE_ROWS = 300
+TARGET_INDEX_RATIO = 5.0
+"""Indexing a run may cost at most this many raw read passes over its file."""
+TARGET_PAGE_BYTES_RATIO = 100.0
+"""The first page of rows must be at least this much smaller than the whole timeline."""
+TARGET_REPORT_RSS_MIB = 150.0
+"""Peak RSS of a streamed report of a 150 MB session: well under the file's size."""
+
+
+def record_big_run(path: Path, calls: int) -> tuple[str, str]:
+    """One agent turn that makes ``calls`` tool calls; 1% of them fail."""
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    title = {"title": f"{calls:,} tool calls"}
+    with Session.create(path, metadata=title) as session, session.begin_run() as run:
+        agent = Execution("agent", "agent")
+        run.record(events.agent_start(agent, "bulk", timestamp=t))
+        turn = Execution("turn_1", "turn", parent_id="agent")
+        run.record(events.turn_start(turn, 1, timestamp=t))
+        for i in range(calls):
+            ex = Execution(f"call_{i}", "tool", parent_id="turn_1")
+            start = t + timedelta(milliseconds=i * 2)
+            run.record(events.tool_exec_start(ex, "lookup", {"key": i}, timestamp=start))
+            failed = i % 100 == 99
+            run.record(
+                events.tool_exec_end(
+                    ex,
+                    "lookup",
+                    f"value of key {i}",
+                    error={"type": "KeyError", "message": str(i)} if failed else None,
+                    timestamp=start + timedelta(milliseconds=1),
+                )
+            )
+        end = t + timedelta(milliseconds=calls * 2 + 1)
+        run.record(events.turn_end(turn, 1, timestamp=end))
+        run.record(events.agent_end(agent, "bulk", timestamp=end))
+        return session.id, run.id
+
+
+def record_big_bodies(path: Path, mib: int) -> None:
+    """Tool calls with 1-256 KiB outputs until the file holds ``mib`` MiB."""
+    rng = random.Random(7)
+    words = ["session", "record", "event", "model", "tool", "result", "message", "usage"]
+    target = mib << 20
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    with Session.create(path) as session, session.begin_run() as run:
+        i = 0
+        while path.stat().st_size < target:
+            ex = Execution(f"call_{i}", "tool")
+            size = int(2 ** rng.uniform(10, 18))
+            output = " ".join(rng.choice(words) for _ in range(size // 6))
+            run.record(events.tool_exec_start(ex, "read_file", {"n": i}, timestamp=t))
+            run.record(events.tool_exec_end(ex, "read_file", output, timestamp=t))
+            t += timedelta(milliseconds=5)
+            i += 1
+
+
+def best(fn: Callable[[], Any], reps: int) -> tuple[float, Any]:
+    times = []
+    result = None
+    for _ in range(reps):
+        started = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - started)
+    return min(times), result
+
+
+_RSS_SCRIPT = """
+import sys
+from loopscribe.viewer import build_report, write_report
+import loopscribe.viewer._report
+mode, src, out, full = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+if mode == "stream":
+    write_report(src, out, full=full)
+elif mode == "string":
+    text = build_report(src, full=full)
+    open(out, "w", encoding="utf-8").write(text)
+# VmHWM is this process's own peak (ru_maxrss would include the parent's, kept over exec).
+print(next(l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM:")))
+"""
+
+
+def peak_rss_mib(mode: str, src: Path, out: Path, full: bool) -> float:
+    done = subprocess.run(
+        [sys.executable, "-c", _RSS_SCRIPT, mode, str(src), str(out), "1" if full else "0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(done.stdout.strip().splitlines()[-1]) / 1024  # VmHWM is in KiB
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=100_000)
+    parser.add_argument("--report-mib", type=int, default=150)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--only", choices=("run", "report"), help="run one part only")
+    args = parser.parse_args()
+    missed: list[str] = []
+    with scratch_dir() as folder:
+        if args.only != "report":
+            run_part(folder, args, missed)
+        if args.only != "run":
+            report_part(folder, args, missed)
+    print("targets missed: " + ", ".join(missed) if missed else "targets met")
+    return 1 if missed and args.strict else 0
+
+
+def run_part(folder: Path, args: argparse.Namespace, missed: list[str]) -> None:
+    """Index, page and serve a run of ``args.calls`` tool calls."""
+    path = folder / "big-run.jsonl"
+    started = time.perf_counter()
+    sid, rid = record_big_run(path, args.calls)
+    size = path.stat().st_size
+    print(
+        f"recorded {args.calls:,} tool calls: {size / 1e6:.1f} MB "
+        f"in {time.perf_counter() - started:.1f} s"
+    )
+
+    # -- index vs one raw read, alternating ---------------------------------------
+    raw_times, fold_times = [], []
+    timeline = None
+    for _ in range(args.reps):
+        t0 = time.perf_counter()
+        for _record in read(path, decode=False):
+            pass
+        raw_times.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        timeline = load_timeline(path)
+        fold_times.append(time.perf_counter() - t0)
+    assert timeline is not None
+    raw, fold = min(raw_times), min(fold_times)
+    print(
+        f"index: fold {fold:.2f} s vs read(decode=False) {raw:.2f} s: "
+        f"{fold / raw:.2f}x the raw pass"
+    )
+    run = timeline.runs[rid]
+
+    # -- the run page's JSON: one page vs the whole timeline ---------------------
+    def page() -> bytes:
+        run._rows = None  # build the rows again, as after the file grew
+        return orjson.dumps(run.to_json(limit=PAGE_ROWS))
+
+    def whole() -> bytes:
+        run._rows = None
+        return orjson.dumps(run.to_json())
+
+    page_t, page_b, whole_t, whole_b = [], b"", [], b""
+    for _ in range(args.reps):
+        t, page_b = best(page, 1)
+        page_t.append(t)
+        t, whole_b = best(whole, 1)
+        whole_t.append(t)
+    print(
+        f"run page JSON: first {PAGE_ROWS} rows {min(page_t) * 1000:.0f} ms, "
+        f"{len(page_b) / 1e3:,.0f} KB vs the whole timeline {min(whole_t) * 1000:.0f} ms, "
+        f"{len(whole_b) / 1e6:,.1f} MB: {len(whole_b) / len(page_b):,.0f}x fewer bytes, "
+        f"{min(whole_t) / min(page_t):.1f}x faster"
+    )
+    opened = fold + min(page_t)
+    print(f"open a {args.calls:,}-call run from cold (index + first page): {opened:.2f} s")
+    if fold / raw > TARGET_INDEX_RATIO:
+        missed.append("index")
+    if len(whole_b) / len(page_b) < TARGET_PAGE_BYTES_RATIO:
+        missed.append("page bytes")
+
+    # -- through the web application --------------------------------------------
+    from starlette.testclient import TestClient
+
+    from loopscribe.otel import span_id
+    from loopscribe.viewer import create_app
+
+    with TestClient(create_app(folder), base_url="http://127.0.0.1") as client:
+        t0 = time.perf_counter()
+        client.get("/api/sessions")
+        cold = time.perf_counter() - t0
+        url = f"/session/{sid}/run/{rid}"
+        warm, response = best(lambda: client.get(url), args.reps)
+        deep = f"{span_id(sid, rid, f'call_{args.calls - 5}', 1):016x}"
+        linked, deep_response = best(lambda: client.get(f"{url}?span={deep}"), args.reps)
+        assert response.status_code == 200
+        assert deep_response.status_code == 200
+        print(
+            f"web: session list (indexes the file) {cold:.2f} s; "
+            f"run page {warm * 1000:.0f} ms, "
+            f"{len(response.content) / 1e3:,.0f} KB; deep link to call_{args.calls - 5} "
+            f"{linked * 1000:.0f} ms"
+        )
+    path.unlink()
+
+
+def report_part(folder: Path, args: argparse.Namespace, missed: list[str]) -> None:
+    """Peak memory of a streamed report of a large session, against building it in memory."""
+    big = folder / "bodies.jsonl"
+    started = time.perf_counter()
+    record_big_bodies(big, args.report_mib)
+    print(
+        f"recorded {big.stat().st_size / 1e6:.0f} MB of 1-256 KiB tool outputs "
+        f"in {time.perf_counter() - started:.1f} s"
+    )
+    out = folder / "report.html"
+    floor = peak_rss_mib("none", big, out, False)
+    for full in (False, True):
+        t0 = time.perf_counter()
+        streamed = peak_rss_mib("stream", big, out, full)
+        took = time.perf_counter() - t0
+        written = out.stat().st_size
+        held = peak_rss_mib("string", big, out, full)
+        label = "--full" if full else "clipped"
+        print(
+            f"report ({label}, {written / 1e6:.0f} MB written in {took:.1f} s): peak RSS "
+            f"streamed {streamed:.0f} MiB vs held in memory {held:.0f} MiB "
+            f"(import floor {floor:.0f} MiB): {held / streamed:.1f}x less"
+        )
+        if streamed >= TARGET_REPORT_RSS_MIB:
+            missed.append(f"report {label}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
