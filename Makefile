@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/workspace.py
 	$(BIN)/python benchmarks/importers.py
 	$(BIN)/python benchmarks/store.py
+	$(BIN)/python benchmarks/viewer.py
 
 clean:
 	rm -rf $(VENV) $(PHOENIX_VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -53,7 +53,8 @@ TARGET_REPORT_RSS_MIB = 150.0
 
 def record_big_run(path: Path, calls: int) -> tuple[str, str]:
     """One agent turn that makes ``calls`` tool calls; 1% of them fail."""
-    t = datetime(2026, 1, 1, tzinfo=UTC)
+    # Scripted times that end just before run_close, which is written at the real time.
+    t = datetime.now(UTC) - timedelta(milliseconds=calls * 2 + 100)
     title = {"title": f"{calls:,} tool calls"}
     with Session.create(path, metadata=title) as session, session.begin_run() as run:
         agent = Execution("agent", "agent")

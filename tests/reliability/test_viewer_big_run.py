@@ -76,6 +76,7 @@ def test_a_run_of_100k_tool_calls(
     assert linked < OPEN_SECONDS, f"the deep link took {linked:.1f} s"
     assert f"value {CALLS - 1}" in browser.find_element(By.ID, "details").text
     assert f"of {CALLS + 2:,}" in browser.find_element(By.CSS_SELECTOR, ".pager").text
+    browser.execute_script("window.scrollTo(0, 0)")
     screenshot(browser, tmp_path, "viewer-100k.png")
     print(f"100k-call run: page {opened:.2f} s, deep link {linked:.2f} s")
     no_console_errors(browser)

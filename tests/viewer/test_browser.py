@@ -101,6 +101,16 @@ def test_span_link_in_the_report_opened_from_disk(demo: Demo, tmp_path: Path, br
     tool_output_shown(browser, span)
     browser.save_screenshot(str(tmp_path / "report.png"))
     assert (tmp_path / "report.png").stat().st_size > 10_000
+    # Folding works in the report too (it holds every row and folds them itself).
+    from selenium.webdriver.common.by import By
+
+    rows = len(browser.find_elements(By.CSS_SELECTOR, ".tl-row[data-exec]"))
+    browser.find_element(By.CSS_SELECTOR, '.tl-row[data-exec="turn_2"] button.twisty').click()
+    wait_for(browser, '.tl-row[data-exec="turn_2"] .folded')
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".tl-row[data-exec]")) == rows - 2
+    # An error chip opens what the fold hid.
+    browser.find_element(By.CSS_SELECTOR, ".tl-errors .err-chip").click()
+    wait_for(browser, f'.bar.selected[data-span="{demo.span_hex("model_2", 1)}"]')
     no_console_errors(browser)
 
 
@@ -299,4 +309,12 @@ def test_timeline_zoom_pan_collapse_and_previews(
     # An error chip selects the failed attempt.
     browser.find_element(By.CSS_SELECTOR, ".tl-errors .err-chip").click()
     wait_for(browser, f'.bar.selected[data-span="{demo.span_hex("model_2", 1)}"]')
+    # In a narrow window the failed bars stay visible and the failures listed.
+    browser.set_window_size(640, 900)
+    browser.refresh()
+    wait_for(browser, ".timeline .bar")
+    failed_bars = browser.find_elements(By.CSS_SELECTOR, ".timeline .bar.s-error")
+    assert len(failed_bars) == 2
+    assert all(b.is_displayed() and b.rect["width"] >= 5 for b in failed_bars)
+    assert browser.find_element(By.CSS_SELECTOR, ".tl-errors").is_displayed()
     no_console_errors(browser)

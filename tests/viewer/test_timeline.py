@@ -169,7 +169,8 @@ def record_many(path: Path, calls: int, *, every_error: int = 0) -> tuple[str, s
     from loopscribe import Execution
     from loopscribe import events as ev
 
-    t = datetime(2026, 1, 1, tzinfo=UTC)
+    # Scripted times that end just before run_close, which is written at the real time.
+    t = datetime.now(UTC) - timedelta(milliseconds=calls + 100)
     with Session.create(path) as session, session.begin_run() as run:
         agent = Execution("agent", "agent")
         run.record(ev.agent_start(agent, "bulk", timestamp=t))

@@ -45,7 +45,7 @@ from .. import events as ev
 from .._errors import FormatError, LoopscribeError, StoreError
 from .._format import Scanner
 from ..otel._ids import parse_traceparent, trace_id
-from ..workspace import SessionSummary, Status, _Fold, _is_locked, _locked_inodes
+from ..workspace import SessionSummary, Status, _Fold, _is_locked, _locked_inodes, _Locks
 from ._layout import (
     ARTIFACTS,
     LAYOUT_VERSION,
@@ -302,7 +302,7 @@ class Shipper:
             raise StoreError(f"{self.url}: cannot write to the store ({exc})") from exc
         self._marked = True
 
-    def _ship_file(self, path: Path, locked: set[tuple[int, int]] | None) -> _Tally:
+    def _ship_file(self, path: Path, locked: _Locks | None) -> _Tally:
         tally = _Tally()
         try:
             with _cursor_lock(path) as cursor_fd:
@@ -319,7 +319,7 @@ class Shipper:
         return tally
 
     def _ship_locked(
-        self, path: Path, cursor_fd: int, locked: set[tuple[int, int]] | None, tally: _Tally
+        self, path: Path, cursor_fd: int, locked: _Locks | None, tally: _Tally
     ) -> None:
         st = os.stat(path)
         running = _is_locked(path, st, locked)

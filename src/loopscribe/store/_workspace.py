@@ -143,7 +143,7 @@ class StoreWorkspace(Workspace):
         with self._views_lock:
             return self._views[str(path)]
 
-    def _visible_total(self, path: Path) -> int:
+    def _visible_total(self, path: Path, side: Any = None) -> int:
         with self._views_lock:
             summary = self._views[str(path)].manifest.summary
         count = int(summary.get("message_count") or 0)

@@ -237,6 +237,8 @@ class Catalog:
             try:
                 if timeline.refresh():
                     self.files_read += 1
+                    for run in timeline.iter_runs():
+                        run.warm()  # the first page of a long run is then quick
             except (FormatError, OSError) as exc:
                 with self._lock:
                     self._errors[path] = str(exc)

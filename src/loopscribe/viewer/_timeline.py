@@ -238,8 +238,12 @@ class RunTimeline:
 
     def _build_rows(self) -> list[tuple[int, str, list[Bar]]]:
         attempts: dict[str, list[Bar]] = {}
-        for bar in sorted(self.bars.values(), key=lambda b: b.order):
-            attempts.setdefault(bar.execution.id, []).append(bar)
+        for bar in self.bars.values():  # inserted as they started: in ``order``
+            found = attempts.get(bar.execution.id)
+            if found is None:
+                attempts[bar.execution.id] = [bar]
+            else:
+                found.append(bar)
         children: dict[str | None, list[str]] = {}
         for exec_id, bars in attempts.items():
             parent = bars[0].execution.parent_id
@@ -255,7 +259,9 @@ class RunTimeline:
                 continue
             seen.add(exec_id)
             out.append((depth, exec_id, attempts[exec_id]))
-            stack.extend((depth + 1, c) for c in reversed(children.get(exec_id, [])))
+            below = children.get(exec_id)
+            if below:
+                stack.extend([(depth + 1, c) for c in reversed(below)])
         # Executions only reachable through a parent cycle: still show them.
         out.extend((0, e, attempts[e]) for e in attempts if e not in seen)
         return out
@@ -384,6 +390,10 @@ class RunTimeline:
         }
         self._derived = (stamp, derived)
         return derived
+
+    def warm(self) -> None:
+        """Build what every page of the timeline shares now (rows, minimap, counts)."""
+        self._derive()
 
     def _ended(self) -> int:
         return -1 if self.end is None else epoch_us(self.end)

@@ -78,7 +78,8 @@
   function chip(text, cls) { return h("span", { class: "chip " + (cls || "") }, text); }
   function stateChip(state, errorType) {
     var label = { ok: "ok", error: "error", open: "open", incomplete: "incomplete" }[state] || state;
-    return chip(errorType ? label + " · " + errorType : label, "s-" + state);
+    // _OTHER (an error with no type name) says nothing: the error's text is shown beside it.
+    return chip(errorType && errorType !== "_OTHER" ? label + " · " + errorType : label, "s-" + state);
   }
   function link(href, text, attrs) {
     if (REPORT) return h("span", attrs || null, text);
@@ -393,7 +394,7 @@
       h("div", { class: "empty" }, "Select a bar to see its records: messages, tool arguments and results, errors."));
     fill(this.container, this.headEl, legend(), this.errorsEl,
       h("div", { class: "run-grid" },
-        h("div", { class: "tl-col" }, this.toolsEl, this.minimapEl, this.timelineEl, this.pagerEl),
+        h("div", { class: "tl-col" }, this.toolsEl, this.minimapEl, this.pagerEl, this.timelineEl),
         this.detailsEl));
     this.drawHead();
     this.drawTools();
@@ -429,7 +430,7 @@
   RunView.prototype.drawErrors = function () {
     var errs = this.run.errors || [], self = this;
     if (!errs.length) { fill(this.errorsEl); return; }
-    var shown = errs.slice(0, 12).map(function (e) {
+    var shown = errs.slice(0, 6).map(function (e) {
       return h("button", { type: "button", class: "err-chip", "data-span": e.span_id,
         title: e.name + " · " + e.id + " #" + e.attempt + " · " + errorLabel(e.error_type, e.error_text),
         onclick: function () { self.show(e.span_id); } },
@@ -717,16 +718,24 @@
     this.drawPager();
     // A bar too narrow for its text shows the text beside it, unless the next
     // bar of the row is in the way (the tooltip still has it).
+    // Measure every bar first, then change classes: one layout, not one per bar.
+    var plan = [];
     Array.prototype.forEach.call(this.timelineEl.querySelectorAll(".tl-track"), function (track) {
       var bars = Array.prototype.slice.call(track.querySelectorAll(".bar"));
-      bars.forEach(function (el, i) {
+      var boxes = bars.map(function (el) {
         var text = el.querySelector(".bt");
-        if (!text || el.clientWidth >= text.scrollWidth + 10) return;
-        el.classList.add("narrow");
-        var next = bars[i + 1];
-        var reach = el.offsetLeft + el.offsetWidth + text.offsetLeft - el.clientWidth + text.scrollWidth;
-        if (next && next.offsetLeft < reach + 4) el.classList.add("mute");
+        return { el: el, left: el.offsetLeft, width: el.offsetWidth, inner: el.clientWidth, text: text ? text.scrollWidth : 0 };
       });
+      boxes.forEach(function (b, i) {
+        if (!b.text || b.inner >= b.text + 10) return;
+        var next = boxes[i + 1];
+        var reach = b.left + b.width + 4 + b.text;  // the text beside the bar
+        plan.push([b.el, next && next.left < reach + 4]);
+      });
+    });
+    plan.forEach(function (p) {
+      p[0].classList.add("narrow");
+      if (p[1]) p[0].classList.add("mute");
     });
     if (this.selected) this.mark(this.selected);
   };
