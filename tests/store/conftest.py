@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import secrets
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,15 +39,22 @@ def moto_endpoint() -> Iterator[str]:
 
 
 @pytest.fixture
-def s3_env(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def s3_env(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     """Point s3fs at the server, in this process and in subprocesses (via the environment)."""
     import fsspec.config
+    import s3fs
 
     env = {**S3_ENV, "FSSPEC_S3_ENDPOINT_URL": moto_endpoint}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setitem(fsspec.config.conf, "s3", {"endpoint_url": moto_endpoint})
-    return env
+    yield env
+    # s3fs's clients hold event-loop sockets that they leave to the garbage
+    # collector; collect them here rather than inside some later test.
+    s3fs.S3FileSystem.clear_instance_cache()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
 
 
 @pytest.fixture
