@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import secrets
@@ -55,6 +56,14 @@ def s3_env(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
         gc.collect()
+    # Closing a client outside its loop, s3fs calls asyncio.get_event_loop(),
+    # which leaves a new loop set on this thread; close it now, or it is
+    # reported as unclosed whenever a later test replaces it.
+    policy = asyncio.get_event_loop_policy()
+    loop = getattr(getattr(policy, "_local", None), "_loop", None)
+    if isinstance(loop, asyncio.AbstractEventLoop) and not loop.is_running():
+        loop.close()
+        policy.set_event_loop(None)
 
 
 @pytest.fixture
