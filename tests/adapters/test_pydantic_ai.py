@@ -747,6 +747,9 @@ def test_provider_ids_and_conversation_id_are_kept(tmp_path: Path) -> None:
         result = agent.run_sync(
             "Weather?", capabilities=[recorder], model_settings={"stop_sequences": ["END"]}
         )
+        # run_sync leaves the event loop it made open for later calls; the test closes it.
+        asyncio.get_event_loop_policy().get_event_loop().close()
+        asyncio.set_event_loop(None)
     assert recorder.errors == 0
     records = list(loopscribe.read(path))
     (start,) = of_type(records, "agent_start")
