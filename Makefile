@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bridge.py
 	$(BIN)/python benchmarks/workspace.py
 	$(BIN)/python benchmarks/importers.py
+	$(BIN)/python benchmarks/store.py
 	$(BIN)/python benchmarks/viewer.py
 
 clean:

@@ -16,7 +16,8 @@ working for code that does not know loopscribe::
     ├── EncodeError(TypeError)                  a value cannot be recorded
     │   └── UnknownTypeError                    a typed value has no codec entry
     ├── DecodeError(ValueError)                 a stored typed value cannot be decoded
-    └── WriteError(OSError)                     write, truncate or fsync failed
+    ├── WriteError(OSError)                     write, truncate or fsync failed
+    └── StoreError(OSError)                     a session store (fsspec URL) cannot be used
 
 Errors that come from a file carry ``path``, ``line`` (1-based) and
 ``offset`` (byte offset of the line) as attributes and in their message.
@@ -109,4 +110,12 @@ class WriteError(LoopscribeError, OSError):
     """Writing, truncating or syncing the session file failed.
 
     The original ``OSError`` is the ``__cause__``; ``errno`` is copied from it.
+    """
+
+
+class StoreError(LoopscribeError, OSError):
+    """A session store (an fsspec URL) cannot be used: no backend, unreachable, or not a store.
+
+    Also raised when a local session file no longer matches what was shipped
+    from it (shorter than the shipped bytes, or another session's records).
     """

@@ -13,6 +13,7 @@ from ._errors import DecodeError
 from ._format import Scanner, parse_ts
 from ._model import Execution, Record, new_record
 from ._safeopen import open_session_file
+from ._source import is_url, open_binary
 
 _BUFFER_BYTES = 1 << 16
 
@@ -197,7 +198,9 @@ def read(source: Source, *, codec: Codec | None = None, decode: bool = True) -> 
     line (no ``\\n``, as a crash leaves it) is ignored, even if it is valid JSON.
 
     Args:
-        source: A path, or a binary file object positioned at the file's start.
+        source: A path, a shipped session's URL (``s3://.../sessions/<id>``,
+            needs ``loopscribe[store]``), or a binary file object positioned
+            at the file's start.
         codec: Decodes typed values (messages, artifacts, snapshots); the
             default knows the built-in messages.
         decode: ``False`` leaves typed values as their raw JSON objects.
@@ -210,7 +213,11 @@ def read(source: Source, *, codec: Codec | None = None, decode: bool = True) -> 
         UnsupportedVersionError: The file's format version is not supported.
     """
     active = (codec or DEFAULT_CODEC) if decode else None
-    if isinstance(source, str | os.PathLike):
+    if is_url(source):
+        # A shipped session (<store>/sessions/<id>): its segments read as one file.
+        with open_binary(source) as stream:  # type: ignore[arg-type]
+            yield from _records(stream, Scanner(str(source)), active)
+    elif isinstance(source, str | os.PathLike):
         path = Path(source)
         with open_session_file(path, _BUFFER_BYTES) as stream:
             yield from _records(stream, Scanner(path), active)

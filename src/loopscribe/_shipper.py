@@ -149,6 +149,8 @@ class Shipper:
             collector answers (one that trickles bytes never trips a socket
             timeout); default ``OTEL_EXPORTER_OTLP_TIMEOUT`` or 10 s. A call
             that takes longer counts as failed: its spans are kept for retry.
+        ref_base: Where span references point (see ``SpanBridge``): a store URL
+            or a viewer URL template.
     """
 
     def __init__(
@@ -158,6 +160,7 @@ class Shipper:
         destination: str | None = None,
         *,
         export_timeout_s: float | None = None,
+        ref_base: str | None = None,
     ) -> None:
         from .otel import SpanBridge
         from .otel._export import _timeout_s, default_exporter, describe_destination
@@ -168,7 +171,7 @@ class Shipper:
         self._exporter = exporter if exporter is not None else default_exporter(path)
         self._destination = destination or describe_destination(path)
         self._collect = _Collect()
-        self._bridge = SpanBridge(self._collect, file_uri=path)
+        self._bridge = SpanBridge(self._collect, file_uri=path, ref_base=ref_base)
         self._backlog: list[ReadableSpan] = []
         self._last: Record | None = None
         self._timeout_s = _timeout_s() if export_timeout_s is None else export_timeout_s

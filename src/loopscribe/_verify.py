@@ -26,7 +26,7 @@ from pathlib import Path
 from . import events as ev
 from ._errors import FormatError
 from ._format import Scanner
-from ._safeopen import open_session_file
+from ._source import is_url, open_binary
 
 _BUFFER_BYTES = 1 << 16
 
@@ -46,7 +46,7 @@ class VerifyReport:
     """The result of :func:`verify`.
 
     Attributes:
-        path: The file.
+        path: The file (or the shipped session's URL).
         records: Complete records verified before the first broken link.
         chained: Whether the file was created with ``chain=True``.
         sealed: Whether the file ends with a ``session_close`` seal.
@@ -55,7 +55,7 @@ class VerifyReport:
             detect a wholesale rewrite later.
     """
 
-    path: Path
+    path: Path | str
     records: int
     chained: bool
     sealed: bool
@@ -90,33 +90,36 @@ class VerifyReport:
 def verify(path: str | os.PathLike[str]) -> VerifyReport:
     """Check every link of a chained session file and report the first broken one.
 
+    ``path`` may be a shipped session's URL (``s3://.../sessions/<id>``): the
+    chain is checked across its segments as across one file.
+
     Raises:
         UnsupportedVersionError: The file's format version is not supported.
         FileNotFoundError: The file does not exist.
     """
-    path = Path(path)
-    scanner = Scanner(path)
+    where: Path | str = path if isinstance(path, str) and is_url(path) else Path(path)
+    scanner = Scanner(where)
     records = 0
     prev: str | None = None
     chained = False
     last_type = ""
     number = 0
     offset = 0
-    with open_session_file(path, _BUFFER_BYTES) as stream:
+    with open_binary(where, _BUFFER_BYTES) as stream:
         try:
             for number, offset, raw, obj in scanner.lines(stream):
                 if number == 1:
                     data = obj.get("data")
                     chained = isinstance(data, dict) and data.get("chain") == "sha256"
                     if not chained:
-                        return VerifyReport(path, 0, False, False, None, None)
+                        return VerifyReport(where, 0, False, False, None, None)
                 elif obj.get("prev") != prev:
                     reason = (
                         "'prev' does not match the line before it: this record or the "
                         "one before was changed, removed or reordered"
                     )
                     return VerifyReport(
-                        path,
+                        where,
                         records,
                         True,
                         False,
@@ -128,7 +131,7 @@ def verify(path: str | os.PathLike[str]) -> VerifyReport:
                 records += 1
         except FormatError as exc:
             link = BrokenLink(None, exc.line or number, exc.offset or offset, str(exc))
-            return VerifyReport(path, records, chained, False, link, prev)
+            return VerifyReport(where, records, chained, False, link, prev)
     # An unfinished final line (a crash mid-write) is ignored like every reader
     # ignores it; the file is then simply not sealed.
-    return VerifyReport(path, records, chained, last_type == ev.SESSION_CLOSE, None, prev)
+    return VerifyReport(where, records, chained, last_type == ev.SESSION_CLOSE, None, prev)

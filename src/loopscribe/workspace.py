@@ -46,7 +46,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, Protocol
 
 import orjson
 
@@ -60,6 +60,7 @@ from ._messages import SystemMessage
 from ._reader import to_record
 from ._safeopen import open_session_fd, open_session_file
 from ._session import Observer, Session, open_handle
+from ._source import is_url
 
 __all__ = [
     "Artifact",
@@ -173,10 +174,14 @@ class Compaction:
 
 @dataclass(frozen=True, slots=True)
 class SessionSummary:
-    """What a session list shows, folded from a session file's records."""
+    """What a session list shows, folded from a session file's records.
+
+    ``path`` is the session's URL (``<store>/sessions/<id>``) when it was read
+    from a store.
+    """
 
     id: str
-    path: Path
+    path: Path | str
     created: datetime
     updated: datetime
     status: Status
@@ -223,10 +228,10 @@ class MessagePage:
 
 @dataclass(frozen=True, slots=True)
 class Artifact:
-    """A file produced during a session."""
+    """A file produced during a session (``path``: a URL for a shipped session's artifact)."""
 
     name: str
-    path: Path
+    path: Path | str
     size: int
     created: datetime
 
@@ -539,27 +544,49 @@ def session_status(path: str | os.PathLike[str]) -> Status:
     return Workspace(Path(path).parent).summary_of_path(Path(path)).status
 
 
-def _complete_end(fd: int) -> int:
-    """The offset just after the last ``\\n``: an unfinished final line is left out."""
-    pos = os.fstat(fd).st_size
-    while pos > 0:
-        size = min(_BLOCK_BYTES, pos)
-        block = os.pread(fd, size, pos - size)
-        newline = block.rfind(b"\n")
-        if newline >= 0:
-            return pos - size + newline + 1
-        pos -= size
-    return 0
+class _FileSource:
+    """A local session file as a byte-range source (a store's shipped session is another)."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.fd = open_session_fd(path)
+
+    def pread(self, size: int, offset: int) -> bytes:
+        return os.pread(self.fd, size, offset)
+
+    def complete_end(self) -> int:
+        """The offset just after the last ``\\n``: an unfinished final line is left out."""
+        pos = os.fstat(self.fd).st_size
+        while pos > 0:
+            size = min(_BLOCK_BYTES, pos)
+            block = os.pread(self.fd, size, pos - size)
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                return pos - size + newline + 1
+            pos -= size
+        return 0
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
-def _reverse_lines(fd: int, end: int) -> Iterator[tuple[int, bytes]]:
+class _ByteSource(Protocol):
+    """Where a session's bytes are read by range: ``pread``, ``complete_end``, ``close``."""
+
+    def pread(self, size: int, offset: int) -> bytes: ...
+    def complete_end(self) -> int: ...
+    def close(self) -> None: ...
+
+
+def _reverse_lines(source: _ByteSource, end: int) -> Iterator[tuple[int, bytes]]:
     """Complete lines before byte ``end`` (a line boundary), last first, with offsets."""
     pos = end
     carry = b""
     while pos > 0:
         size = min(_BLOCK_BYTES, pos)
         pos -= size
-        block = os.pread(fd, size, pos) + carry
+        block = source.pread(size, pos) + carry
         pieces = block.split(b"\n")
         # pieces[-1] is empty (block ends at a line boundary); pieces[0] may
         # continue in the block before, unless this block starts the file.
@@ -605,9 +632,10 @@ def _count_visible(path: Path, side: _SideFact | None, codec: Codec) -> int:
     mapped file costs a fraction of folding every record into a summary.
     """
     compaction: tuple[int, int] | None = None  # (offset, messages before it)
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    source = _FileSource(path)
+    fd = source.fd
     try:
-        end = _complete_end(fd)
+        end = source.complete_end()
         if end == 0:
             return 0
         with mmap.mmap(fd, end, access=mmap.ACCESS_READ) as data:
@@ -638,22 +666,34 @@ def _count_visible(path: Path, side: _SideFact | None, codec: Codec) -> int:
 
 def tail_offset(path: str | os.PathLike[str], lines: int) -> int:
     """The byte offset where the last ``lines`` complete records start (read backwards)."""
-    fd = open_session_fd(path)
+    source = _FileSource(path)
     try:
-        end = _complete_end(fd)
-        starts = [offset for offset, _raw in itertools.islice(_reverse_lines(fd, end), lines)]
+        end = source.complete_end()
+        starts = [offset for offset, _raw in itertools.islice(_reverse_lines(source, end), lines)]
         return starts[-1] if starts else end
     finally:
-        os.close(fd)
+        source.close()
 
 
 class Workspace:
     """A folder of session files.
 
+    A store URL (``s3://bucket/prefix``, any fsspec URL that ``loopscribe
+    ship`` wrote to) gives a read-only workspace over the shipped sessions
+    (see :mod:`loopscribe.store`): list, get, messages and artifacts read the
+    store; changing a session raises.
+
     Args:
-        root: The folder (created if missing).
+        root: The folder (created if missing), or a store URL.
         codec: Decodes messages for :meth:`messages`.
     """
+
+    def __new__(cls, root: str | os.PathLike[str], *, codec: Codec | None = None) -> Workspace:
+        if cls is Workspace and is_url(root):
+            from .store._workspace import StoreWorkspace
+
+            return super().__new__(StoreWorkspace)
+        return super().__new__(cls)
 
     def __init__(self, root: str | os.PathLike[str], *, codec: Codec | None = None) -> None:
         self.root = Path(root).absolute()
@@ -930,10 +970,11 @@ class Workspace:
         summary: Any = None
         keep = -1  # -1: no compaction point met yet
         reached_start = False
-        fd = open_session_fd(path)
+        source = self._open_source(path)
         try:
-            _check_header(path, fd)
-            for offset, raw in _reverse_lines(fd, _complete_end(fd)):
+            if isinstance(source, _FileSource):
+                _check_header(path, source.fd)  # a store's sessions were checked when shipped
+            for offset, raw in _reverse_lines(source, source.complete_end()):
                 if keep < 0 and side is not None and offset < side.offset:
                     # The side log's compaction is newer than every record from here back.
                     summary, keep = side.data.get("summary"), _keep(side.data.get("keep_last"))
@@ -961,7 +1002,7 @@ class Workspace:
                     reached_start = True
                     break
         finally:
-            os.close(fd)
+            source.close()
         visible = [r.data.get("message") for r in after]
         visible.extend(r.data.get("message") for r in kept)
         if summary is not None:
@@ -973,6 +1014,10 @@ class Workspace:
         has_more = has_more_beyond or window_end - last > 0
         total = len(chronological) if reached_start else self._visible_total(path, side)
         return MessagePage(window, has_more, total)
+
+    def _open_source(self, path: Path) -> _ByteSource:
+        """The bytes of a session file, read by range."""
+        return _FileSource(path)
 
     def _visible_total(self, path: Path, side: _SideFact | None) -> int:
         """The visible message count: the cached summary's, or counted without parsing."""
@@ -1083,6 +1128,7 @@ class Workspace:
         for extra in (
             path.with_name(path.name + ".otlp.jsonl"),
             path.with_name(path.name + ".export-cursor"),
+            path.with_name(path.name + ".ship-cursor"),
             _side_path(path),
         ):
             extra.unlink(missing_ok=True)

@@ -4,6 +4,7 @@
 * :mod:`._otel` — ``export``, ``find``, ``span``;
 * :mod:`._import` — ``import claude-code|codex``;
 * :mod:`._viewer` — ``serve``, ``report``, ``stats``;
+* :mod:`._store` — ``ship``, and store URLs for ``ls``, ``show``, ``find``, ``verify``;
 * :mod:`._common` — output, errors, session files and the shared options.
 
 The libraries never import this package; it imports them.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from . import _import, _otel, _sessions, _viewer
+from . import _import, _otel, _sessions, _store, _viewer
 from ._common import CliError, Out, command_parser, parse, run, share_options
 
 __all__ = ["CliError", "Out", "build_parser", "main"]
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     _sessions.add_parsers(sub)
     _viewer.add_parsers(sub)
     _import.add_parsers(sub)
+    _store.add_parsers(sub)  # after the others: it lets ls/show/find/verify take a URL
     share_options(parser)
     return parser
 

@@ -33,6 +33,11 @@ from ._kinds import AGENT_LABELS, candidate_files, describe, file_kind
 
 SESSION_HELP = "a session file, or a session ID or unique ID prefix (looked up under --dir)"
 
+REF_BASE_HELP = (
+    "where span references point instead of the local file: the store URL sessions are "
+    "shipped to (s3://bucket/prefix), or a viewer URL template with {session_id} and {seq}; "
+    "default $LOOPSCRIBE_REF_BASE"
+)
 PROGRESS_MIN_BYTES = 8 << 20
 """Files smaller than this get no progress bar."""
 

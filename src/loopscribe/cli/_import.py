@@ -19,7 +19,7 @@ from rich.table import Table
 from .._errors import LoopscribeError
 from ..importers import claude_code, codex
 from ..importers._common import DEFAULT_SETTLE_SECONDS, Cursor, ImportReport, cursor_path
-from ._common import CliError, Out, seconds
+from ._common import REF_BASE_HELP, CliError, Out, seconds
 from ._kinds import AGENT_LABELS, file_kind
 
 AGENTS: dict[str, tuple[ModuleType, str]] = {
@@ -73,6 +73,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             action="store_true",
             help="send the new spans at once (OTEL_EXPORTER_OTLP_* or a file beside each session)",
         )
+        p.add_argument("--ref-base", metavar="URL", help=REF_BASE_HELP)
         p.add_argument(
             "--settle",
             type=seconds,
@@ -216,7 +217,11 @@ def cmd_import(args: argparse.Namespace, out: Out) -> int:
             if report.error is not None:
                 errors.append(report.error)
         # Still under the signal handlers: Ctrl-C stops the export and saves its cursor.
-        exported = _export(reports, errors, stop) if args.export and not stop.is_set() else {}
+        exported = (
+            _export(reports, errors, stop, args.ref_base)
+            if args.export and not stop.is_set()
+            else {}
+        )
     if out.json:
         for report in reports:
             obj = report.to_json()
@@ -235,7 +240,10 @@ def cmd_import(args: argparse.Namespace, out: Out) -> int:
 
 
 def _export(
-    reports: list[ImportReport], errors: list[str], stop: threading.Event
+    reports: list[ImportReport],
+    errors: list[str],
+    stop: threading.Event,
+    ref_base: str | None = None,
 ) -> dict[Path, dict[str, Any]]:
     """Send the spans of every destination that got new records."""
     from .._shipper import Shipper
@@ -245,7 +253,7 @@ def _export(
         if not report.records or stop.is_set():
             continue
         try:
-            result = Shipper(report.destination).run(stop=stop)
+            result = Shipper(report.destination, ref_base=ref_base).run(stop=stop)
         except (LoopscribeError, OSError) as exc:
             errors.append(f"exporting {report.destination}: {exc}")
             continue

@@ -16,6 +16,7 @@ from .._model import Record
 from .._reader import read
 from ..otel._ids import parse_traceparent, run_span_id, span_id, trace_id
 from ._common import (
+    REF_BASE_HELP,
     SESSION_HELP,
     CliError,
     Out,
@@ -58,6 +59,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="SECONDS",
         help="how often --follow looks for new records (default 0.2)",
     )
+    p.add_argument("--ref-base", metavar="URL", help=REF_BASE_HELP)
     add_dir_option(p)
     p.set_defaults(handler=cmd_export)
 
@@ -228,7 +230,7 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
 
     def ship(index: int, path: Path) -> None:
         try:
-            shipper = Shipper(path)
+            shipper = Shipper(path, ref_base=args.ref_base)
             total = path.stat().st_size
             with out.progress(total) as bar:
                 task = bar.add_task(path.name, total=total)

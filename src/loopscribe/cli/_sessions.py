@@ -166,7 +166,9 @@ def cmd_ls(args: argparse.Namespace, out: Out) -> int:
     return 0
 
 
-def _relative(path: Path, root: Path) -> str:
+def _relative(path: Path | str, root: Path) -> str:
+    if isinstance(path, str):
+        return path  # a shipped session's URL
     try:
         return str(path.absolute().relative_to(root.absolute()))
     except ValueError:

@@ -13,6 +13,7 @@ import ipaddress
 import logging
 import socket
 import sys
+import threading
 import webbrowser
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .._source import is_url
 from .._stats import DEFAULT_TOP, SessionStats, many_stats, stats_size
 from ._common import (
     SESSION_HELP,
@@ -35,6 +37,7 @@ from ._common import (
     resolve_session,
     resolve_targets,
     run,
+    seconds,
     share_options,
 )
 
@@ -68,7 +71,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         ),
     )
     p.add_argument(
-        "dir", metavar="DIR", help="a folder of sessions (searched recursively), or one file"
+        "dir",
+        metavar="DIR",
+        help="a folder of sessions (searched recursively), one file, or a store URL",
     )
     p.add_argument(
         "--host",
@@ -93,6 +98,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         ),
     )
     p.add_argument("--open", action="store_true", help="open the viewer in a web browser")
+    p.add_argument(
+        "--sync-interval",
+        type=seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="with a store URL: how often to fetch newly shipped records",
+    )
     p.set_defaults(handler=cmd_serve)
 
     p = sub.add_parser(
@@ -208,6 +220,22 @@ def _listen(host: str, port: int) -> socket.socket:
         raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
 
 
+def _store_copy(args: argparse.Namespace, out: Out) -> Path:
+    """Serve a store: sync a local copy now, then keep it current in the background."""
+    from ..store._mirror import Mirror
+
+    mirror = Mirror(args.dir)
+    changed = mirror.sync()
+    out.stderr.print(
+        f"{changed} session(s) fetched from {args.dir} into {mirror.cache}",
+        style="dim",
+        highlight=False,
+        markup=False,
+    )
+    mirror.keep_syncing(args.sync_interval, threading.Event())
+    return mirror.cache
+
+
 def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     """Serve the viewer until Ctrl-C or SIGTERM."""
     missing = [m for m in ("starlette", "uvicorn") if importlib.util.find_spec(m) is None]
@@ -221,7 +249,7 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     from ..viewer._app import create_app
     from ..viewer._store import Catalog, NotFoundError
 
-    root = Path(args.dir)
+    root = _store_copy(args, out) if is_url(args.dir) else Path(args.dir)
     try:
         catalog = Catalog(root)
         files = catalog.files()

@@ -62,7 +62,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -156,6 +156,8 @@ LS_ATTEMPT = "loopscribe.attempt"
 LS_SEQ_FIRST = "loopscribe.seq.first"
 LS_SEQ_LAST = "loopscribe.seq.last"
 LS_FILE = "loopscribe.file"
+REF_BASE_ENV = "LOOPSCRIBE_REF_BASE"
+"""Environment variable: the default ``ref_base`` of every SpanBridge."""
 LS_INCOMPLETE = "loopscribe.incomplete"
 LS_SOURCE_FILE = "loopscribe.source.file"
 LS_SOURCE_LINE = "loopscribe.source.line"
@@ -401,6 +403,13 @@ class SpanBridge:
             shipped location); default: the attached Session's path. A bridge
             fed records by hand (not attached) needs it for ``loopscribe.file``
             and the ``gen_ai.*_ref`` attributes, which are left out otherwise.
+        ref_base: Where references point instead of the local file, so they
+            resolve on other machines: a store URL that ``loopscribe ship``
+            writes to (``s3://bucket/prefix`` gives
+            ``s3://bucket/prefix/sessions/<id>#seq=N``), or a URL template
+            with ``{session_id}`` and ``{seq}`` (a team viewer:
+            ``https://viewer.example/session/{session_id}/record/{seq}``).
+            Default: the ``LOOPSCRIBE_REF_BASE`` environment variable, if set.
 
     Raises:
         ValueError: ``processor`` and ``tracer_provider`` are both given, or
@@ -415,6 +424,7 @@ class SpanBridge:
         tracer_provider: trace_api.TracerProvider | None = None,
         resource: Resource | None = None,
         file_uri: str | os.PathLike[str] | None = None,
+        ref_base: str | None = None,
     ) -> None:
         if processor is not None and tracer_provider is not None:
             raise ValueError("give SpanBridge a processor or a tracer_provider, not both")
@@ -448,6 +458,7 @@ class SpanBridge:
         self.tracer_provider = provider
         """The host's TracerProvider the bridge is bound to, or ``None``."""
         self._file = None if file_uri is None else to_file_uri(file_uri)
+        self._ref_base = (ref_base or os.environ.get(REF_BASE_ENV) or "").rstrip("/") or None
         self._files: dict[str, str] = {}
         self._scope = _scope()
         self._runs: dict[tuple[str, str], _Run] = {}
@@ -496,6 +507,21 @@ class SpanBridge:
         owned, self._owned = self._owned, None
         if owned is not None:
             owned.shutdown()
+
+    def _location(self, run: _Run) -> str | None:
+        """``loopscribe.file``: the shipped location with a store ``ref_base``, else the file."""
+        base = self._ref_base
+        if base is not None and "{" not in base:
+            return f"{base}/sessions/{run.session_id}"
+        return self._file_of(run)
+
+    def _ref(self, run: _Run, seq: int) -> str | None:
+        """A reference to one record: in the store, in a viewer, or in the local file."""
+        base = self._ref_base
+        if base is not None and "{" in base:
+            return base.format(session_id=run.session_id, seq=seq)
+        location = self._location(run)
+        return None if location is None else f"{location}#seq={seq}"
 
     def __call__(self, record: Record) -> None:
         """Observe one written Record; end the spans it completes."""
@@ -643,7 +669,7 @@ class SpanBridge:
         _put(attrs, REQUEST_MODEL, run.model)
         attrs[LS_SEQ_FIRST] = run.seq_first
         attrs[LS_SEQ_LAST] = record.seq
-        _put(attrs, LS_FILE, self._file_of(run))
+        _put(attrs, LS_FILE, self._location(run))
         _put(attrs, ERROR_TYPE, run.error_type)
         if run.resumed_at:
             attrs["loopscribe.run.resumed_at_seq"] = tuple(run.resumed_at)
@@ -659,11 +685,11 @@ class SpanBridge:
         parent = attempt.parent or _parent(run, attempt) or run.span
         operation = _OPERATIONS.get(ex.kind)
         attrs = self._common(run, operation)
-        file = self._file_of(run)
+        file = self._location(run)
         kind = SpanKind.INTERNAL
         if ex.kind == "model":
             kind = SpanKind.CLIENT
-            name = _model_attrs(attrs, attempt, file)
+            name = _model_attrs(attrs, attempt, lambda seq: self._ref(run, seq))
             if INPUT_MESSAGES_REF in attrs or OUTPUT_MESSAGES_REF in attrs:
                 file = None  # the references name it already
         elif ex.kind == "tool":
@@ -770,8 +796,10 @@ def _provider_processor(provider: TracerProvider) -> SpanProcessor:
     return processor
 
 
-def _model_attrs(attrs: dict[str, AttributeValue], attempt: _Attempt, file: str | None) -> str:
-    """The chat span's GenAI attributes; returns the span name."""
+def _model_attrs(
+    attrs: dict[str, AttributeValue], attempt: _Attempt, ref: Callable[[int], str | None]
+) -> str:
+    """The chat span's GenAI attributes, ``ref(seq)`` naming a record; returns the span name."""
     model = attempt.request_model or attempt.response_model
     _put(attrs, PROVIDER_NAME, attempt.provider)
     _put(attrs, REQUEST_MODEL, attempt.request_model)
@@ -807,15 +835,16 @@ def _model_attrs(attrs: dict[str, AttributeValue], attempt: _Attempt, file: str 
         _put(attrs, REASONING_TOKENS, usage.reasoning or None)
     if attempt.finish_reasons:
         attrs[FINISH_REASONS] = attempt.finish_reasons
-    if file is not None and attempt.request_seq is not None:
-        ref = f"{file}#seq={attempt.request_seq}"
-        attrs[INPUT_MESSAGES_REF] = ref
+    request = None if attempt.request_seq is None else ref(attempt.request_seq)
+    if request is not None:
+        attrs[INPUT_MESSAGES_REF] = request
         if attempt.has_system:
-            attrs[SYSTEM_INSTRUCTIONS_REF] = ref
+            attrs[SYSTEM_INSTRUCTIONS_REF] = request
         if attempt.has_tools:
-            attrs[TOOL_DEFINITIONS_REF] = ref
-    if file is not None and attempt.response_seq is not None:
-        attrs[OUTPUT_MESSAGES_REF] = f"{file}#seq={attempt.response_seq}"
+            attrs[TOOL_DEFINITIONS_REF] = request
+    response = None if attempt.response_seq is None else ref(attempt.response_seq)
+    if response is not None:
+        attrs[OUTPUT_MESSAGES_REF] = response
     return span_name("model", model=model, tool=None, agent=None, node=None)
 
 
@@ -945,6 +974,7 @@ def replay(
     tracer_provider: trace_api.TracerProvider | None = None,
     resource: Resource | None = None,
     file_uri: str | os.PathLike[str] | None = None,
+    ref_base: str | None = None,
 ) -> int:
     """Emit the spans of a session file, exactly as a live :class:`SpanBridge` did.
 
@@ -966,6 +996,7 @@ def replay(
         resource: The spans' Resource with ``processor``; default :func:`default_resource`.
         file_uri: How spans name the file; default ``path`` as a ``file://`` URI,
             which is what a live bridge attached to the Session used.
+        ref_base: As for :class:`SpanBridge`.
 
     Returns:
         The number of spans handed to the processor.
@@ -981,6 +1012,7 @@ def replay(
         tracer_provider=tracer_provider,
         resource=resource,
         file_uri=path if file_uri is None else file_uri,
+        ref_base=ref_base,
     )
     if bridge.processor is None:
         raise ValueError(

@@ -1,0 +1,276 @@
+"""Benchmark: shipping to a store, listing it, and paging a large shipped session.
+
+Three checks, each against a baseline measured in the same run:
+
+* **ship**: 4 processes ship 1,000 sessions at once (``Shipper.ship_once``
+  in each, 250 sessions apiece) against 4 processes that copy the same files
+  plainly into a folder (``shutil.copyfile``). Then 10% of the sessions grow
+  by one turn and a second pass runs: bytes uploaded against bytes added.
+* **list**: ``Workspace(URL).list()`` over 10,000 shipped sessions, on a new
+  Workspace (cold: every manifest is read) and again on the same one (warm:
+  one listing), against ``Workspace(folder).list()`` on the local files.
+* **messages**: ``Workspace(URL).messages(id, last=50)`` on a large shipped
+  session (256 MiB by default; ``--size-mib 1024`` for 1 GiB) against the same
+  call on the local file, interleaved: bytes fetched from the store per page
+  against the bytes the page spans (target at most 2x), and time.
+
+The store is a local folder by default; ``--s3`` uses an S3 API server
+(moto) on 127.0.0.1 instead, which adds HTTP but no real network.
+
+Run: ``.venv/bin/python benchmarks/store.py [--s3] [--sessions N] [--size-mib N] [--reps N]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+
+if not __package__:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._workload import build_events, median, scratch_dir
+from benchmarks.workspace import PAGE, _scan_last, generate
+from loopscribe import Session, Workspace
+from loopscribe.store import Shipper, StoreWorkspace
+
+PROCESSES = 4
+SHIP_SESSIONS = 1_000
+TARGET_FETCH_RATIO = 2.0
+
+SHIP_CHILD = """
+import sys, orjson
+from loopscribe.store import Shipper
+result = Shipper(sys.argv[1], sys.argv[2], workers=8).ship_once()
+sys.stdout.buffer.write(orjson.dumps(result.to_json()))
+"""
+COPY_CHILD = """
+import shutil, sys
+from pathlib import Path
+out = Path(sys.argv[2]); out.mkdir(parents=True, exist_ok=True)
+for p in sorted(Path(sys.argv[1]).glob("*.jsonl")):
+    shutil.copyfile(p, out / p.name)
+"""
+
+
+@contextlib.contextmanager
+def s3_store() -> Iterator[tuple[str, dict[str, str]]]:
+    """A bucket on moto's S3 server on 127.0.0.1, and the environment that reaches it."""
+    import fsspec.config
+    import s3fs
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    env = {
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "FSSPEC_S3_ENDPOINT_URL": endpoint,
+    }
+    os.environ.update(env)
+    fsspec.config.conf["s3"] = {"endpoint_url": endpoint}
+    bucket = f"bench-{secrets.token_hex(4)}"
+    s3fs.S3FileSystem(endpoint_url=endpoint).mkdir(bucket)
+    try:
+        yield f"s3://{bucket}/agents", env
+    finally:
+        server.stop()
+
+
+def make_sessions(root: Path, count: int, start: int = 0) -> list[Path]:
+    """``count`` small sessions (one recorded template, copied under new IDs) in ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    template_dir = root.parent / "template"
+    ws = Workspace(template_dir)
+    with ws.create(title="template", model="model-x") as session, session.begin_run() as run:
+        for event in build_events(2, seed=1):
+            run.record(event)
+        tid = session.id
+    template = ws.path(tid).read_bytes()
+    paths = []
+    for n in range(start, start + count):
+        sid = f"{n:032x}"
+        path = root / f"{sid}.jsonl"
+        path.write_bytes(template.replace(tid.encode(), sid.encode()))
+        paths.append(path)
+    shutil.rmtree(template_dir)
+    return paths
+
+
+def split(paths: list[Path], parent: Path) -> list[Path]:
+    """Move ``paths`` into PROCESSES folders under ``parent``, one per shipping process."""
+    folders = [parent / f"p{i}" for i in range(PROCESSES)]
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+    for i, path in enumerate(paths):
+        path.rename(folders[i % PROCESSES] / path.name)
+    return folders
+
+
+def run_parallel(code: str, pairs: list[tuple[str, str]]) -> tuple[float, list[dict[str, int]]]:
+    """Run ``code`` in one process per (arg1, arg2) pair at once; wall time and JSON outputs."""
+    start = time.perf_counter()
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, a, b], stdout=subprocess.PIPE)
+        for a, b in pairs
+    ]
+    outs = [p.communicate()[0] for p in procs]
+    took = time.perf_counter() - start
+    if any(p.returncode for p in procs):
+        raise SystemExit("a child process failed")
+    return took, [orjson.loads(o) for o in outs if o.strip()]
+
+
+def bench_ship(root: Path, url: str) -> None:
+    """4 processes ship 1,000 sessions; then a pass after 10% of them grew."""
+    folders = split(make_sessions(root / "src", SHIP_SESSIONS), root / "src")
+    total = sum(p.stat().st_size for f in folders for p in f.glob("*.jsonl"))
+    copy_s, _ = run_parallel(COPY_CHILD, [(str(f), str(root / "copy" / f.name)) for f in folders])
+    ship_s, results = run_parallel(SHIP_CHILD, [(str(f), url) for f in folders])
+    shipped = sum(r["shipped"] for r in results)
+    uploaded = sum(r["bytes_uploaded"] for r in results)
+    print(
+        f"ship: {shipped} sessions ({total / 2**20:.1f} MiB) by {PROCESSES} processes in "
+        f"{ship_s:.2f} s ({shipped / ship_s:.0f} sessions/s); plain copy by {PROCESSES} "
+        f"processes {copy_s:.2f} s; ratio {ship_s / copy_s:.1f}x; uploaded "
+        f"{uploaded / total:.2f}x the bytes (segments + manifests)"
+    )
+    grown = [p for f in folders for p in sorted(f.glob("*.jsonl"))][::10]
+    before = sum(p.stat().st_size for p in grown)
+    for path in grown:
+        with Session.open(path) as session, session.begin_run() as run:
+            for event in build_events(1, seed=2):
+                run.record(event)
+    added = sum(p.stat().st_size for p in grown) - before
+    again_s, results = run_parallel(SHIP_CHILD, [(str(f), url) for f in folders])
+    uploaded = sum(r["bytes_uploaded"] for r in results)
+    print(
+        f"  second pass: {len(grown)} sessions grew by {added / 2**10:.0f} KiB; uploaded "
+        f"{uploaded / 2**10:.0f} KiB ({uploaded / added:.2f}x the bytes added) in {again_s:.2f} s"
+    )
+
+
+def bench_list(root: Path, url: str, sessions: int, reps: int) -> None:
+    """list() of ``sessions`` shipped sessions: cold and warm, against the local folder."""
+    have = SHIP_SESSIONS
+    extra = max(0, sessions - have)
+    if extra:
+        folders = split(make_sessions(root / "more", extra, start=have), root / "more")
+        took, _ = run_parallel(SHIP_CHILD, [(str(f), url) for f in folders])
+        print(f"list: shipped {extra} more sessions in {took:.1f} s ({extra / took:.0f}/s)")
+    local_dirs = [root / "src" / f"p{i}" for i in range(PROCESSES)]
+    local_dirs += [root / "more" / f"p{i}" for i in range(PROCESSES) if extra]
+    flat = root / "flat"
+    flat.mkdir()
+    for folder in local_dirs:
+        for path in folder.glob("*.jsonl"):
+            os.link(path, flat / path.name)
+    cold, warm, local = [], [], []
+    count = 0
+    for _ in range(reps):
+        store = Workspace(url)
+        start = time.perf_counter()
+        count = len(store.list(include_children=True))
+        cold.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        store.list(include_children=True)
+        warm.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        Workspace(flat).list(include_children=True)
+        local.append(time.perf_counter() - start)
+    c, w, lo = median(cold), median(warm), median(local)
+    print(
+        f"  list() of {count} shipped sessions: cold {c:.2f} s, warm {w:.2f} s; local "
+        f"folder cold {lo:.2f} s; store/local {c / lo:.1f}x cold, {w / lo:.2f}x warm"
+    )
+
+
+def bench_messages(root: Path, url: str, size_mib: int, reps: int) -> bool:
+    """messages(last=50) on a large shipped session: bytes fetched and time vs local."""
+    ws = Workspace(root / "large")
+    start = time.perf_counter()
+    sid = generate(ws, size_mib << 20)
+    path = ws.path(sid)
+    size = path.stat().st_size
+    print(
+        f"messages: {size / 2**20:.0f} MiB session written in {time.perf_counter() - start:.1f} s"
+    )
+    start = time.perf_counter()
+    result = Shipper(ws.root, url).ship_once()
+    took = time.perf_counter() - start
+    print(
+        f"  shipped in {result.segments} segments, {took:.1f} s "
+        f"({result.bytes_uploaded / took / 2**20:.0f} MiB/s)"
+    )
+    window, count = _scan_last(path)
+    span = size - window[0][0] if count > PAGE else size
+    local_s, store_s, fetched, requests = [], [], [], []
+    for _ in range(reps):  # interleaved: the machine's load hits both alike
+        t0 = time.perf_counter()
+        local_page = Workspace(ws.root).messages(sid, last=PAGE)
+        local_s.append(time.perf_counter() - t0)
+        store = Workspace(url)
+        assert isinstance(store, StoreWorkspace)
+        t0 = time.perf_counter()
+        page = store.messages(sid, last=PAGE)
+        store_s.append(time.perf_counter() - t0)
+        view = store.view(sid)
+        fetched.append(view.fetched_bytes)
+        requests.append(view.requests)
+        if page.messages != local_page.messages:
+            print("  ERROR: the store's page differs from the local file's")
+            return False
+    ratio = median([float(f) for f in fetched]) / span
+    print(
+        f"  messages(last={PAGE}): the page spans {span / 2**10:.0f} KiB of {size / 2**20:.0f} "
+        f"MiB; fetched {median([float(f) for f in fetched]) / 2**10:.0f} KiB in "
+        f"{median([float(r) for r in requests]):.0f} requests = {ratio:.2f}x the page "
+        f"(target <= {TARGET_FETCH_RATIO:.0f}x)"
+    )
+    ls, ss = median(local_s), median(store_s)
+    print(
+        f"  time: store {ss * 1000:.1f} ms, local file {ls * 1000:.1f} ms "
+        f"({ss / ls:.1f}x), median of {reps} interleaved"
+    )
+    return ratio <= TARGET_FETCH_RATIO
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--s3", action="store_true", help="ship to moto's S3 server on 127.0.0.1")
+    parser.add_argument("--sessions", type=int, default=10_000, help="sessions to list")
+    parser.add_argument("--size-mib", type=int, default=256, help="size of the large session")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        root = stack.enter_context(scratch_dir())
+        if args.s3:
+            url, _env = stack.enter_context(s3_store())
+            print(f"store: moto S3 server on 127.0.0.1 ({url})")
+        else:
+            url = (root / "store").as_uri()
+            print(f"store: local folder ({url})")
+        print(f"machine: {os.cpu_count()} cores, shared and loaded; figures are noisy")
+        bench_ship(root, url)
+        bench_list(root, url, args.sessions, args.reps)
+        ok = bench_messages(root, url, args.size_mib, args.reps)
+    return 1 if args.strict and not ok else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

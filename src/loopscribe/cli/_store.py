@@ -1,0 +1,277 @@
+"""``loopscribe ship``, and store URLs for ``ls``, ``show``, ``find`` and ``verify``.
+
+The reading commands keep their own handlers for local paths; given a URL,
+the handler installed here reads the store instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from .._errors import StoreError
+from .._source import is_url
+from ..store._layout import is_session_id
+from ..store._read import Store, parse_session_url
+from ..store._shipper import SEGMENT_BYTES, Shipper, ShipResult
+from ._common import CliError, Out, StopFlag, parse_hex, record_json
+from ._otel import find_records
+from ._render import render_message
+from ._sessions import summary_json as _summary_json
+
+__all__ = ["add_parsers"]
+
+Handler = Callable[[argparse.Namespace, Out], int]
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``ship``; let ``ls``, ``show``, ``find`` and ``verify`` take a store URL."""
+    p = sub.add_parser(
+        "ship",
+        help="copy session files to object storage (any fsspec URL), incrementally",
+        description=(
+            "Copy the session files below DIR to a store: s3://bucket/prefix, gs://..., "
+            "az://..., or a folder (file:///mnt/share). Each pass uploads only the complete "
+            "lines added since the last one, as immutable segments plus a small manifest "
+            "per session; a cursor beside each file (FILE.ship-cursor) makes passes "
+            "resumable after a crash without uploading anything twice. "
+            "Needs: pip install 'loopscribe[store]'."
+        ),
+    )
+    p.add_argument("dir", metavar="DIR", help="a folder of session files, or one file")
+    p.add_argument("--to", required=True, metavar="URL", help="the store (an fsspec URL)")
+    p.add_argument("--follow", "-f", action="store_true", help="keep shipping as files grow")
+    p.add_argument(
+        "--interval", type=float, default=5.0, metavar="SECONDS", help="pause between passes"
+    )
+    p.add_argument("--workers", type=int, default=8, metavar="N", help="sessions in parallel")
+    p.add_argument(
+        "--segment-mib",
+        type=int,
+        default=SEGMENT_BYTES >> 20,
+        metavar="MIB",
+        help="largest segment to upload",
+    )
+    p.set_defaults(handler=cmd_ship)
+    for name, store_handler in (
+        ("ls", cmd_ls),
+        ("show", cmd_show),
+        ("find", cmd_find),
+        ("verify", cmd_verify),
+    ):
+        parser = sub.choices.get(name)
+        if parser is not None:
+            parser.set_defaults(handler=_either(parser.get_default("handler"), store_handler))
+
+
+def _either(local: Handler, store: Handler) -> Handler:
+    """The local handler for paths, the store's for URLs (the command's first argument)."""
+
+    def handler(args: argparse.Namespace, out: Out) -> int:
+        target = _target(args)
+        return store(args, out) if is_url(target) else local(args, out)
+
+    handler.__doc__ = local.__doc__
+    return handler
+
+
+def _target(args: argparse.Namespace) -> Any:
+    """The command's folder, file or session argument."""
+    for name in ("session", "file", "dir"):  # "dir" is also the --dir option of some
+        value = getattr(args, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+# -- ship ---------------------------------------------------------------------------
+
+
+def cmd_ship(args: argparse.Namespace, out: Out) -> int:
+    """Ship session files to a store, once or (``--follow``) until stopped."""
+    if args.segment_mib < 1:
+        raise CliError(f"--segment-mib must be at least 1, got {args.segment_mib}")
+    shipper = Shipper(args.dir, args.to, workers=args.workers, segment_bytes=args.segment_mib << 20)
+    stop = StopFlag()
+    if args.follow:
+        stop.install()
+
+    def report(result: ShipResult) -> None:
+        if out.json:
+            out.emit(result.to_json())
+        elif result.shipped or not args.follow:
+            out.stdout.print(
+                f"{result.sessions} session(s), {result.shipped} shipped: "
+                f"{result.records} records in {result.segments} segment(s), "
+                f"{result.bytes_uploaded} bytes uploaded"
+                + (
+                    f", {result.adopted} segment(s) of an interrupted pass kept"
+                    if result.adopted
+                    else ""
+                )
+                + f" → {shipper.url}",
+                highlight=False,
+                markup=False,
+            )
+        for error in result.errors:
+            out.stderr.print(
+                f"loopscribe: error: {error}", highlight=False, markup=False, style="red"
+            )
+
+    total = shipper.run(
+        follow=args.follow, interval_s=args.interval, stop=stop.event, on_pass=report
+    )
+    return 1 if total.errors else 0
+
+
+# -- ls / show / find / verify on a store -----------------------------------------
+
+
+def _workspace(url: str) -> Any:
+    from ..workspace import Workspace
+
+    return Workspace(url)
+
+
+def cmd_ls(args: argparse.Namespace, out: Out) -> int:
+    """List the sessions of a store, newest first."""
+    summaries = _workspace(args.dir).list(include_children=args.all)
+    if out.json:
+        for summary in summaries:
+            out.emit(_summary_json(summary))
+        return 0
+    table = Table("session", "title", "status", "model", "msgs", "tokens in/out", "updated")
+    for s in summaries:
+        table.add_row(
+            s.id[:12],
+            escape(s.title or ""),
+            s.status,
+            escape(s.model or ""),
+            str(s.message_count),
+            f"{s.input_tokens}/{s.output_tokens}",
+            s.updated.strftime("%Y-%m-%d %H:%M:%S"),
+        )
+    out.stdout.print(table)
+    if not summaries:
+        out.stderr.print(f"no sessions in {args.dir}", style="dim", highlight=False)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, out: Out) -> int:
+    """Show a shipped session's summary and last messages (URL or span reference)."""
+    store_url, sid, _seq = _session(_target(args))
+    workspace = _workspace(store_url)
+    summary = workspace.get(sid)
+    page = workspace.messages(sid, last=args.last)
+    if out.json:
+        out.emit(
+            {
+                "summary": _summary_json(summary),
+                "messages": page.messages,
+                "has_more": page.has_more,
+                "total": page.total,
+            }
+        )
+        return 0
+    out.stdout.print(
+        f"[bold]{escape(summary.title or summary.id)}[/]  {summary.status} (when shipped)  "
+        f"model {escape(summary.model or '-')}  "
+        f"{summary.message_count} messages  tokens {summary.input_tokens}/{summary.output_tokens}"
+    )
+    if page.has_more:
+        earlier = (page.total or summary.message_count) - len(page.messages)
+        out.stdout.print(f"… {earlier} earlier messages (use --last)", style="dim")
+    for message in page.messages:
+        role, body = render_message(message)
+        out.stdout.print(f"[bold cyan]{escape(role)}[/]")
+        out.stdout.print(body, markup=False, highlight=False)
+    return 0
+
+
+def _session(url: str) -> tuple[str, str, int | None]:
+    try:
+        return parse_session_url(url)
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
+
+
+def cmd_find(args: argparse.Namespace, out: Out) -> int:
+    """Print the records behind a trace or span, reading the store.
+
+    Only the sessions whose manifest lists a run of the trace are read.
+    """
+    trace = parse_hex(args.trace_id, 128, "trace id")
+    span = None if args.span_id is None else parse_hex(args.span_id, 64, "span id")
+    url = args.dir.split("#", 1)[0].rstrip("/")
+    tail = url.rsplit("/", 1)[-1]
+    if is_session_id(tail) and url.rsplit("/", 2)[-2] == "sessions":
+        urls = [url]
+        searched = 1
+    else:
+        store = Store(url)
+        manifests = store.manifests()
+        searched = len(manifests)
+        wanted = f"{trace:032x}"
+        urls = [store.session_url(m.session_id) for m in manifests if wanted in m.runs.values()]
+    found = 0
+    for where, record in find_records(urls, trace, span, out):
+        found += 1
+        if out.json:
+            out.emit(record_json(record, where))
+            continue
+        ex = record.execution
+        what = f"{ex.kind} {ex.id} attempt {ex.attempt}" if ex else "run"
+        out.stdout.rule(
+            f"{record.session_id} · seq {record.seq} · {record.type} · {what}", style="cyan"
+        )
+        out.stdout.print(
+            f"{where}  run {record.run_id}  {record.ts.isoformat().replace('+00:00', 'Z')}",
+            highlight=False,
+            style="dim",
+            markup=False,
+        )
+        out.stdout.print_json(data=record.data)
+    if not found:
+        target = (
+            f"span {args.span_id} of trace {args.trace_id}" if span else f"trace {args.trace_id}"
+        )
+        raise CliError(
+            f"no records for {target} in {args.dir} ({searched} shipped sessions searched)"
+        )
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace, out: Out) -> int:
+    """Check the hash chain of a shipped session, across its segments."""
+    from .._verify import verify
+
+    store_url, sid, _seq = _session(_target(args))
+    report = verify(Store(store_url).session_url(sid))
+    if out.json:
+        broken = report.broken
+        out.emit(
+            {
+                "file": str(report.path),
+                "records": report.records,
+                "chained": report.chained,
+                "sealed": report.sealed,
+                "ok": report.ok,
+                "head": report.head,
+                "broken": None
+                if broken is None
+                else {
+                    "seq": broken.seq,
+                    "line": broken.line,
+                    "offset": broken.offset,
+                    "reason": broken.reason,
+                },
+            }
+        )
+    else:
+        style = "green" if report.ok else ("red" if report.broken else "yellow")
+        out.stdout.print(report.describe(), style=style, highlight=False, markup=False)
+    return 0 if report.ok else 1
