@@ -18,7 +18,13 @@ from typing import Any
 import pytest
 
 from loopscribe.otel import span_id, trace_id
-from tests.viewer.conftest import Server, browser, chromium, serve  # noqa: F401 - fixtures
+from tests.viewer.conftest import (  # noqa: F401 - fixtures
+    Server,
+    browser,
+    chromium,
+    chromium_driver,
+    serve,
+)
 from tests.viewer.test_browser import WAIT_SECONDS, no_console_errors, screenshot, wait_for
 from tests.viewer.test_timeline import record_many
 
