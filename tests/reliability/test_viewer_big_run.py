@@ -11,6 +11,7 @@ Set ``LOOPSCRIBE_SCREENSHOTS=docs`` to keep the screenshot.
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,12 @@ from tests.viewer.test_timeline import record_many
 pytestmark = pytest.mark.slow
 
 CALLS = 100_000
-OPEN_SECONDS = 15.0
-"""Generous for a shared 2-core machine; `benchmarks/viewer.py` reports the real figure."""
+OPEN_SECONDS = 60.0
+"""A guard against minutes (100,000 rows drawn from 70 MB of JSON), generous for a shared
+2-core machine that may be running many other jobs: it took 9-26 s at load averages of
+15-25. `benchmarks/viewer.py` reports the server's time (0.56 s) and the bytes."""
+PAGE_BYTES = 1_000_000
+"""The run page (HTML with its embedded JSON) stays this small, whatever the run's size."""
 
 
 def test_a_run_of_100k_tool_calls(
@@ -48,6 +53,8 @@ def test_a_run_of_100k_tool_calls(
     sid, rid = record_many(folder / "bulk.jsonl", CALLS, every_error=1_000)
     server = serve(folder, timeout=300)
 
+    with urllib.request.urlopen(f"{server.url}/session/{sid}/run/{rid}", timeout=120) as page:
+        assert len(page.read()) < PAGE_BYTES
     started = time.monotonic()
     browser.get(f"{server.url}/session/{sid}/run/{rid}")
     wait_for(browser, ".timeline .bar")
