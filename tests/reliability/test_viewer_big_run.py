@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 CALLS = 100_000
 OPEN_SECONDS = 60.0
 """A guard against minutes (100,000 rows drawn from 70 MB of JSON), generous for a shared
-2-core machine that may be running many other jobs: it took 9-26 s at load averages of
+2-core machine that may be running many other jobs: it took 1.6-26 s at load averages of
 15-25. `benchmarks/viewer.py` reports the server's time (0.56 s) and the bytes."""
 PAGE_BYTES = 1_000_000
 """The run page (HTML with its embedded JSON) stays this small, whatever the run's size."""
