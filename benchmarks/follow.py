@@ -49,7 +49,7 @@ def measure(
     workload = build_events(events // 6 + 10)[:events]
     sent: dict[int, int] = {}
     received: list[dict[int, int]] = [{} for _ in range(followers)]
-    ready = threading.Barrier(followers + 1)
+    arrived = threading.Semaphore(0)  # one release per follower that is following
     stop = threading.Event()
     errors: list[BaseException] = []
     with scratch_dir() as folder:
@@ -64,7 +64,7 @@ def measure(
                         got[record.seq] = clock()
                         if first:
                             first = False
-                            ready.wait(30)
+                            arrived.release()
                 except BaseException as exc:  # reported below
                     errors.append(exc)
 
@@ -75,7 +75,7 @@ def measure(
                     got[record.seq] = clock()
                     if first:
                         first = False
-                        await asyncio.to_thread(ready.wait, 30)
+                        arrived.release()
 
             async def all_async() -> None:
                 try:
@@ -89,7 +89,9 @@ def measure(
                 threads = [threading.Thread(target=consume, args=(i,)) for i in range(followers)]
             for t in threads:
                 t.start()
-            ready.wait(30)  # every follower has the session_start: it is following
+            for _ in range(followers):  # each has the session_start: it is following
+                if not arrived.acquire(timeout=60):
+                    raise TimeoutError("a follower did not start within 60 s")
             time.sleep(0.2)  # and has joined the shared reader
             period = int(spacing_ms * 1e6)
             with session.begin_run() as run:

@@ -122,8 +122,8 @@ def _scan_last(path: Path) -> tuple[deque[tuple[int, Any]], int]:
 def _page_problem(page: MessagePage, expected: list[Any], count: int | None) -> str:
     """What is wrong with ``page`` against the scan's last messages and count; "" if nothing.
 
-    ``count`` is the total the page must report: the scan's count when the
-    workspace's summary is current, ``None`` (unknown) on a fresh workspace.
+    ``count`` is the total the page must report: the scan's count, on a warm
+    Workspace from its summary and on a fresh one counted from the bytes.
     """
     wrong = [i for i, (a, b) in enumerate(zip(page.messages, expected, strict=False)) if a != b]
     if len(page.messages) == len(expected) and not wrong and page.total == count:
@@ -174,7 +174,7 @@ def bench_messages(size_mib: int, reps: int, profile: bool) -> bool:
     ok = True
     for label, times, page, total in (
         ("warm Workspace", warm, warm_page, count),
-        ("fresh Workspace", fresh, fresh_page, None),
+        ("fresh Workspace", fresh, fresh_page, count),
     ):
         problem = _page_problem(page, expected, total)
         if problem:

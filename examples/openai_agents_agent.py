@@ -1,10 +1,12 @@
 """Record an OpenAI Agents SDK run with loopscribe and export its spans.
 
-Runs offline: the model is the SDK's ``ScriptedModel`` playing a script, and
-the SDK's own tracing (which would export to OpenAI) is disabled. The agent
-asks for two tools, one of which fails, then answers; an input guardrail
-checks the question. Spans go to ``$OTEL_EXPORTER_OTLP_ENDPOINT`` if it is
-set, otherwise to an OTLP JSON file beside the session.
+Runs offline: the models are the SDK's ``ScriptedModel`` playing a script.
+The SDK's own tracing stays on (loopscribe does not need it off; without
+``OPENAI_API_KEY`` it exports nothing). The agent asks, in one turn, for a
+tool that fails and for a forecaster agent used as a tool (whose own model
+and tool calls are recorded under that call), then answers; an input
+guardrail checks the question. Spans go to ``$OTEL_EXPORTER_OTLP_ENDPOINT``
+if it is set, otherwise to an OTLP JSON file beside the session.
 
     python examples/openai_agents_agent.py [DIR]
 """
@@ -24,7 +26,6 @@ from agents import (
     TResponseInputItem,
     function_tool,
     input_guardrail,
-    set_tracing_disabled,
 )
 from agents.testing import ScriptedModel, assistant_message, function_call
 
@@ -53,27 +54,39 @@ def on_topic(
     return GuardrailFunctionOutput(output_info={"topic": "weather"}, tripwire_triggered=False)
 
 
-MODEL = ScriptedModel(
-    [
+FORECASTER = Agent(
+    name="forecaster",
+    instructions="Look the weather up.",
+    model=ScriptedModel(
         [
-            function_call("get_weather", {"city": "Lisbon"}, call_id="call_1"),
-            function_call("get_alerts", {"region": "Lisbon"}, call_id="call_2"),
-        ],
-        [assistant_message("It is 21C and sunny in Lisbon; no alert feed right now.")],
-    ]
+            [function_call("get_weather", {"city": "Lisbon"}, call_id="call_f1")],
+            [assistant_message("21C and sunny in Lisbon.")],
+        ]
+    ),
+    tools=[get_weather],
 )
 
 AGENT = Agent(
     name="weather-bot",
     instructions="Answer weather questions with the tools.",
-    model=MODEL,
-    tools=[get_weather, get_alerts],
+    model=ScriptedModel(
+        [
+            [
+                function_call("forecast", {"input": "Lisbon today"}, call_id="call_1"),
+                function_call("get_alerts", {"region": "Lisbon"}, call_id="call_2"),
+            ],
+            [assistant_message("It is 21C and sunny in Lisbon; no alert feed right now.")],
+        ]
+    ),
+    tools=[
+        FORECASTER.as_tool(tool_name="forecast", tool_description="Ask the forecaster."),
+        get_alerts,
+    ],
     input_guardrails=[on_topic],
 )
 
 
 def main() -> None:
-    set_tracing_disabled(True)  # keep the SDK's own traces local: nothing goes to OpenAI
     folder = Path(sys.argv[1] if len(sys.argv) > 1 else "demo-sessions")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"openai-agents-{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}.jsonl"

@@ -699,3 +699,26 @@ def test_the_demo_gives_every_record_its_scripted_time_and_prints_commands(
             argv, capture_output=True, text=True, check=False, cwd=tmp_path, env=env
         )
         assert ran.returncode == 0, (command, ran.stderr)
+
+
+def test_hostile_folders_neither_hide_sessions_nor_hang(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A session whose first line is longer than the sniff is still a session; a FIFO named
+    *.jsonl is never opened; binary junk is skipped."""
+    from loopscribe.cli._kinds import SNIFF_BYTES, file_kind
+
+    with Session.create(tmp_path / "big.jsonl", metadata={"title": "T" * SNIFF_BYTES}) as big:
+        big.begin_run().close()
+    assert file_kind(big.path).session_id == big.id
+    big.path.unlink()
+    s = record_demo(tmp_path / "s.jsonl", turns=1)
+    os.mkfifo(tmp_path / "pipe.jsonl")
+    (tmp_path / "junk.jsonl").write_bytes(os.urandom(4096))
+    code, out, err = run_cli(capsys, "--json", "ls", str(tmp_path))
+    assert (code, err) == (0, "")
+    (row,) = [orjson.loads(line) for line in out.splitlines()]
+    assert row["id"] == s.id
+    code, out, _ = run_cli(capsys, "--json", "show", s.id[:10], "--dir", str(tmp_path))
+    assert code == 0
+    assert orjson.loads(out)["summary"]["id"] == s.id

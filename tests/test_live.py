@@ -396,3 +396,20 @@ def test_polling_fallback_delivers_in_a_separate_process(tmp_path: Path) -> None
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(list(range(12)))  # 5 before, run_start, 5 turns, run_close
+
+
+def test_executor_stream_chunks_reach_the_bus_through_the_recorder(session_path: Path) -> None:
+    """A standalone call's model_stream chunks, published via Recorder, reach bus subscribers."""
+    from loopscribe import LLMRequest, ModelExecution, ModelExecutor, Recorder, UserMessage
+
+    def model(request: LLMRequest) -> list[str]:
+        return ["Hel", "lo"]
+
+    bus = Bus()
+    with Session.create(session_path, observers=[bus]) as s, s.begin_run() as run:
+        sub = bus.subscribe(s.id, from_offset=s.size)
+        call = ModelExecution(Execution("c", "model"), LLMRequest([UserMessage("hi")]))
+        ModelExecutor(on_event=Recorder(run)).call(model, call)
+    chunks = [i.data["chunk"] for i in drain(sub) if isinstance(i, Transient)]
+    assert chunks == ["Hel", "lo"]
+    assert "model_stream" not in {r.type for r in read(session_path)}

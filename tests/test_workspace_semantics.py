@@ -249,3 +249,115 @@ def test_channel_sessions_are_listed_only_when_asked_and_titles_derive(tmp_path:
     assert len(title) == 80
     assert title.endswith("…")
     assert ws.update(untitled.id, title="Lisbon").title == "Lisbon"
+
+
+def test_a_crashed_run_stays_interrupted_while_this_process_reopens_the_file(
+    tmp_path: Path,
+) -> None:
+    """Reopened between turns after a crash, the old open run is interrupted, not running."""
+    ws = Workspace(tmp_path)
+    s = ws.create()
+    path = ws.path(s.id)
+    s.begin_run().detach()  # what a crash leaves: a run without run_close
+    s.close()
+    assert ws.status(s.id) == "interrupted"
+    with Session.open(path) as again:
+        assert ws.status(s.id) == "interrupted"
+        with again.begin_run():
+            assert ws.status(s.id) == "running"
+        assert ws.status(s.id) == "idle"
+
+
+REOPENER = textwrap.dedent(
+    """
+    import sys
+    from loopscribe import Session
+    s = Session.open(sys.argv[1])   # after a crash: the old run is still open in the file
+    print("reopened", flush=True)
+    sys.stdin.readline()
+    run = s.begin_run()
+    print("running", flush=True)
+    sys.stdin.readline()
+    run.close()
+    print("idle", flush=True)
+    sys.stdin.readline()
+    s.close()
+    """
+)
+
+CRASHER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from loopscribe import Session
+    s = Session.open(sys.argv[1])
+    s.begin_run()
+    os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def test_a_writer_in_another_process_between_turns_after_a_crash(tmp_path: Path) -> None:
+    """A crashed run stays interrupted while another process holds the file with no run open."""
+    ws = Workspace(tmp_path)
+    with ws.create() as s:
+        pass
+    path = ws.path(s.id)
+    crashed = subprocess.run([sys.executable, "-c", CRASHER, str(path)], check=False, timeout=60)
+    assert crashed.returncode == -9
+    assert ws.status(s.id) == "interrupted"
+    with subprocess.Popen(
+        [sys.executable, "-c", REOPENER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as child:
+        assert child.stdin is not None
+        assert child.stdout is not None
+        try:
+            seen = []
+            for _ in range(3):
+                seen.append((child.stdout.readline().strip(), ws.status(s.id)))
+                child.stdin.write("next\n")
+                child.stdin.flush()
+            assert child.wait(timeout=30) == 0
+        finally:
+            child.kill()
+    assert seen == [("reopened", "interrupted"), ("running", "running"), ("idle", "idle")]
+
+
+def test_a_fresh_workspace_counts_the_total_without_folding(tmp_path: Path) -> None:
+    """The byte-search total equals the folded summary's count, compactions included."""
+    ws = Workspace(tmp_path)
+    with ws.create() as s, s.begin_run() as run:
+        for t in range(6):
+            exchange(run, t)
+    ws.compact(s.id, "early part", keep_last=3)
+    with Session.open(ws.path(s.id)) as again, again.begin_run() as run:
+        for t in range(6, 12):
+            exchange(run, t)
+    expected = ws.get(s.id).message_count
+    assert expected == 1 + 3 + 12
+    page = Workspace(tmp_path).messages(s.id, last=2)
+    assert page.total == expected
+    assert Workspace(tmp_path).messages(s.id, last=2, skip=3).total == expected
+    # A compaction from the side log (as while another process writes) is counted too.
+    ws._annotate_side(ws.path(s.id), ev.COMPACTION, {"summary": "all so far", "keep_last": 1})
+    with Session.open(ws.path(s.id)) as again, again.begin_run() as run:
+        exchange(run, 12)
+    folded = Workspace(tmp_path).get(s.id).message_count
+    assert folded == 1 + 1 + 2
+    assert Workspace(tmp_path).messages(s.id, last=1).total == folded
+
+
+def test_the_byte_count_ignores_record_lookalikes_inside_data(tmp_path: Path) -> None:
+    """Tool output holding a copy of a message_end record is not counted as a message."""
+    ws = Workspace(tmp_path)
+    lookalike = {"session_id": "a" * 32, "seq": 7, "type": "message_end", "data": {}}
+    with ws.create() as s, s.begin_run() as run:
+        for t in range(4):
+            exchange(run, t)
+            tool = Execution(f"c{t}", "tool")
+            run.record(ev.tool_exec_start(tool, "cat", {"echo": lookalike, "also": [lookalike]}))
+            run.record(ev.tool_exec_end(tool, "cat", {"records": [lookalike] * 3}))
+    page = Workspace(tmp_path).messages(s.id, last=1)
+    assert page.total == 8 == ws.get(s.id).message_count

@@ -30,6 +30,8 @@ import logging
 import os
 import re
 import secrets
+import struct
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping
@@ -156,6 +158,28 @@ def _lock(fd: int, path: Path) -> None:
             f"{path}: another Session handle, in this or another process, is writing "
             "this file; close it first, or read the file with loopscribe.read()",
         ) from None
+
+
+# struct flock on 64-bit Linux: l_type, l_whence, l_start, l_len, l_pid (and padding).
+_FLOCK_STRUCT = "hhqqi4x"
+_OPEN_RUN_LOCKS = (
+    sys.platform.startswith("linux") and hasattr(fcntl, "F_OFD_SETLK") and sys.maxsize > 2**32
+)
+
+
+def _run_lock(fd: int, *, held: bool) -> None:
+    """Hold an OFD lock on byte 0 while a run is open; it dies with the process.
+
+    Readers (``Workspace``) see it in /proc/locks, so a writer that is alive
+    but has no run open — it reopened the file after a crash — is told apart
+    from one that is running. Best-effort: where OFD locks are missing, the
+    workspace falls back to the writer lock alone.
+    """
+    if not _OPEN_RUN_LOCKS:
+        return
+    kind = fcntl.F_WRLCK if held else fcntl.F_UNLCK
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack(_FLOCK_STRUCT, kind, os.SEEK_SET, 0, 1, 0))
 
 
 def _fsync_dir(path: Path) -> None:
@@ -792,6 +816,7 @@ class Run:
         self._session = session
         self._id = run_id
         self._closed = False
+        _run_lock(session._fd, held=True)
 
     @property
     def id(self) -> str:
@@ -898,6 +923,9 @@ class Run:
             session._check_open()
             data = {"synced": session._sync_mark()} if sync else {}
             session._append(ev.RUN_CLOSE, self._id, None, data, timestamp)
+            # Released once run_close is written: a reader never sees the run
+            # open without its lock while its writer is alive.
+            _run_lock(session._fd, held=False)
             if sync:
                 session._sync()
 
@@ -916,6 +944,7 @@ class Run:
             self._closed = True
             session._run = None
             session._check_open()
+            _run_lock(session._fd, held=False)
             session._sync()
 
     def _check_open(self) -> None:

@@ -59,7 +59,9 @@ SESSION_CLOSE = "session_close"
 SESSION_UPDATE = "session_update"
 TODOS = "todos"
 COMPACTION = "compaction"
-SESSION_FACTS = frozenset({SESSION_UPDATE, TODOS, COMPACTION})
+SOURCE_ENTRY = "source_entry"
+"""A verbatim entry a live store mirrors (the Claude Agent SDK's), kept so it loads back."""
+SESSION_FACTS = frozenset({SESSION_UPDATE, TODOS, COMPACTION, SOURCE_ENTRY})
 
 RESERVED = (
     frozenset({SESSION_START, RUN_START, RUN_CLOSE, RUN_RESUME, CHECKPOINT, SESSION_CLOSE})

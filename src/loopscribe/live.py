@@ -211,6 +211,11 @@ class _Waker:
 # -- the shared reader -------------------------------------------------------------
 
 
+def _set_all(events: list[asyncio.Event]) -> None:
+    for event in events:
+        event.set()
+
+
 class _Channel:
     """One follower's inbox on a shared reader."""
 
@@ -219,7 +224,8 @@ class _Channel:
     def __init__(self, position: int) -> None:
         self.items: queue.SimpleQueue[Record | BaseException] = queue.SimpleQueue()
         self.position = position  # records before this offset were read by the follower
-        self.async_wake: Callable[[], object] | None = None
+        # An async follower's event loop and the Event its task waits on.
+        self.async_wake: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
 
 
 _Key = tuple[int, int, int, bool]
@@ -262,6 +268,7 @@ class _SharedReader:
                 records = self.lines.read(drain=True)
             except (CorruptRecordError, FormatError, OSError) as exc:
                 records, error = [], exc
+            wakes: dict[asyncio.AbstractEventLoop, list[asyncio.Event]] = {}
             for channel in self.channels:
                 put, position = channel.items.put, channel.position
                 delivered = False
@@ -273,8 +280,12 @@ class _SharedReader:
                     put(error)
                     delivered = True
                 if delivered and channel.async_wake is not None:
-                    with contextlib.suppress(RuntimeError):  # its event loop closed
-                        channel.async_wake()
+                    loop, event = channel.async_wake
+                    wakes.setdefault(loop, []).append(event)
+            # One call per event loop, however many of its tasks follow the file.
+            for loop, events in wakes.items():
+                with contextlib.suppress(RuntimeError):  # that event loop closed
+                    loop.call_soon_threadsafe(_set_all, events)
             if error is not None:
                 # Every follower got the error; a new follower starts a new reader.
                 self.channels.clear()
@@ -336,8 +347,9 @@ class follow:  # used like a function, as in ``for r in follow(path)``
             returned earlier.
         codec: Decodes typed values; ``decode=False`` keeps raw JSON.
         poll_interval: Seconds between checks for new data where inotify is
-            not available (see :func:`watch_mode`), and between checks of
-            ``stop`` and ``idle_timeout``.
+            not available (see :func:`watch_mode`; a shared reader polls at
+            the interval of the follower that started it). A shared
+            follower checks ``stop`` every ``max(poll_interval, 0.1)`` s.
         idle_timeout: Stop after this many seconds without new data (``None``: never).
         stop: Stop at the end of the available data once this event is set.
         shared: Join the process's shared reader of the file (the default);
@@ -469,9 +481,11 @@ class follow:  # used like a function, as in ``for r in follow(path)``
                     reader, channel = done.value
                     break
                 yield record
-        loop = asyncio.get_running_loop()
         wake = asyncio.Event()
-        channel.async_wake = lambda: loop.call_soon_threadsafe(wake.set)
+        channel.async_wake = (asyncio.get_running_loop(), wake)
+        wait = max(self.poll_interval, _STOP_CHECK_SECONDS)
+        if self.idle_timeout is not None:
+            wait = min(wait, max(self.idle_timeout, 0.001))
         try:
             while True:
                 try:
@@ -484,8 +498,10 @@ class follow:  # used like a function, as in ``for r in follow(path)``
                         return
                     wake.clear()
                     if channel.items.empty():  # re-checked after clear: no lost wake-up
+                        # asyncio.timeout, not wait_for: no task per wait.
                         with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(wake.wait(), self.poll_interval)
+                            async with asyncio.timeout(wait):
+                                await wake.wait()
                     continue
                 yield self._take(item)
                 idle_since = time.monotonic()

@@ -37,8 +37,21 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from opentelemetry.sdk.trace import ReadableSpan
 
 import loopscribe
-from loopscribe import Execution, Record, Session, Usage
-from loopscribe.adapters.langchain import LoopscribeCallbackHandler, lower_message, to_langchain
+from loopscribe import (
+    AssistantMessage,
+    Execution,
+    Record,
+    Session,
+    TextContent,
+    Usage,
+    UserMessage,
+)
+from loopscribe.adapters.langchain import (
+    LoopscribeCallbackHandler,
+    from_langchain,
+    lower_message,
+    to_langchain,
+)
 from loopscribe.otel import SpanBridge, replay
 from loopscribe.testing import captured_spans, span_tree
 
@@ -225,6 +238,14 @@ def recorded(tmp_path: Path) -> tuple[Path, list[Record], LoopscribeCallbackHand
     return path, list(loopscribe.read(path)), handler
 
 
+def text_of(message: Any) -> str:
+    """The text blocks of a loopscribe message, or its string content."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return "".join(getattr(part, "text", "") for part in content)
+
+
 def of_type(records: Sequence[Record], kind: str) -> list[Record]:
     """The records of one type, in file order."""
     return [r for r in records if r.type == kind]
@@ -271,14 +292,14 @@ def test_records_requests_responses_and_tool_results_with_bodies(
     requests = of_type(records, "model_request")
     assert len(requests) == 6  # five model calls, one of them retried
     first = requests[0].data
-    assert [m["role"] for m in first["messages"]] == ["system", "user"]
-    assert PROMPT_CANARY in first["messages"][1]["content"]
+    assert [m.role for m in first["messages"]] == ["system", "user"]
+    assert PROMPT_CANARY in first["messages"][1].content
     assert [t["function"]["name"] for t in first["tools"]] == list(TOOLS)
     assert first["model"] == "scripted-1"
     assert first["config"]["temperature"] == 0.1
     assert "api_key" not in first["config"]
     last = requests[-1].data["messages"]
-    assert [m["role"] for m in last] == [
+    assert [m.role for m in last] == [
         *("system", "user", "assistant", "tool", "tool", "assistant", "tool", "assistant"),
         *("user", "assistant", "tool"),
     ]
@@ -287,22 +308,24 @@ def test_records_requests_responses_and_tool_results_with_bodies(
     assert ends[0].data["usage"] == Usage(40, 12)
     assert ends[0].data["model"] == "scripted-1-0611"
     assert ends[0].data["stop_reason"] == "tool_calls"
-    assert [c["id"] for c in ends[0].data["message"]["tool_calls"]] == ["call_1", "call_2"]
+    assert [c.id for c in ends[0].data["message"].tool_calls] == ["call_1", "call_2"]
     assert ends[3].data["error"] == {"type": "RateLimitError", "message": "429 slow down"}
-    assert ends[-1].data["message"]["content"] == "No forecast today, sorry."
+    assert ends[-1].data["message"].text == "No forecast today, sorry."
 
     starts = {execution(r).id: r.data for r in of_type(records, "tool_exec_start")}
     assert starts["call_1"] == {
         "tool": "get_weather",
         "args": {"city": f"Lisbon {ARGS_CANARY}"},
+        "tool_type": "function",
+        "description": starts["call_1"]["description"],
         "lc_run_id": starts["call_1"]["lc_run_id"],  # LangChain's run_id, for LangSmith
     }
     assert uuid.UUID(starts["call_1"]["lc_run_id"])
     tool_ends = {execution(r).id: r.data for r in of_type(records, "tool_exec_end")}
-    assert OUTPUT_CANARY in tool_ends["call_1"]["result"]["content"]
+    assert OUTPUT_CANARY in tool_ends["call_1"]["result"].content[0].text
     assert tool_ends["call_1"]["is_error"] is False
     assert tool_ends["call_3"]["is_error"] is True  # handled ToolException
-    assert tool_ends["call_3"]["result"]["status"] == "error"
+    assert tool_ends["call_3"]["result"].is_error
     assert tool_ends["call_4"]["error"]["type"] == "ValueError"  # raised into the loop
 
 
@@ -312,7 +335,7 @@ def test_committed_messages_are_written_once_each(
     """User input, assistant replies and tool results each get one message_end."""
     _, records, _ = recorded
     committed = [
-        (r.data["message"]["role"], None if r.execution is None else r.execution.kind)
+        (r.data["message"].role, None if r.execution is None else r.execution.kind)
         for r in of_type(records, "message_end")
     ]
     assert committed == [
@@ -347,7 +370,7 @@ def test_a_repeated_user_message_is_committed_again(tmp_path: Path) -> None:
         history.append(HumanMessage("ok"))
         model.invoke(history, config)
     committed = [
-        (r.data["message"]["role"], r.data["message"]["content"])
+        (r.data["message"].role, text_of(r.data["message"]))
         for r in of_type(list(loopscribe.read(path)), "message_end")
     ]
     assert committed == [
@@ -364,7 +387,7 @@ def test_executions_nest_as_langchain_nested_its_runs(
     """Agents are the root runs, models sit in with_retry chains, tools under the agent."""
     _, records, _ = recorded
     agents = [execution(r) for r in of_type(records, "agent_start") if execution(r).kind == "agent"]
-    assert [a.id for a in agents] == [str(ROOT_RUN_ID), str(SECOND_RUN_ID)]
+    assert [a.id for a in agents] == ["weather_agent_1", "weather_agent_2"]
     assert all(a.parent_id is None for a in agents)
     assert of_type(records, "agent_start")[0].data["agent"] == "weather_agent"
 
@@ -375,10 +398,10 @@ def test_executions_nest_as_langchain_nested_its_runs(
         assert chains[model.parent_id or ""].parent_id in {a.id for a in agents}
     tools = {execution(r).id: execution(r) for r in of_type(records, "tool_exec_start")}
     assert {k: v.parent_id for k, v in tools.items()} == {
-        "call_1": str(ROOT_RUN_ID),
-        "call_2": str(ROOT_RUN_ID),
-        "call_3": str(ROOT_RUN_ID),
-        "call_4": str(SECOND_RUN_ID),
+        "call_1": "weather_agent_1",
+        "call_2": "weather_agent_1",
+        "call_3": "weather_agent_1",
+        "call_4": "weather_agent_2",
     }
     assert all(t.kind == "tool" and t.attempt == 1 for t in tools.values())
 
@@ -397,29 +420,29 @@ def test_executions_nest_as_langchain_nested_its_runs(
     assert [a.data["tool"] for a in actions] == [
         *("get_weather", "get_weather", "get_alerts", "get_forecast")
     ]
-    assert {execution(a).id for a in actions} == {str(ROOT_RUN_ID), str(SECOND_RUN_ID)}
+    assert {execution(a).id for a in actions} == {"weather_agent_1", "weather_agent_2"}
     finishes = of_type(records, "agent_finish")
     assert finishes[-1].data["return_values"] == {"output": "No forecast today, sorry."}
 
 
 EXPECTED_TREE = """\
 invoke_agent weather_agent
-  agent *
-    chain *
+  agent weather_agent_1
+    chain ScriptedChatModel_1
       chat scripted-1
     execute_tool get_weather
     execute_tool get_weather
-    chain *
+    chain ScriptedChatModel_2
       chat scripted-1
     execute_tool get_alerts
-    chain *
+    chain ScriptedChatModel_3
       chat scripted-1
-  agent *
-    chain *
+  agent weather_agent_2
+    chain ScriptedChatModel_4
       chat scripted-1
       chat scripted-1
     execute_tool get_forecast
-    chain *
+    chain ScriptedChatModel_5
       chat scripted-1"""
 
 
@@ -450,8 +473,8 @@ def test_replayed_spans_nest_and_carry_no_bodies(
     first_chat = captured.named("chat scripted-1")[0].attributes or {}
     assert first_chat["gen_ai.usage.input_tokens"] == 40
     assert first_chat["gen_ai.response.model"] == "scripted-1-0611"
-    # LangChain derives ls_provider from the class name unless the model overrides it.
-    assert first_chat["gen_ai.provider.name"] == "scriptedchatmodel"
+    # LangChain derives ls_provider from the class name: that is no provider name.
+    assert "gen_ai.provider.name" not in first_chat
     tool_calls = {
         str((s.attributes or {})["gen_ai.tool.call.id"]): s
         for s in spans
@@ -563,7 +586,7 @@ def test_async_agent_with_parallel_tools(tmp_path: Path) -> None:
     captured = captured_spans()
     replay(path, captured.processor)
     assert normalized(span_tree(captured.spans)) == (
-        "invoke_agent weather_agent\n  agent *\n    chat scripted-1\n"
+        "invoke_agent weather_agent\n  agent weather_agent_1\n    chat scripted-1\n"
         "    execute_tool get_weather\n    execute_tool get_weather\n"
         "    chat scripted-1\n    execute_tool get_alerts\n    chat scripted-1"
     )
@@ -666,16 +689,16 @@ def test_failures_end_with_error_partial_content_and_error_status(tmp_path: Path
     records = list(loopscribe.read(path))
     broken, completion = of_type(records, "model_exec_end")
     assert broken.data["error"] == {"type": "ConnectionError", "message": "stream reset"}
-    assert broken.data["partial_message"]["content"] == "Partly sun"
-    assert of_type(records, "model_request")[1].data["messages"] == ["complete me"]
-    assert completion.data["message"] == {"role": "assistant", "content": "plain completion"}
+    assert broken.data["partial_message"].text == "Partly sun"
+    assert of_type(records, "model_request")[1].data["messages"] == [UserMessage("complete me")]
+    assert completion.data["message"] == AssistantMessage((TextContent("plain completion"),))
     (agent_end,) = of_type(records, "agent_end")
     assert agent_end.data["error"]["type"] == "KeyError"
 
     captured = captured_spans()
     replay(path, captured.processor)
     assert normalized(span_tree(captured.spans)) == (
-        "invoke_agent failing_step\n  chat scripted-1\n  chat FakeListLLM\n  agent *"
+        "invoke_agent failing_step\n  chat scripted-1\n  chat FakeListLLM\n  agent failing_step_1"
     )
     chat, _, agent, root = captured.spans
     assert not chat.status.is_ok
@@ -694,3 +717,86 @@ def test_lowered_messages_round_trip() -> None:
     assert lowered["role"] == "assistant"
     assert "additional_kwargs" not in lowered
     assert to_langchain(lowered) == message
+
+
+ROUND_TRIP: list[BaseMessage] = [
+    SystemMessage("You are terse."),
+    HumanMessage("Weather in Lisbon?"),
+    HumanMessage(
+        [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image", "base64": "iVBORw0K", "mime_type": "image/png"},
+            {"type": "image", "url": "https://example.com/cloud.png", "mime_type": "image/png"},
+            {"type": "file", "file_id": "file-123", "mime_type": "application/pdf"},
+        ]
+    ),
+    AIMessage(
+        [
+            {"type": "thinking", "thinking": "Lisbon is coastal.", "signature": "sig=="},
+            {"type": "text", "text": "Checking."},
+        ],
+        tool_calls=[call("get_weather", "call_1", city="Lisbon")],
+        response_metadata={"model_name": "m-1", "finish_reason": "tool_calls", "id": "resp_1"},
+        usage_metadata={
+            "input_tokens": 10,
+            "output_tokens": 4,
+            "total_tokens": 14,
+            "input_token_details": {"cache_read": 6, "cache_creation": 2},
+            "output_token_details": {"reasoning": 3},
+        },
+    ),
+    ToolMessage("sunny", tool_call_id="call_1", name="get_weather", artifact={"raw": 1}),
+    ToolMessage("boom", tool_call_id="call_2", name="get_alerts", status="error"),
+]
+
+
+@pytest.mark.parametrize("message", ROUND_TRIP, ids=lambda m: m.type)
+def test_messages_convert_to_loopscribe_types_and_back(message: BaseMessage) -> None:
+    """from_langchain gives a loopscribe type; to_langchain rebuilds an equal message."""
+    converted = from_langchain(message)
+    assert not isinstance(converted, Mapping), converted
+    back = to_langchain(converted)
+    assert type(back) is type(message)
+    assert back.content == message.content
+    if isinstance(message, AIMessage):
+        assert isinstance(back, AIMessage)
+        assert back.tool_calls == message.tool_calls
+        assert back.usage_metadata == message.usage_metadata
+        assert back.response_metadata == message.response_metadata
+    if isinstance(message, ToolMessage):
+        assert isinstance(back, ToolMessage)
+        assert (back.tool_call_id, back.name, back.status, back.artifact) == (
+            message.tool_call_id,
+            message.name,
+            message.status,
+            message.artifact,
+        )
+
+
+def test_usage_and_response_fields_land_on_the_assistant_message() -> None:
+    """Cached, cache-creation and reasoning tokens, response model, id and finish reason."""
+    converted = from_langchain(ROUND_TRIP[3])
+    assert isinstance(converted, AssistantMessage)
+    assert converted.usage == Usage(
+        10, 4, cache_read_tokens=6, cache_write_tokens=2, reasoning_tokens=3
+    )
+    assert (converted.model, converted.stop_reason, converted.response_id) == (
+        "m-1",
+        "tool_calls",
+        "resp_1",
+    )
+    assert [type(c).__name__ for c in converted.content] == [
+        "ThinkingContent",
+        "TextContent",
+        "ToolCall",
+    ]
+
+
+def test_what_loopscribe_has_no_type_for_stays_the_original() -> None:
+    """Citations and provider fields keep the framework's own message, rebuildable."""
+    cited = AIMessage([{"type": "text", "text": "hi", "annotations": [{"url": "u"}]}])
+    provider = AIMessage("hi", additional_kwargs={"audio": {"id": "a1"}})
+    for message in (cited, provider):
+        converted = from_langchain(message)
+        assert isinstance(converted, Mapping)
+        assert to_langchain(converted) == message

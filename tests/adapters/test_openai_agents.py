@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx2  # the openai client's own HTTP library
 import pytest
 from agents import (
     Agent,
@@ -26,6 +27,7 @@ from agents import (
     InputGuardrailTripwireTriggered,
     ModelResponse,
     ModelSettings,
+    OpenAIResponsesModel,
     OutputGuardrailTripwireTriggered,
     RunConfig,
     RunContextWrapper,
@@ -44,20 +46,44 @@ from agents.items import TResponseOutputItem, TResponseStreamEvent
 from agents.models.interface import Model, ModelTracing
 from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.tool import Tool
-from agents.tracing import Span, Trace, TracingProcessor, get_trace_provider
+from agents.tracing import (
+    Span,
+    Trace,
+    TracingProcessor,
+    add_trace_processor,
+    get_trace_provider,
+)
 from agents.tracing.provider import DefaultTraceProvider
+from openai import AsyncOpenAI
 from openai.types.responses import (
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputText,
 )
 from openai.types.responses.response_prompt_param import ResponsePromptParam
+from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 import loopscribe
-from loopscribe import Record, Session
-from loopscribe.adapters.openai_agents import LoopscribeHooks
+from loopscribe import (
+    AssistantMessage,
+    Record,
+    Session,
+    SystemMessage,
+    ToolResultMessage,
+    UserMessage,
+)
+from loopscribe import Usage as LsUsage
+from loopscribe.adapters.openai_agents import (
+    LoopscribeHooks,
+    LoopscribeTraceProcessor,
+    from_items,
+    provider_of,
+    to_items,
+)
+from loopscribe.adapters.openai_agents import assistant_message as assistant_message_of
+from loopscribe.adapters.openai_agents._messages import usage_of
 from loopscribe.otel import SpanBridge, replay
 from loopscribe.testing import captured_spans, span_tree
 
@@ -245,6 +271,14 @@ def recorded(tmp_path: Path) -> list[Record]:
     return list(loopscribe.read(path))
 
 
+def text_of(message: Any) -> str:
+    """The text blocks of a loopscribe message, or its string content."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return "".join(getattr(part, "text", "") for part in content)
+
+
 def of_type(records: Sequence[Record], kind: str) -> list[Record]:
     """The records of one type, in order."""
     return [r for r in records if r.type == kind]
@@ -273,8 +307,8 @@ def test_model_requests_carry_prompt_tools_and_settings_without_secrets(
     assert len(requests) == 4
     first = requests[0].data
     assert first["model"] == "ScriptedResponses"
-    assert first["messages"][0] == {"role": "system", "content": "You report the weather."}
-    assert first["messages"][1] == {"role": "user", "content": f"Weather in {PROMPT_CANARY}?"}
+    assert first["messages"][0] == SystemMessage("You report the weather.")
+    assert first["messages"][1] == UserMessage(f"Weather in {PROMPT_CANARY}?")
     tools = {t["name"]: t for t in first["tools"]}
     assert tools["get_weather"]["parameters"]["properties"]["city"]["type"] == "string"
     assert tools["transfer_to_helper"] == {
@@ -284,9 +318,12 @@ def test_model_requests_carry_prompt_tools_and_settings_without_secrets(
     }
     assert first["config"]["temperature"] == 0.2
     # The second request carries the tool results the SDK sent back to the model.
-    outputs = [m for m in requests[1].data["messages"] if m.get("type") == "function_call_output"]
-    assert [m["call_id"] for m in outputs] == ["call_weather", "call_rocket"]
-    assert OUTPUT_CANARY in outputs[0]["output"]
+    outputs = [m for m in requests[1].data["messages"] if isinstance(m, ToolResultMessage)]
+    assert [(m.tool_call_id, m.tool_name) for m in outputs] == [
+        ("call_weather", "get_weather"),
+        ("call_rocket", "launch_rocket"),
+    ]
+    assert OUTPUT_CANARY in text_of(outputs[0])
     # Credentials in the model settings never reach the file.
     text = "\n".join(json.dumps(dict(r.data), default=str) for r in recorded)
     assert SECRET not in text
@@ -296,13 +333,19 @@ def test_responses_tool_results_and_committed_items_have_bodies(recorded: list[R
     """Model outputs, usage, tool results (the failure flagged) and committed items are written."""
     ends = of_type(recorded, "model_exec_end")
     assert [e.data["stop_reason"] for e in ends] == ["tool_calls", "stop", "tool_calls", "stop"]
-    assert ends[0].data["usage"]["input_tokens"] == 41
-    assert ends[0].data["message"]["response_id"] == "resp_1"
-    calls = [item["call_id"] for item in ends[0].data["message"]["output"]]
-    assert calls == ["call_weather", "call_rocket"]
+    assert ends[0].data["usage"].input_tokens == 41
+    assert ends[0].data["response_id"] == "resp_1"
+    first = ends[0].data["message"]
+    assert (first.response_id, first.provider, first.usage) == ("resp_1", "openai", LsUsage(41, 7))
+    assert [c.id for c in first.tool_calls] == ["call_weather", "call_rocket"]
 
     starts = {r.execution.id: r.data for r in of_type(recorded, "tool_exec_start") if r.execution}
-    assert starts["call_weather"] == {"tool": "get_weather", "args": {"city": ARGS_CANARY}}
+    assert starts["call_weather"] == {
+        "tool": "get_weather",
+        "args": {"city": ARGS_CANARY},
+        "tool_type": "function",
+        "description": "Current weather for a city.",
+    }
     results = {r.execution.id: r.data for r in of_type(recorded, "tool_exec_end") if r.execution}
     assert results["call_weather"]["is_error"] is False
     assert OUTPUT_CANARY in results["call_weather"]["result"]
@@ -312,15 +355,18 @@ def test_responses_tool_results_and_committed_items_have_bodies(recorded: list[R
     assert ERROR_CANARY in failed["error"]["message"]
 
     committed = [r.data["message"] for r in of_type(recorded, "message_end")]
-    assert {"role": "user", "content": f"Weather in {PROMPT_CANARY}?"} in committed
-    assert {"role": "user", "content": "Something else, please."} in committed
-    texts = [part["text"] for m in committed if m.get("type") == "message" for part in m["content"]]
+    assert UserMessage(f"Weather in {PROMPT_CANARY}?") in committed
+    assert UserMessage("Something else, please.") in committed
+    texts = [m.text for m in committed if isinstance(m, AssistantMessage) and m.text]
     assert texts == ["It is 21C and sunny; the rocket did not launch.", "The helper is here."]
-    tool_outputs = [m["call_id"] for m in committed if m.get("type") == "function_call_output"]
-    assert tool_outputs == ["call_weather", "call_rocket"]
+    tool_outputs = [m.tool_call_id for m in committed if isinstance(m, ToolResultMessage)]
+    assert tool_outputs == ["call_weather", "call_rocket", "call_handoff"]
     # The user input of run 1 is committed once, not again as history in run 2.
-    users = [m for m in committed if m.get("role") == "user"]
+    users = [m for m in committed if isinstance(m, UserMessage)]
     assert len(users) == 2
+    # Each model response is committed once, as the assistant message it returned.
+    assistants = [m for m in committed if isinstance(m, AssistantMessage)]
+    assert len(assistants) == len(ends)
 
 
 def test_executions_nest_as_the_sdk_ran_them(recorded: list[Record]) -> None:
@@ -341,6 +387,7 @@ def test_executions_nest_as_the_sdk_ran_them(recorded: list[Record]) -> None:
         "agent_2": ("agent", None),
         "turn_3": ("turn", "agent_2"),
         "model_3": ("model", "turn_3"),
+        "call_handoff": ("tool", "turn_3"),
         "agent_3": ("agent", None),
         "turn_4": ("turn", "agent_3"),
         "model_4": ("model", "turn_4"),
@@ -349,7 +396,7 @@ def test_executions_nest_as_the_sdk_ran_them(recorded: list[Record]) -> None:
     assert turns == [
         ("turn_1", {"turn": 1, "stop_reason": "tool_calls", "tool_calls": 2}),
         ("turn_2", {"turn": 2, "stop_reason": "final_output", "tool_calls": 0}),
-        ("turn_3", {"turn": 1, "stop_reason": "handoff", "tool_calls": 0}),
+        ("turn_3", {"turn": 1, "stop_reason": "handoff", "tool_calls": 1}),
         ("turn_4", {"turn": 2, "stop_reason": "final_output", "tool_calls": 0}),
     ]
     agents = [(r.data["agent"], r.data["stop_reason"]) for r in of_type(recorded, "agent_end")]
@@ -435,6 +482,7 @@ def test_replayed_spans_nest_and_carry_no_bodies(tmp_path: Path) -> None:
             "  agent agent_2",
             "    turn turn_3",
             "      chat ScriptedResponses",
+            "      execute_tool transfer_to_helper",
             "  agent agent_3",
             "    turn turn_4",
             "      chat ScriptedResponses",
@@ -481,7 +529,7 @@ def test_live_bridge_emits_the_replayed_spans(tmp_path: Path) -> None:
         ]
 
     assert shape(live.spans) == shape(replayed.spans)
-    assert len(live.spans) == 14
+    assert len(live.spans) == 15
 
 
 # -- failures ------------------------------------------------------------------------------
@@ -612,7 +660,7 @@ def test_a_bug_inside_a_hook_never_breaks_the_agent(
     def broken(value: Any, *args: Any) -> Any:
         raise TypeError("adapter bug")
 
-    monkeypatch.setattr("loopscribe.adapters.openai_agents._jsonable", broken)
+    monkeypatch.setattr("loopscribe.adapters.openai_agents._recorder._jsonable", broken)
     with Session.create(tmp_path / "agent.jsonl") as session, session.begin_run() as run:
         hooks = LoopscribeHooks(run)
         result = asyncio.run(hooks.run(weather_agents(), "hello", run_config=OFFLINE))
@@ -776,3 +824,375 @@ def test_importing_loopscribe_does_not_import_the_sdk() -> None:
     """``import loopscribe`` (and its OTel bridge) leaves the Agents SDK unimported."""
     code = "import sys, loopscribe, loopscribe.otel; sys.exit('agents' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+# -- agents as tools, parallel calls, sync, streaming, messages -------------------------------
+
+
+def executions(records: Sequence[Record]) -> dict[str, Any]:
+    """Each execution id with its kind and parent (the last record's view)."""
+    return {
+        r.execution.id: (r.execution.kind, r.execution.parent_id)
+        for r in records
+        if r.execution is not None
+    }
+
+
+def assert_each_call_once(records: Sequence[Record]) -> None:
+    """Every model and tool execution starts once and ends once."""
+    for start, end in (
+        ("model_exec_start", "model_exec_end"),
+        ("tool_exec_start", "tool_exec_end"),
+    ):
+        started = [(r.run_id, r.execution) for r in of_type(records, start)]
+        ended = [(r.run_id, r.execution) for r in of_type(records, end)]
+        assert len(started) == len(set(started)) == len(ended) == len(set(ended))
+        assert set(started) == set(ended)
+
+
+def show_lines(path: Path) -> list[str]:
+    """What ``loopscribe show`` prints for the file, line by line."""
+    done = subprocess.run(
+        [sys.executable, "-m", "loopscribe", "show", str(path), "--last", "100"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.splitlines()
+
+
+def researcher() -> Agent[Any]:
+    """An agent that looks something up, then answers; used as a tool."""
+    model = ScriptedModel(
+        [
+            [function_call("get_weather", {"city": "Faro"}, call_id="r_weather")],
+            [assistant_message("Faro: sunny.")],
+        ]
+    )
+    return Agent(name="researcher", model=model, tools=[get_weather])
+
+
+def test_an_agent_used_as_a_tool_is_recorded_in_full_under_its_call(tmp_path: Path) -> None:
+    """agent.as_tool(): the sub-run's model and tool calls nest under the calling tool."""
+    inner = researcher()
+    outer_model = ScriptedModel(
+        [
+            [
+                function_call("research", {"input": "Faro?"}, call_id="o_research"),
+                function_call("get_weather", {"city": "Lisbon"}, call_id="o_weather"),
+            ],
+            [assistant_message("Both sunny.")],
+        ]
+    )
+    outer = Agent(
+        name="planner",
+        model=outer_model,
+        tools=[
+            inner.as_tool(tool_name="research", tool_description="Research a city."),
+            get_weather,
+        ],
+    )
+    path = tmp_path / "as_tool.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        hooks = LoopscribeHooks(run)
+        result = asyncio.run(hooks.run(outer, "Weather in Faro and Lisbon?", run_config=OFFLINE))
+    assert result.final_output == "Both sunny."
+    assert hooks.errors == 0
+    records = list(loopscribe.read(path))
+    assert_each_call_once(records)
+    tree = executions(records)
+    assert tree["o_research"] == ("tool", "turn_1")
+    assert tree["o_weather"] == ("tool", "turn_1")  # the parallel call of the same turn
+    (sub,) = [r for r in of_type(records, "agent_start") if r.data["agent"] == "researcher"]
+    assert sub.execution is not None
+    assert sub.execution.kind == "agent"
+    assert sub.execution.parent_id == "o_research"
+    sub_models = [
+        r.execution
+        for r in of_type(records, "model_exec_start")
+        if r.execution is not None and tree[r.execution.parent_id or ""][1] == sub.execution.id
+    ]
+    assert len(sub_models) == 2  # the sub-run's own two model calls
+    assert tree["r_weather"][0] == "tool"
+    assert tree[tree["r_weather"][1]] == ("turn", sub.execution.id)
+    assert len(of_type(records, "model_exec_start")) == 4
+    committed = [r.data["message"] for r in of_type(records, "message_end")]
+    assert [m.text for m in committed if isinstance(m, AssistantMessage) and m.text] == [
+        "Faro: sunny.",
+        "Both sunny.",
+    ]
+    assert "?" not in show_lines(path)
+
+
+def test_run_sync_and_streamed_runs_say_whether_the_call_streamed(tmp_path: Path) -> None:
+    """Runner.run_sync with hooks, then hooks.run_streamed: each call once, stream recorded."""
+    path = tmp_path / "modes.jsonl"
+    with Session.create(path) as session:
+        with session.begin_run() as run:
+            agent = researcher()
+            hooks = LoopscribeHooks(run)
+            Runner.run_sync(agent, "Faro?", hooks=hooks, run_config=hooks.run_config(OFFLINE))
+            # run_sync leaves the thread's default loop open on purpose; the test closes it.
+            asyncio.get_event_loop_policy().get_event_loop().close()
+            asyncio.set_event_loop(None)
+        with session.begin_run() as run:
+            agent = researcher()
+            hooks = LoopscribeHooks(run)
+
+            async def stream() -> None:
+                result = hooks.run_streamed(agent, "Faro?", run_config=OFFLINE)
+                async for _event in result.stream_events():
+                    pass
+                hooks.record_result(result)
+
+            asyncio.run(stream())
+    records = list(loopscribe.read(path))
+    runs = [r.run_id for r in of_type(records, "model_exec_start")]
+    assert len(runs) == 4
+    assert_each_call_once(records)
+    streamed = [r.data.get("stream") for r in of_type(records, "model_exec_start")]
+    assert streamed == [None, None, True, True]  # plain hooks cannot tell; run_streamed can
+    assert {r.data["provider"] for r in of_type(records, "model_exec_start")} == {"openai"}
+    assert "?" not in show_lines(path)
+
+
+def test_show_renders_every_message_of_a_handoff_conversation(tmp_path: Path) -> None:
+    """The weather conversation (tools, a failure, a handoff) prints without a ``?``."""
+    path = tmp_path / "agent.jsonl"
+    record_conversation(path)
+    lines = show_lines(path)
+    assert "?" not in lines
+    assert "tool" in lines
+    assert any(line.startswith("[tool call get_weather") for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("model", "provider"),
+    [
+        ("gpt-4.1", "openai"),
+        ("litellm/anthropic/claude-sonnet-4", "anthropic"),
+        ("bedrock/amazon.nova-pro", "aws.bedrock"),
+        ("openai/gpt-4o", "openai"),
+        (ScriptedModel([]), "openai"),
+    ],
+)
+def test_the_provider_is_openai_unless_the_model_says_otherwise(model: Any, provider: str) -> None:
+    """Model names with a provider prefix name it; everything else talks to OpenAI."""
+    assert provider_of(model) == provider
+
+
+ROUND_TRIP_ITEMS: list[dict[str, Any]] = [
+    {"role": "user", "content": "Weather in Lisbon?"},
+    {
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "And this?"},
+            {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0K"},
+            {"type": "input_image", "file_id": "file-1"},
+            {"type": "input_file", "file_url": "https://example.com/a.pdf", "filename": "a.pdf"},
+        ],
+    },
+    {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Check both."}]},
+    {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "On it."}],
+    },
+    {
+        "type": "function_call",
+        "call_id": "c1",
+        "name": "get_weather",
+        "arguments": '{"city":"Lisbon"}',
+    },
+    {
+        "type": "function_call",
+        "call_id": "c2",
+        "name": "get_weather",
+        "arguments": '{"city":"Porto"}',
+    },
+    {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+    {"type": "function_call_output", "call_id": "c2", "output": "rain"},
+    {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search"}},
+    {"role": "developer", "content": "Be brief."},
+]
+
+
+def test_items_convert_to_loopscribe_messages_and_back() -> None:
+    """Input items become typed messages (one assistant message per run of items) and back."""
+    messages = from_items(ROUND_TRIP_ITEMS)
+    assert [type(m).__name__ for m in messages] == [
+        "UserMessage",
+        "UserMessage",
+        "AssistantMessage",
+        "ToolResultMessage",
+        "ToolResultMessage",
+        "dict",  # a hosted call: the SDK's item, kept
+        "dict",  # a developer message keeps its role
+    ]
+    assistant = messages[2]
+    assert isinstance(assistant, AssistantMessage)
+    assert [type(c).__name__ for c in assistant.content] == [
+        *("ThinkingContent", "TextContent", "ToolCall", "ToolCall")
+    ]
+    result = messages[3]
+    assert isinstance(result, ToolResultMessage)
+    assert (result.tool_call_id, result.tool_name) == ("c1", "get_weather")
+    back = to_items(messages)
+    assert [{k: v for k, v in i.items() if k != "type" or "role" not in i} for i in back] == [
+        {k: v for k, v in i.items() if k != "type" or "role" not in i} for i in ROUND_TRIP_ITEMS
+    ]
+
+
+def test_model_output_with_usage_details_becomes_one_assistant_message() -> None:
+    """Cached and reasoning tokens, the response id and the finish reason are kept."""
+    usage = Usage(
+        requests=1,
+        input_tokens=100,
+        output_tokens=20,
+        total_tokens=120,
+        input_tokens_details=InputTokensDetails(cached_tokens=60, cache_write_tokens=5),
+        output_tokens_details=OutputTokensDetails(reasoning_tokens=12),
+    )
+    output = [
+        function_call("get_weather", {"city": "Lima"}, call_id="c9").model_dump(),
+    ]
+    message = assistant_message_of(
+        output, usage=usage_of(usage), response_id="resp_9", stop_reason="tool_calls"
+    )
+    assert isinstance(message, AssistantMessage)
+    assert message.usage == LsUsage(
+        100, 20, cache_read_tokens=60, cache_write_tokens=5, reasoning_tokens=12
+    )
+    assert (message.response_id, message.stop_reason) == ("resp_9", "tool_calls")
+    assert message.tool_calls[0].arguments == {"city": "Lima"}
+
+
+# -- the TracingProcessor path ----------------------------------------------------------------
+
+
+def responses_api(script: list[dict[str, Any]]) -> Any:
+    """An ``AsyncOpenAI`` client whose Responses API answers from ``script`` (no socket)."""
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, json=script.pop(0))
+
+    transport = httpx2.MockTransport(answer)
+    return AsyncOpenAI(
+        api_key="sk-test",
+        base_url="http://127.0.0.1:9/v1",
+        http_client=httpx2.AsyncClient(transport=transport),
+    )
+
+
+def api_response(response_id: str, output: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Responses API response body, as OpenAI sends it."""
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": 0,
+        "model": "gpt-4.1-2025-04-14",
+        "instructions": "Answer briefly.",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "status": "completed",
+        "usage": {
+            "input_tokens": 50,
+            "output_tokens": 9,
+            "total_tokens": 59,
+            "input_tokens_details": {"cached_tokens": 32},
+            "output_tokens_details": {"reasoning_tokens": 4},
+        },
+    }
+
+
+def api_call(name: str, arguments: Mapping[str, Any], call_id: str) -> dict[str, Any]:
+    """A function call output item."""
+    return {
+        "type": "function_call",
+        "id": f"fc_{call_id}",
+        "call_id": call_id,
+        "name": name,
+        "arguments": json.dumps(arguments),
+        "status": "completed",
+    }
+
+
+def api_text(text: str) -> dict[str, Any]:
+    """An assistant message output item."""
+    return {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
+def test_the_trace_processor_records_from_the_sdks_own_spans(
+    tmp_path: Path, local_tracing: _Collect
+) -> None:
+    """add_trace_processor: OpenAI Responses models, a tool, an agent used as a tool, nested."""
+    inner = Agent(
+        name="researcher",
+        model=OpenAIResponsesModel(
+            "gpt-4.1",
+            responses_api(
+                [
+                    api_response("resp_r1", [api_call("get_weather", {"city": "Faro"}, "r1")]),
+                    api_response("resp_r2", [api_text("Faro: sunny.")]),
+                ]
+            ),
+        ),
+        tools=[get_weather],
+    )
+    outer = Agent(
+        name="planner",
+        instructions="Answer briefly.",
+        model=OpenAIResponsesModel(
+            "gpt-4.1",
+            responses_api(
+                [
+                    api_response("resp_1", [api_call("research", {"input": "Faro?"}, "o1")]),
+                    api_response("resp_2", [api_text("Sunny in Faro.")]),
+                ]
+            ),
+        ),
+        tools=[inner.as_tool(tool_name="research", tool_description="Research a city.")],
+    )
+    path = tmp_path / "traced.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        processor = LoopscribeTraceProcessor(run)
+        add_trace_processor(processor)
+        result = asyncio.run(Runner.run(outer, "Weather in Faro?"))
+        processor.close()
+    assert result.final_output == "Sunny in Faro."
+    assert processor.errors == 0
+    records = list(loopscribe.read(path))
+    assert_each_call_once(records)
+    tree = executions(records)
+    agents = {r.data["agent"]: r.execution for r in of_type(records, "agent_start")}
+    assert agents["planner"] is not None
+    assert agents["researcher"] is not None
+    assert agents["planner"].parent_id is None
+    assert agents["researcher"].parent_id == "o1"  # nested under the tool call that ran it
+    assert tree["o1"][0] == "tool"
+    assert tree["r1"][0] == "tool"
+    assert tree[tree["r1"][1]] == ("turn", agents["researcher"].id)
+    starts = of_type(records, "model_exec_start")
+    assert [r.data["model"] for r in starts] == ["gpt-4.1-2025-04-14"] * 4
+    assert {r.data["provider"] for r in starts} == {"openai"}
+    ends = of_type(records, "model_exec_end")
+    assert [r.data["response_id"] for r in ends] == ["resp_1", "resp_r1", "resp_r2", "resp_2"]
+    assert ends[0].data["usage"] == LsUsage(50, 9, cache_read_tokens=32, reasoning_tokens=4)
+    request = of_type(records, "model_request")[0].data
+    assert request["messages"] == [
+        SystemMessage("Answer briefly."),
+        UserMessage("Weather in Faro?"),
+    ]
+    committed = [r.data["message"] for r in of_type(records, "message_end")]
+    results = [m.tool_call_id for m in committed if isinstance(m, ToolResultMessage)]
+    assert sorted(results) == ["o1", "r1"]
+    assert sum(isinstance(m, AssistantMessage) for m in committed) == 4
+    assert "?" not in show_lines(path)

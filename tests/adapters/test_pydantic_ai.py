@@ -13,6 +13,8 @@ never ``run_sync``, which leaves its event loop open for the next caller.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,20 +35,37 @@ from pydantic_ai import (
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import (
+    BinaryContent,
+    ImageUrl,
     ModelMessage,
+    ModelRequest,
     ModelResponse,
     ModelResponsePart,
+    SystemPromptPart,
     TextPart,
+    ThinkingPart,
     ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.models import ModelRequestContext, override_allow_model_requests
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.run import AgentRunResult
+from pydantic_ai.usage import RequestUsage
 
 import loopscribe
-from loopscribe import Execution, Record, Session
-from loopscribe.adapters.pydantic_ai import LoopscribeCapability
+from loopscribe import (
+    AssistantMessage,
+    Execution,
+    Record,
+    Session,
+    SystemMessage,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from loopscribe.adapters.pydantic_ai import LoopscribeCapability, from_pydantic_ai, to_pydantic_ai
 from loopscribe.otel import SpanBridge, replay
 from loopscribe.testing import captured_spans, span_tree
 
@@ -224,9 +243,19 @@ def ex(record: Record) -> Execution:
     return record.execution
 
 
-def texts(message: Any) -> list[str]:
-    """Every text-like field of a lowered pydantic-ai message."""
-    return [str(part.get("content")) for part in message["parts"]]
+ROLES = {
+    "user-prompt": "user",
+    "system-prompt": "system",
+    "tool-return": "tool",
+    "retry-prompt": "tool",
+}
+
+
+def text_of(message: Any) -> str:
+    """The text of a loopscribe message: its string content or its text blocks."""
+    if isinstance(message.content, str):
+        return message.content
+    return "".join(getattr(part, "text", "") for part in message.content)
 
 
 def span_strings(span: ReadableSpan) -> list[str]:
@@ -254,17 +283,19 @@ def test_records_requests_responses_and_tool_results_with_bodies(
 
     request = of_type(first, "model_request")[0].data
     assert request["model"] == "scripted-1"
-    assert PROMPT_CANARY in texts(request["messages"][0])[0]
-    assert request["messages"][0]["instructions"] == "Answer briefly."
+    assert request["messages"][0] == SystemMessage("Answer briefly.")
+    assert PROMPT_CANARY in text_of(request["messages"][1])
     assert {t["name"] for t in request["tools"]} == {"get_weather", "lookup", "forecast", "explode"}
     assert request["config"]["temperature"] == 0.2
     assert request["config"]["request_parameters"]["output_mode"] == "text"
     assert SECRET not in conversation.path.read_text()
 
     end = of_type(first, "model_exec_end")[0].data
-    assert end["message"]["parts"][0]["tool_call_id"] == "call_1"
-    assert end["usage"]["input_tokens"] > 0
-    assert end["usage"]["output_tokens"] > 0
+    assert end["message"].tool_calls[0].id == "call_1"
+    assert end["message"].model == "scripted-1"
+    assert end["usage"].input_tokens > 0
+    assert end["usage"].output_tokens > 0
+    assert end["usage"] == end["message"].usage
     assert end["model"] == "scripted-1"
 
     starts = {ex(r).id: r.data for r in of_type(first, "tool_exec_start")}
@@ -280,8 +311,8 @@ def test_records_requests_responses_and_tool_results_with_bodies(
 
     # The second run's request carries the whole conversation.
     second_request = of_type(second, "model_request")[0].data
-    assert PROMPT_CANARY in texts(second_request["messages"][0])[0]
-    assert texts(second_request["messages"][-1]) == ["And tomorrow?"]
+    assert PROMPT_CANARY in text_of(second_request["messages"][1])
+    assert second_request["messages"][-1] == UserMessage("And tomorrow?")
 
 
 def test_committed_messages_are_written_once_each(conversation: Conversation) -> None:
@@ -290,20 +321,23 @@ def test_committed_messages_are_written_once_each(conversation: Conversation) ->
         runs(conversation.records), (conversation.first, conversation.second), strict=True
     ):
         committed = [r.data["message"] for r in of_type(run, "message_end")]
-        new = result.new_messages()
-        assert len(committed) == len(new)
-        assert [m["kind"] for m in committed] == [m.kind for m in new]
+        # One message per request part, one per response.
+        roles = [
+            role
+            for m in result.new_messages()
+            for role in (
+                [ROLES[p.part_kind] for p in m.parts] if m.kind == "request" else ["assistant"]
+            )
+        ]
+        assert [m.role for m in committed] == roles
     first, second = runs(conversation.records)
     first_messages = [r.data["message"] for r in of_type(first, "message_end")]
-    assert PROMPT_CANARY in texts(first_messages[0])[0]
-    assert texts(first_messages[-1]) == [f"It is sunny. {OUTPUT_CANARY}"]
+    assert PROMPT_CANARY in text_of(first_messages[0])
+    assert text_of(first_messages[-1]) == f"It is sunny. {OUTPUT_CANARY}"
     # The tool results travel in the request of the following step.
-    returns = first_messages[2]["parts"]
-    assert [(p["tool_call_id"], p["outcome"]) for p in returns] == [
-        ("call_1", "success"),
-        ("call_2", "retried"),
-    ]
-    assert texts(of_type(second, "message_end")[0].data["message"]) == ["And tomorrow?"]
+    returns = first_messages[2:4]
+    assert [(m.tool_call_id, m.is_error) for m in returns] == [("call_1", False), ("call_2", True)]
+    assert of_type(second, "message_end")[0].data["message"] == UserMessage("And tomorrow?")
 
 
 def test_executions_nest_as_pydantic_ai_ran_them(conversation: Conversation) -> None:
@@ -315,24 +349,24 @@ def test_executions_nest_as_pydantic_ai_ran_them(conversation: Conversation) -> 
         if r.execution is not None
     }
     assert nesting == {
-        ("agent_1", "agent", 1, None),
-        ("agent_1/turn_1", "turn", 1, "agent_1"),
-        ("agent_1/model_1", "model", 1, "agent_1/turn_1"),
-        ("call_1", "tool", 1, "agent_1/turn_1"),
-        ("call_2", "tool", 1, "agent_1/turn_1"),
-        ("agent_1/turn_2", "turn", 1, "agent_1"),
-        ("agent_1/model_2", "model", 1, "agent_1/turn_2"),
-        ("agent_1/model_2", "model", 2, "agent_1/turn_2"),
-        ("call_3", "tool", 1, "agent_1/turn_2"),
-        ("agent_1/turn_3", "turn", 1, "agent_1"),
-        ("agent_1/model_3", "model", 1, "agent_1/turn_3"),
+        ("weather-bot_1", "agent", 1, None),
+        ("weather-bot_1/turn_1", "turn", 1, "weather-bot_1"),
+        ("weather-bot_1/model_1", "model", 1, "weather-bot_1/turn_1"),
+        ("call_1", "tool", 1, "weather-bot_1/turn_1"),
+        ("call_2", "tool", 1, "weather-bot_1/turn_1"),
+        ("weather-bot_1/turn_2", "turn", 1, "weather-bot_1"),
+        ("weather-bot_1/model_2", "model", 1, "weather-bot_1/turn_2"),
+        ("weather-bot_1/model_2", "model", 2, "weather-bot_1/turn_2"),
+        ("call_3", "tool", 1, "weather-bot_1/turn_2"),
+        ("weather-bot_1/turn_3", "turn", 1, "weather-bot_1"),
+        ("weather-bot_1/model_3", "model", 1, "weather-bot_1/turn_3"),
     }
     # The failed attempt ends with the provider's error, then is retried as attempt 2.
     model_2 = [
         r
         for r in first
         if r.execution is not None
-        and r.execution.id == "agent_1/model_2"
+        and r.execution.id == "weather-bot_1/model_2"
         and r.type != "message_end"
     ]
     assert [(r.type, ex(r).attempt) for r in model_2] == [
@@ -371,23 +405,23 @@ def test_executions_nest_as_pydantic_ai_ran_them(conversation: Conversation) -> 
 
 EXPECTED_TREE = """\
 invoke_agent weather-bot
-  agent agent_1
-    turn agent_1/turn_1
+  agent weather-bot_1
+    turn weather-bot_1/turn_1
       chat scripted-1
       execute_tool get_weather
       execute_tool lookup
-    turn agent_1/turn_2
+    turn weather-bot_1/turn_2
       chat scripted-1
       chat scripted-1
       execute_tool lookup
-    turn agent_1/turn_3
+    turn weather-bot_1/turn_3
       chat scripted-1
 invoke_agent weather-bot
-  agent agent_1
-    turn agent_1/turn_1
+  agent weather-bot_1
+    turn weather-bot_1/turn_1
       chat scripted-1
       execute_tool forecast
-    turn agent_1/turn_2
+    turn weather-bot_1/turn_2
       chat scripted-1"""
 
 
@@ -539,12 +573,13 @@ def test_a_streamed_run_records_the_same_calls(tmp_path: Path) -> None:
     assert events
     records = list(loopscribe.read(path))
     ends = of_type(records, "model_exec_end")
-    assert [texts(r.data["message"]) for r in ends][1] == ["Cloudy in Porto."]
-    assert all(r.data["usage"]["output_tokens"] > 0 for r in ends)
+    assert [text_of(r.data["message"]) for r in ends][1] == "Cloudy in Porto."
+    assert all(r.data["usage"].output_tokens > 0 for r in ends)
+    assert {r.data["stream"] for r in of_type(records, "model_exec_start")} == {True}
     assert of_type(records, "tool_exec_end")[0].data["result"]["city"] == "Porto"
     assert [ex(r).id for r in of_type(records, "model_exec_end")] == [
-        "agent_1/model_1",
-        "agent_1/model_2",
+        "weather-bot_1/model_1",
+        "weather-bot_1/model_2",
     ]
 
 
@@ -571,20 +606,20 @@ def test_a_delegate_agent_nests_under_the_tool_call(tmp_path: Path) -> None:
 
         assert asyncio.run(boss.run("Go.", capabilities=[recorder])).output == "done"
     agents = {ex(r).id: ex(r).parent_id for r in loopscribe.read(path) if r.type == "agent_start"}
-    assert agents == {"agent_1": None, "agent_2": "call_d"}
+    assert agents == {"boss_1": None, "helper_2": "call_d"}
 
     captured = captured_spans()
     replay(path, captured.processor)
     assert span_tree(captured.spans) == (
         "invoke_agent boss\n"
-        "  agent agent_1\n"
-        "    turn agent_1/turn_1\n"
+        "  agent boss_1\n"
+        "    turn boss_1/turn_1\n"
         "      chat boss-model\n"
         "      execute_tool ask_helper\n"
-        "        agent agent_2\n"
-        "          turn agent_2/turn_1\n"
+        "        agent helper_2\n"
+        "          turn helper_2/turn_1\n"
         "            chat test\n"
-        "    turn agent_1/turn_2\n"
+        "    turn boss_1/turn_2\n"
         "      chat boss-model"
     )
 
@@ -616,7 +651,7 @@ def test_a_failed_stream_keeps_its_partial_content(tmp_path: Path) -> None:
     records = list(loopscribe.read(path))
     end = of_type(records, "model_exec_end")[0].data
     assert end["error"]["type"] == "ModelHTTPError"
-    assert texts(end["partial_message"]) == [f"Half an answer {OUTPUT_CANARY}"]
+    assert text_of(end["partial_message"]) == f"Half an answer {OUTPUT_CANARY}"
     assert "message" not in end
     assert of_type(records, "agent_end")[0].data["error"]["type"] == "ModelHTTPError"
 
@@ -648,7 +683,7 @@ def test_a_call_waiting_for_approval_ends_deferred_and_runs_later(tmp_path: Path
     assert ends == [
         (
             1,
-            "agent_1/turn_1",
+            "admin_1/turn_1",
             {
                 "tool": "delete",
                 "details": {"reason": "approval"},
@@ -656,8 +691,171 @@ def test_a_call_waiting_for_approval_ends_deferred_and_runs_later(tmp_path: Path
                 "disposition": "deferred",
             },
         ),
-        (2, "agent_2", {"tool": "delete", "result": "deleted", "is_error": False}),
+        (2, "admin_2", {"tool": "delete", "result": "deleted", "is_error": False}),
     ]
     # The resumed run copies the earlier response; it is not committed a second time.
-    committed = [r for r in of_type(records, "message_end") if ex(r).id.startswith("agent_2")]
-    assert [r.data["message"]["kind"] for r in committed] == ["request", "response"]
+    committed = [r for r in of_type(records, "message_end") if ex(r).id.startswith("admin_2")]
+    assert [r.data["message"].role for r in committed] == ["tool", "assistant"]
+
+
+# -- messages, ids kept, show, run_sync --------------------------------------------------------
+
+
+def show_lines(path: Path) -> list[str]:
+    """What ``loopscribe show`` prints for the file, line by line."""
+    done = subprocess.run(
+        [sys.executable, "-m", "loopscribe", "show", str(path), "--last", "100"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.splitlines()
+
+
+def test_show_renders_every_message_of_the_conversation(conversation: Conversation) -> None:
+    """Tool returns, retries, responses: ``loopscribe show`` prints no ``?`` line."""
+    lines = show_lines(conversation.path)
+    assert "?" not in lines
+    assert lines.count("tool") >= 3
+    assert "And tomorrow?" in lines
+
+
+def test_provider_ids_and_conversation_id_are_kept(tmp_path: Path) -> None:
+    """run_sync: conversation_id, provider name, response id and model name reach the file."""
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(
+            parts=[TextPart("Sunny.")],
+            model_name="gpt-test-2026",
+            provider_name="google-gla",
+            provider_response_id="resp_42",
+            finish_reason="stop",
+            usage=RequestUsage(
+                input_tokens=30,
+                output_tokens=8,
+                cache_read_tokens=20,
+                cache_write_tokens=4,
+                details={"reasoning_tokens": 3},
+            ),
+        )
+
+    # FunctionModel names the response after itself, as a provider names its model.
+    agent = Agent(FunctionModel(answer, model_name="gpt-test-2026"), name="forecaster")
+    path = tmp_path / "ids.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        recorder = LoopscribeCapability(run)
+        result = agent.run_sync(
+            "Weather?", capabilities=[recorder], model_settings={"stop_sequences": ["END"]}
+        )
+        # run_sync leaves the event loop it made open for later calls; the test closes it.
+        asyncio.get_event_loop_policy().get_event_loop().close()
+        asyncio.set_event_loop(None)
+    assert recorder.errors == 0
+    records = list(loopscribe.read(path))
+    (start,) = of_type(records, "agent_start")
+    assert ex(start).id == "forecaster_1"
+    assert start.data["conversation_id"] == result.conversation_id
+    (request,) = of_type(records, "model_request")
+    assert request.data["config"]["stop"] == ["END"]
+    (model_start,) = of_type(records, "model_exec_start")
+    assert model_start.data["stream"] is False
+    (end,) = of_type(records, "model_exec_end")
+    assert end.data["response_id"] == "resp_42"
+    assert end.data["model"] == "gpt-test-2026"
+    message = end.data["message"]
+    assert isinstance(message, AssistantMessage)
+    assert (message.model, message.provider, message.response_id, message.stop_reason) == (
+        "gpt-test-2026",
+        "gcp.gemini",
+        "resp_42",
+        "stop",
+    )
+    assert message.usage == Usage(
+        30, 8, cache_read_tokens=20, cache_write_tokens=4, reasoning_tokens=3
+    )
+    assert end.data["provider_state"]["provider_name"] == "google-gla"
+    committed = [r.data["message"] for r in of_type(records, "message_end")]
+    assert committed == [UserMessage("Weather?"), message]
+
+
+HISTORY: list[ModelMessage] = [
+    ModelRequest(
+        parts=[
+            SystemPromptPart("Be brief."),
+            UserPromptPart(
+                [
+                    "Is this Lisbon?",
+                    ImageUrl("https://example.com/tram.jpg"),
+                    BinaryContent(b"\x89PNG", media_type="image/png"),
+                ]
+            ),
+        ]
+    ),
+    ModelResponse(
+        parts=[
+            ThinkingPart("Trams are yellow.", signature="sig"),
+            TextPart("Checking."),
+            ToolCallPart("get_weather", {"city": "Lisbon"}, tool_call_id="c1"),
+            ToolCallPart("get_weather", {"city": "Porto"}, tool_call_id="c2"),
+        ],
+        model_name="m-1",
+        provider_name="openai",
+        provider_response_id="resp_1",
+        finish_reason="tool_call",
+        usage=RequestUsage(input_tokens=10, output_tokens=4),
+    ),
+    ModelRequest(
+        parts=[
+            ToolReturnPart("get_weather", {"sky": "clear"}, tool_call_id="c1"),
+            ToolReturnPart("get_weather", "rain", tool_call_id="c2"),
+        ]
+    ),
+    ModelResponse(parts=[TextPart("Lisbon is clear, Porto wet.")], model_name="m-1"),
+]
+
+
+def test_messages_convert_to_loopscribe_types_and_back() -> None:
+    """Each request part and response becomes a loopscribe message; to_pydantic_ai rebuilds them."""
+    messages = [m for message in HISTORY for m in from_pydantic_ai(message)]
+    assert [type(m).__name__ for m in messages] == [
+        "SystemMessage",
+        "UserMessage",
+        "AssistantMessage",
+        "ToolResultMessage",
+        "ToolResultMessage",
+        "AssistantMessage",
+    ]
+    result = messages[3]
+    assert isinstance(result, ToolResultMessage)
+    assert (result.tool_call_id, result.tool_name, result.details) == (
+        "c1",
+        "get_weather",
+        {"sky": "clear"},
+    )
+    back = to_pydantic_ai(messages)
+    assert len(back) == len(HISTORY)
+    for rebuilt, original in zip(back, HISTORY, strict=True):
+        assert type(rebuilt) is type(original)
+        assert [type(p) for p in rebuilt.parts] == [type(p) for p in original.parts]
+        for new, old in zip(rebuilt.parts, original.parts, strict=True):
+            for name in ("content", "tool_name", "tool_call_id", "args", "signature"):
+                assert getattr(new, name, None) == getattr(old, name, None), name
+        if isinstance(original, ModelResponse):
+            assert isinstance(rebuilt, ModelResponse)
+            assert (rebuilt.model_name, rebuilt.provider_response_id, rebuilt.finish_reason) == (
+                original.model_name,
+                original.provider_response_id,
+                original.finish_reason,
+            )
+            assert rebuilt.usage == original.usage
+
+
+def test_what_loopscribe_has_no_type_for_keeps_pydantic_ais_form() -> None:
+    """A response with citations stays pydantic-ai's JSON, which rebuilds the response."""
+    cited = ModelResponse(parts=[TextPart("Sunny.", provider_details={"citations": ["u"]})])
+    (kept,) = from_pydantic_ai(cited)
+    assert isinstance(kept, dict)
+    assert kept["role"] == "assistant"
+    (rebuilt,) = to_pydantic_ai([kept])
+    assert isinstance(rebuilt, ModelResponse)
+    assert rebuilt.parts == cited.parts

@@ -297,3 +297,37 @@ def test_a_codex_session_is_titled_by_its_request(
         assert title
         assert not title.startswith(("<", "#"))
         assert "Context from my IDE" not in title
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["coverage-test-fix", "hello-world-script", "python-to-rust-port", "short", "tool_heavy"],
+)
+def test_a_finished_transcript_keeps_every_response_usage(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each response (one message id) is one model call with its last usage, the last
+    response's included, in the import report and in `ls`."""
+    usage: dict[str, dict[str, int]] = {}
+    for obj in lines(_claude(name)):
+        message = obj.get("message")
+        if obj.get("type") == "assistant" and isinstance(message, dict) and message.get("usage"):
+            usage[message["id"]] = message["usage"]
+    out = tmp_path / "out"
+    code, stdout, _ = run_cli(
+        capsys,
+        "--json",
+        "import",
+        "claude-code",
+        str(_claude(name)),
+        "--out",
+        str(out),
+        "--settle",
+        "0",
+    )
+    assert code == 0
+    report = orjson.loads(stdout)
+    expected_out = sum(u["output_tokens"] for u in usage.values())
+    assert (report["model_calls"], report["output_tokens"]) == (len(usage), expected_out)
+    _, stdout, _ = run_cli(capsys, "--json", "ls", str(out))
+    assert orjson.loads(stdout)["output_tokens"] == expected_out

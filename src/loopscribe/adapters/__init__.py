@@ -5,6 +5,8 @@ Each adapter is an optional extra and is imported only when used:
 * ``loopscribe.adapters.openai_agents`` — ``pip install 'loopscribe[openai-agents]'``
 * ``loopscribe.adapters.langchain`` — ``pip install 'loopscribe[langchain]'``
 * ``loopscribe.adapters.pydantic_ai`` — ``pip install 'loopscribe[pydantic-ai]'``
+* ``loopscribe.adapters.claude_agent_sdk`` — ``pip install 'loopscribe[claude-agent-sdk]'``
+  (a session store, not a ``Run.record`` hook: it maps Claude Code's transcript lines)
 
 ``import loopscribe`` never imports a framework.
 """

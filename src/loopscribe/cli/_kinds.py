@@ -8,6 +8,7 @@ damaged, and a file named on purpose is answered with what it is and what to do.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -96,13 +97,18 @@ def describe(path: Path, kind: FileKind) -> str:
             return f"{path}: is not a loopscribe session (not JSON lines)"
 
 
-def _first_lines(path: Path) -> list[bytes]:
+def _first_lines(path: Path) -> tuple[list[bytes], bytes]:
+    """The first complete lines, and the start of the file."""
     with path.open("rb") as file:
         head = file.read(SNIFF_BYTES)
     lines = head.split(b"\n")
-    if len(head) == SNIFF_BYTES and len(lines) > 1:
+    if len(head) == SNIFF_BYTES:
         lines.pop()  # cut mid-line
-    return [line for line in lines[:SNIFF_LINES] if line.strip()]
+    return [line for line in lines[:SNIFF_LINES] if line.strip()], head
+
+
+_SESSION_START = re.compile(rb'^\{"session_id":"([0-9a-f]{32})","seq":0,"type":"session_start"')
+"""How loopscribe writes the first line: told apart even when it is longer than a sniff."""
 
 
 def _foreign(obj: Mapping[str, Any]) -> Kind | None:
@@ -135,9 +141,11 @@ def file_kind(path: Path) -> FileKind:
         return FileKind("artifact")
     if name.endswith((".html", ".htm")):
         return FileKind("report")
-    lines = _first_lines(path)
+    lines, head = _first_lines(path)
     if not lines:
-        return FileKind("empty")
+        if (match := _SESSION_START.match(head)) is not None:
+            return FileKind("session", match[1].decode())  # a very long session_start
+        return FileKind("empty" if not head.strip() else "other")
     try:
         first = orjson.loads(lines[0])
     except orjson.JSONDecodeError:
@@ -169,6 +177,8 @@ def candidate_files(root: Path) -> list[Path]:
         found.extend(
             base / f
             for f in sorted(files)
-            if f.endswith(".jsonl") and not f.endswith(".otlp.jsonl")
+            if f.endswith(".jsonl")
+            and not f.endswith(".otlp.jsonl")
+            and os.path.isfile(base / f)  # regular files only: never open a FIFO
         )
     return sorted(found)

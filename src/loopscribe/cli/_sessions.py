@@ -106,7 +106,13 @@ def display_status(summary: Any) -> str:
     return "open" if summary.status == "interrupted" else "finished"
 
 
-_COLOURS = {"running": "green", "interrupted": "yellow", "open": "yellow", "idle": "dim"}
+_COLOURS = {
+    "running": "green",
+    "interrupted": "yellow",
+    "failed": "red",
+    "open": "yellow",
+    "idle": "dim",
+}
 
 
 def cmd_ls(args: argparse.Namespace, out: Out) -> int:

@@ -36,7 +36,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -48,7 +48,7 @@ from .. import events as ev
 from .._errors import LoopscribeError
 from .._model import Event, Execution, Record
 from .._reader import read
-from .._session import Run, Session
+from .._session import Observer, Run, Session
 
 logger = logging.getLogger("loopscribe.importers")
 
@@ -366,6 +366,12 @@ class Destination:
     (``Session.begin_run(timestamp=)``, ``Run.close(timestamp=)``,
     ``Session.annotate(timestamp=)``), and a run left open by one import is
     continued by the next (``Run.detach()``, ``Session._continue_run()``).
+
+    An import writes in blocks, since it can be done again from its cursor. A
+    ``live`` writer (the Claude Agent SDK session store) writes each record at
+    once, its ``observers`` see the records as they are written, and when it
+    reopens a file it matches the records there as the normal way to continue
+    (no warning of an interrupted import).
     """
 
     def __init__(
@@ -374,9 +380,14 @@ class Destination:
         cursor: Cursor | None,
         metadata: Callable[[], Mapping[str, Any]],
         report: ImportReport,
+        *,
+        observers: Iterable[Observer] = (),
+        live: bool = False,
     ) -> None:
         self.path = path
         self._cursor = cursor
+        self._observers = tuple(observers)
+        self._live = live
         self._metadata = metadata
         self._report = report
         self._session: Session | None = None
@@ -414,14 +425,16 @@ class Destination:
                     f"({cursor_path(self.path).name}); it was not written by this importer or "
                     "its cursor was lost. Move it away or delete it, then import again"
                 )
-            session = Session.create(self.path, metadata=self._metadata())
+            session = Session.create(
+                self.path, metadata=self._metadata(), observers=self._observers
+            )
         else:
             if not self.path.exists():
                 raise ImportStateError(
                     f"{self.path}: missing, but its import cursor exists; delete "
                     f"{cursor_path(self.path)} to import the transcript again"
                 )
-            session = Session.open(self.path)
+            session = Session.open(self.path, observers=self._observers)
             if session.id != cursor.session_id or session.next_seq < cursor.dest_seq:
                 session.close()
                 raise ImportStateError(
@@ -436,15 +449,17 @@ class Destination:
                 self._replay = (
                     r for r in read(self.path, decode=False) if r.seq >= cursor.dest_seq
                 )
-                logger.warning(
-                    "%s: %d records after the cursor (an interrupted import); matching them "
-                    "against the transcript instead of writing them again",
-                    self.path,
-                    self._skip,
-                )
-        # An import can be done again from the cursor, which moves only after
-        # the final fsync: lines go out in blocks, not one write each.
-        session._buffer_writes()
+                if not self._live:
+                    logger.warning(
+                        "%s: %d records after the cursor (an interrupted import); matching "
+                        "them against the transcript instead of writing them again",
+                        self.path,
+                        self._skip,
+                    )
+        if not self._live:
+            # An import can be done again from the cursor, which moves only after
+            # the final fsync: lines go out in blocks, not one write each.
+            session._buffer_writes()
         self._session = session
         self._update_writing()
         return session
@@ -573,35 +588,20 @@ Source = dict[str, Any]
 """A record's reference to its source line: ``{"file": ..., "line": ...}``."""
 
 
-class Importer:
-    """Reads one transcript from its cursor and feeds the lines to :meth:`handle`.
+class Mapper:
+    """A source format's mapping: a state machine fed one parsed line at a time.
 
-    Subclasses implement the mapping; this class owns reading, the cursor,
-    the destination, the decision that a transcript is finished, and stopping.
+    It emits operations to :attr:`dest` and counts what it did in
+    :attr:`report`. :class:`Importer` drives it from a transcript file and a
+    cursor; a live host (``loopscribe.adapters.claude_agent_sdk``) drives the
+    same mapping with the lines it receives, so both write the same records.
     """
 
     name: ClassVar[str] = ""
     anthropic_usage: ClassVar[bool] = False
 
-    def __init__(
-        self,
-        source: Path,
-        destination: Path,
-        *,
-        finished: bool | None = None,
-        settle_seconds: float = DEFAULT_SETTLE_SECONDS,
-        stop: threading.Event | None = None,
-        on_progress: Callable[[int], None] | None = None,
-    ) -> None:
-        self.source = source.absolute()
-        self.file = str(self.source)
-        self.destination = destination.absolute()
-        self.cursor_path = cursor_path(self.destination)
-        self._finished = finished
-        self._settle_seconds = settle_seconds
-        self._stop = stop
-        self._on_progress = on_progress
-        self.report = ImportReport(self.name, self.source, self.destination)
+    def __init__(self, report: ImportReport) -> None:
+        self.report = report
         self.last_ts: datetime | None = None
         """The latest source timestamp read: for lines that have none."""
         self.record_ts: datetime | None = None
@@ -632,10 +632,6 @@ class Importer:
     def pending_calls(self) -> int:
         """Tool calls still waiting for a result."""
         raise NotImplementedError
-
-    def metadata(self) -> dict[str, Any]:
-        """``session_start`` metadata of a new destination."""
-        return {"source": self.name, "import": {"file": self.file, **self.meta}}
 
     # -- helpers for subclasses ----------------------------------------------------
 
@@ -711,6 +707,38 @@ class Importer:
             self.last_ts = ts
             return ts
         return self.last_ts
+
+
+class Importer(Mapper):
+    """Reads one transcript from its cursor and feeds the lines to :meth:`handle`.
+
+    Subclasses implement the mapping; this class owns reading, the cursor,
+    the destination, the decision that a transcript is finished, and stopping.
+    """
+
+    def __init__(
+        self,
+        source: Path,
+        destination: Path,
+        *,
+        finished: bool | None = None,
+        settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+        stop: threading.Event | None = None,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self.source = source.absolute()
+        self.file = str(self.source)
+        self.destination = destination.absolute()
+        self.cursor_path = cursor_path(self.destination)
+        self._finished = finished
+        self._settle_seconds = settle_seconds
+        self._stop = stop
+        self._on_progress = on_progress
+        super().__init__(ImportReport(self.name, self.source, self.destination))
+
+    def metadata(self) -> dict[str, Any]:
+        """``session_start`` metadata of a new destination."""
+        return {"source": self.name, "import": {"file": self.file, **self.meta}}
 
     # -- the run -------------------------------------------------------------------
 

@@ -44,7 +44,7 @@ across imports (its state is kept in the cursor).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -58,6 +58,7 @@ from ._common import (
     DEFAULT_SETTLE_SECONDS,
     Importer,
     ImportReport,
+    Mapper,
     Source,
     format_ts,
     has_reserved_key,
@@ -70,6 +71,7 @@ from ._common import (
 
 __all__ = [
     "ClaudeCodeImporter",
+    "ClaudeCodeMapping",
     "default_dir",
     "find_transcripts",
     "import_transcript",
@@ -269,21 +271,50 @@ def _details(value: Any) -> Any:
     return kept or None
 
 
-class ClaudeCodeImporter(Importer):
-    """Maps Claude Code transcript lines to loopscribe records (see the module docs)."""
+class ClaudeCodeMapping(Mapper):
+    """Maps Claude Code transcript lines to loopscribe records (see the module docs).
+
+    The one mapping of Claude Code lines: :class:`ClaudeCodeImporter` feeds it
+    a transcript file and reads subagents from their files; the Claude Agent
+    SDK session store (``loopscribe.adapters.claude_agent_sdk``) feeds it the
+    entries it receives. A driver gives the subagents' own lines through
+    :meth:`_has_own_lines`, :meth:`_map_agent`, :meth:`_compact_agent` and
+    :meth:`_unlinked_agents`, feeding them with :meth:`_begin_agent`,
+    :meth:`_handle_in` and :meth:`_finish_agent`.
+    """
 
     name = NAME
     anthropic_usage = True
 
-    def __init__(self, source: Path, destination: Path, **options: Any) -> None:
-        super().__init__(source, destination, **options)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.main = _Context()
         self.subs: dict[str, _Context] = {}
         self.calls: dict[str, _Call] = {}
         self.agent_files: dict[str, list[int]] = {}
+        """Per subagent: ``[offset, line, times mapped]`` of its own lines."""
         self.closed: str | None = None
-        self.subagent_dir = self.source.parent / self.source.stem / "subagents"
-        self._has_file: dict[str, bool] = {}
+
+    # -- where subagents' own lines come from (the driver's) ---------------------
+
+    def _has_own_lines(self, agent_id: str) -> bool:
+        """Whether a subagent's lines come apart (its file), not as ``agent_progress`` copies."""
+        raise NotImplementedError
+
+    def _map_agent(self, agent_id: str, parent: str | None, name: str | None) -> bool:
+        """Map what is new of a subagent's own lines as an ``agent`` execution under ``parent``.
+
+        Returns whether anything was mapped.
+        """
+        raise NotImplementedError
+
+    def _compact_agent(self, boundary: datetime | None) -> tuple[str | None, datetime | None]:
+        """The summarizing subagent of a compaction and when it started, if known."""
+        raise NotImplementedError
+
+    def _unlinked_agents(self) -> list[str]:
+        """Subagents with own lines that no tool call or compaction claimed, at the end."""
+        raise NotImplementedError
 
     # -- state -------------------------------------------------------------------
 
@@ -314,17 +345,6 @@ class ClaudeCodeImporter(Importer):
         return len(self.calls)
 
     # -- dispatch ----------------------------------------------------------------
-
-    def skip_line(self, raw: bytes) -> str | None:
-        """Progress (but agent progress), file-history and queue lines, told apart unparsed."""
-        if raw.startswith(b'{"type":"file-history-snapshot"'):
-            return "file-history-snapshot"
-        if raw.startswith(b'{"type":"queue-operation"'):
-            return "queue-operation"
-        kind = nested_type(raw, b'"type":"progress","data":')
-        if kind is None or kind == b"agent_progress":
-            return None
-        return f"progress/{kind.decode('ascii', 'replace')}"
 
     def handle(self, obj: Any, line: int, raw: bytes, source: Source) -> None:
         """Map one line of the main transcript."""
@@ -566,7 +586,7 @@ class ClaudeCodeImporter(Importer):
             if sub is not None:
                 self._end_subagent(sub, source, ts)
             elif agent_id is not None:
-                self._import_agent_file(agent_id, tool_id, call.agent_type)
+                self._map_agent(agent_id, tool_id, call.agent_type)
             execution = call.execution or Execution(tool_id, "tool", 1, call.parent)
             data: dict[str, Any] = {"tool": call.name}
         else:
@@ -605,12 +625,9 @@ class ClaudeCodeImporter(Importer):
         """Import the subagents still waiting for a result or never linked, then close the turn."""
         for tool_id, call in list(self.calls.items()):
             if call.agent_id is not None and tool_id not in self.subs:
-                self._import_agent_file(call.agent_id, tool_id, call.agent_type)
-        if self.subagent_dir.is_dir():
-            for path in sorted(self.subagent_dir.glob("agent-*.jsonl")):
-                agent_id = path.stem.removeprefix("agent-")
-                if agent_id not in self.agent_files:
-                    self._import_agent_file(agent_id, None, None)
+                self._map_agent(call.agent_id, tool_id, call.agent_type)
+        for agent_id in self._unlinked_agents():
+            self._map_agent(agent_id, None, None)
         self._end_turn(self.record_ts)
 
     def _system(self, obj: dict[str, Any], source: Source, ts: datetime | None) -> None:
@@ -636,7 +653,7 @@ class ClaudeCodeImporter(Importer):
         call = self.calls.get(tool_id) if isinstance(tool_id, str) else None
         if call is not None and call.agent_id is None:
             call.agent_id = agent_id
-        if agent_id is not None and self._agent_file_exists(agent_id):
+        if agent_id is not None and self._has_own_lines(agent_id):
             self.report.skipped["progress/agent_progress (in subagent file)"] += 1
             return
         message = data.get("message")
@@ -664,7 +681,81 @@ class ClaudeCodeImporter(Importer):
         self._end_response(sub)
         self._agent_record(ev.AGENT_END, sub, source, ts)
 
-    def _agent_file_exists(self, agent_id: str) -> bool:
+    def _begin_agent(
+        self,
+        agent_id: str,
+        parent: str | None,
+        name: str | None,
+        source: Source,
+        started: datetime | None,
+    ) -> _Context:
+        """Start mapping a subagent's own lines: ``agent_start`` of a new ``agent`` execution.
+
+        A subagent mapped again (its file grew after it was mapped) is another
+        execution, ``agent-<id>.2``, ``.3``, ...
+        """
+        runs = self.agent_files.get(agent_id, [0, 0, 0])[2]
+        exec_id = f"agent-{agent_id}" if runs == 0 else f"agent-{agent_id}.{runs + 1}"
+        ctx = _Context(exec_id, parent, agent_id, name or "subagent")
+        self._agent_record(ev.AGENT_START, ctx, source, started)
+        self.report.subagents += 1
+        return ctx
+
+    def _finish_agent(
+        self,
+        ctx: _Context,
+        position: tuple[int, int],
+        source: Source,
+        ts: datetime | None,
+    ) -> None:
+        """End a subagent after its last own line; ``position`` is ``(offset, line)`` after it."""
+        self._end_subagent(ctx, source, ts)
+        agent_id = ctx.agent_id
+        assert agent_id is not None
+        runs = self.agent_files.get(agent_id, [0, 0, 0])[2]
+        self.agent_files[agent_id] = [position[0], position[1], runs + 1]
+
+    def _compaction(self, obj: dict[str, Any], source: Source, ts: datetime | None) -> None:
+        self._end_response(self.main)
+        self._record_compaction(obj, source, ts)
+
+    def _record_compaction(self, obj: dict[str, Any], source: Source, ts: datetime | None) -> None:
+        """A ``context`` execution for a compaction boundary, its summarizing agent inside."""
+        uuid = obj.get("uuid")
+        exec_id = f"compact-{uuid}" if isinstance(uuid, str) else f"compact-{source['line']}"
+        execution = Execution(exec_id, "context")
+        meta = obj.get("compactMetadata")
+        info: dict[str, Any] = {}
+        if isinstance(meta, dict):
+            info = {"trigger": meta.get("trigger"), "pre_tokens": meta.get("preTokens")}
+        agent_id, started = self._compact_agent(ts)
+        self.emit(ev.CONTEXT_TRANSFORM_START, execution, {**info, "source": source}, started or ts)
+        if agent_id is not None:
+            self._map_agent(agent_id, exec_id, "compact")
+        self.emit(ev.CONTEXT_TRANSFORM_END, execution, {**info, "source": source}, ts)
+        self.report.compactions += 1
+
+
+class ClaudeCodeImporter(ClaudeCodeMapping, Importer):
+    """Imports a Claude Code transcript file; subagents come from their own files."""
+
+    def __init__(self, source: Path, destination: Path, **options: Any) -> None:
+        super().__init__(source, destination, **options)
+        self.subagent_dir = self.source.parent / self.source.stem / "subagents"
+        self._has_file: dict[str, bool] = {}
+
+    def skip_line(self, raw: bytes) -> str | None:
+        """Progress (but agent progress), file-history and queue lines, told apart unparsed."""
+        if raw.startswith(b'{"type":"file-history-snapshot"'):
+            return "file-history-snapshot"
+        if raw.startswith(b'{"type":"queue-operation"'):
+            return "queue-operation"
+        kind = nested_type(raw, b'"type":"progress","data":')
+        if kind is None or kind == b"agent_progress":
+            return None
+        return f"progress/{kind.decode('ascii', 'replace')}"
+
+    def _has_own_lines(self, agent_id: str) -> bool:
         found = self._has_file.get(agent_id)
         if found is None:
             found = self._has_file[agent_id] = self._agent_path(agent_id).is_file()
@@ -673,16 +764,15 @@ class ClaudeCodeImporter(Importer):
     def _agent_path(self, agent_id: str) -> Path:
         return self.subagent_dir / f"agent-{agent_id}.jsonl"
 
-    def _import_agent_file(self, agent_id: str, parent: str | None, name: str | None) -> bool:
+    def _map_agent(self, agent_id: str, parent: str | None, name: str | None) -> bool:
         """Import what is new in a subagent's file as an ``agent`` execution under ``parent``."""
         path = self._agent_path(agent_id)
         if not path.is_file():
             return False
-        offset, line, runs = self.agent_files.get(agent_id, [0, 0, 0])
-        exec_id = f"agent-{agent_id}" if runs == 0 else f"agent-{agent_id}.{runs + 1}"
-        ctx = _Context(exec_id, parent, agent_id, name or "subagent")
+        offset, line, _runs = self.agent_files.get(agent_id, [0, 0, 0])
         file = str(path)
         report = self.report
+        ctx: _Context | None = None
         last_source: Source | None = None
         last_ts: datetime | None = None
         started = _start_ts(path, offset)
@@ -697,35 +787,17 @@ class ClaudeCodeImporter(Importer):
                 if has_reserved_key(raw):
                     obj = strip_reserved(obj)
             ts = (parse_ts(obj.get("timestamp")) if isinstance(obj, dict) else None) or last_ts
-            if last_source is None:
-                self._agent_record(ev.AGENT_START, ctx, source, started or ts)
-                report.subagents += 1
+            if ctx is None:
+                ctx = self._begin_agent(agent_id, parent, name, source, started or ts)
             self._handle_in(ctx, obj, source, ts)
             report.lines += 1
             report.bytes += len(raw)
             offset, line = end, number
             last_source, last_ts = source, ts
-        if last_source is None:
+        if ctx is None or last_source is None:
             return False
-        self._end_subagent(ctx, last_source, last_ts)
-        self.agent_files[agent_id] = [offset, line, runs + 1]
+        self._finish_agent(ctx, (offset, line), last_source, last_ts)
         return True
-
-    def _compaction(self, obj: dict[str, Any], source: Source, ts: datetime | None) -> None:
-        self._end_response(self.main)
-        uuid = obj.get("uuid")
-        exec_id = f"compact-{uuid}" if isinstance(uuid, str) else f"compact-{source['line']}"
-        execution = Execution(exec_id, "context")
-        meta = obj.get("compactMetadata")
-        info: dict[str, Any] = {}
-        if isinstance(meta, dict):
-            info = {"trigger": meta.get("trigger"), "pre_tokens": meta.get("preTokens")}
-        agent_id, started = self._compact_agent(ts)
-        self.emit(ev.CONTEXT_TRANSFORM_START, execution, {**info, "source": source}, started or ts)
-        if agent_id is not None:
-            self._import_agent_file(agent_id, exec_id, "compact")
-        self.emit(ev.CONTEXT_TRANSFORM_END, execution, {**info, "source": source}, ts)
-        self.report.compactions += 1
 
     def _compact_agent(self, boundary: datetime | None) -> tuple[str | None, datetime | None]:
         """The summarizing subagent of a compaction: the latest new one begun before it."""
@@ -740,6 +812,12 @@ class ClaudeCodeImporter(Importer):
             if started is not None and started <= boundary and (best is None or started > best[0]):
                 best = (started, agent_id)
         return (None, None) if best is None else (best[1], best[0])
+
+    def _unlinked_agents(self) -> list[str]:
+        if not self.subagent_dir.is_dir():
+            return []
+        found = (p.stem.removeprefix("agent-") for p in self.subagent_dir.glob("agent-*.jsonl"))
+        return sorted(a for a in found if a not in self.agent_files)
 
 
 def _first_text(content: Any) -> str | None:
@@ -758,12 +836,25 @@ def _start_ts(path: Path, offset: int = 0) -> datetime | None:
     their original, older timestamps (a compaction agent gets the hook
     reminders of the conversation); the agent starts with the last of them.
     """
-    started: datetime | None = None
-    for _number, _end, raw in read_lines(path, offset, 0):
+    return start_ts(_parsed(read_lines(path, offset, 0)))
+
+
+def _parsed(found: Iterator[tuple[int, int, bytes]]) -> Iterator[Any]:
+    for _number, _end, raw in found:
         try:
-            obj = orjson.loads(raw)
+            yield orjson.loads(raw)
         except orjson.JSONDecodeError:
             continue
+
+
+def start_ts(lines: Iterable[Any]) -> datetime | None:
+    """When a subagent started, from its parsed lines: see :func:`_start_ts`.
+
+    ``None`` when its first model response is not among ``lines`` yet and no
+    line has a timestamp.
+    """
+    started: datetime | None = None
+    for obj in lines:
         if not isinstance(obj, dict):
             continue
         ts = parse_ts(obj.get("timestamp"))

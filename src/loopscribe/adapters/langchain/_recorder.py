@@ -1,84 +1,4 @@
-"""Record LangChain and LangGraph runs with a callback handler.
-
-Pass a :class:`LoopscribeCallbackHandler` wherever LangChain takes callbacks;
-every chain, chat model and tool run below that point is recorded into the
-loopscribe run::
-
-    from loopscribe import Session
-    from loopscribe.adapters.langchain import LoopscribeCallbackHandler
-
-    with Session.create("agent.jsonl") as session, session.begin_run() as run:
-        handler = LoopscribeCallbackHandler(run)
-        agent.invoke(inputs, config={"callbacks": [handler], "run_name": "weather-bot"})
-
-How LangChain runs become executions (the ID mapping is a pure function of
-LangChain's own IDs, so the same framework run always gives the same
-executions):
-
-=============================  ==============================================
-LangChain run                  ``Execution(id, kind, attempt, parent_id)``
-=============================  ==============================================
-chain, no parent run           ``(str(run_id), "agent", 1, None)``:
-                               ``agent_start`` / ``agent_end``
-chain, nested                  ``(str(run_id), "chain", 1, parent)``:
-                               ``agent_start`` / ``agent_end``
-chat model / LLM               ``(str(run_id), "model", 1, parent)``
-tool with a tool call          ``(tool_call_id, "tool", n, parent)``; ``n``
-                               counts runs of that call in this recording run
-tool without a tool call       ``(str(run_id), "tool", 1, parent)``
-``with_retry`` attempt ``k``   the first attempt's ``id``, ``attempt=k``
-``on_retry`` (tenacity)        same ``id``, ``attempt + 1``
-=============================  ==============================================
-
-``parent`` is the execution ID of ``parent_run_id``, so executions nest
-exactly as LangChain nested its runs (``None`` when the parent run was not
-seen by this handler). ``run_id`` is the ID LangChain hands every callback
-and LangSmith shows; reusing it lets a LangSmith trace and a loopscribe file
-be joined, and ``config={"run_id": ...}`` pins it. Tool executions use the
-model's tool-call ID instead, so the span's ``gen_ai.tool.call.id`` matches
-the ``tool_calls`` of the assistant message that asked for it; their first
-record keeps the LangChain ``run_id`` as ``lc_run_id``.
-
-Chains are recorded with ``agent_start``/``agent_end`` because those are the
-lifecycle records the span bridge ends a span on; ``kind`` says which is the
-invocation (``agent``) and which a step inside it (``chain``), and the data
-names the runnable (``agent``: ``"weather-bot"``, ``"RunnableSequence"``,
-a LangGraph node). A LangGraph interrupt reaches callbacks as a chain error,
-so it is recorded as one (``error.type`` ``GraphInterrupt``).
-
-What is written: the chat model's request (messages, tool declarations,
-invocation parameters with credentials removed), its response with token
-usage, finish reason and model, or its error with partial content; each
-tool's name, arguments and result (``ToolMessage`` or value), or its error;
-chain start and end with name, tags and error; ``agent_action`` and
-``agent_finish``; retries. LangChain has no notion of a committed
-conversation, so ``message_end`` is written for every chat model output,
-every ``ToolMessage`` a tool returns, and every message that appears in a
-request for the first time (user input, host-made messages) — the latter
-without an execution. "First time" counts occurrences, so a user who says
-"ok" twice gets two ``message_end`` records.
-
-Messages are written as plain dicts: ``{"role": "user" | "assistant" |
-"system" | "tool" | ..., **message.model_dump()}`` without empty fields;
-:func:`to_langchain` rebuilds the ``BaseMessage``. Other framework values
-(tool outputs, agent actions, config values) are lowered to JSON; a value
-with no JSON form becomes a ``snapshot_error`` diagnostic that does not keep
-it. Values of types registered with the Session's codec are kept typed.
-
-Not recorded: token streaming (``on_llm_new_token``, ``on_stream_event``:
-transient by the recording rules), chain inputs and outputs (intermediate
-state; the messages and tool calls they carry are recorded where they are
-produced), retriever runs, ``on_text`` and custom events.
-
-The handler is synchronous with ``run_inline = True``: in async code
-LangChain calls it directly on the event loop thread (recording is one
-unbuffered write), and sync code that runs callbacks on worker threads
-(``batch``, ``RunnableParallel``) is serialized by a lock. No separate
-``AsyncCallbackHandler`` is needed. The handler never raises into
-LangChain: a failure is logged on the ``loopscribe`` logger and counted in
-:attr:`LoopscribeCallbackHandler.errors`; a recording failure stays visible
-as ``run.session.error``.
-"""
+"""The LangChain callback handler: per-run state, no conversion code (see ``_messages``)."""
 
 from __future__ import annotations
 
@@ -88,6 +8,7 @@ import functools
 import hashlib
 import logging
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime, time
@@ -98,96 +19,52 @@ from uuid import UUID
 
 import orjson
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    ChatMessage,
-    FunctionMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-    messages_from_dict,
-)
+from langchain_core.documents import Document
+from langchain_core.messages import BaseMessage, ToolMessage, convert_to_messages
 from langchain_core.outputs import ChatGeneration, LLMResult
 from pydantic import BaseModel
 
-from .. import events as ev
-from .._codec import TAG
-from .._errors import EncodeError
-from .._freeze import snapshot_error, strip_secrets
-from .._messages import Usage
-from .._model import Event, Execution
-from .._session import Run
+from ... import events as ev
+from ..._codec import TAG
+from ..._errors import EncodeError
+from ..._freeze import snapshot_error, strip_secrets
+from ..._messages import (
+    AssistantMessage,
+    FileContent,
+    Message,
+    TextContent,
+    Usage,
+    UserMessage,
+)
+from ..._model import Event, Execution
+from ..._session import Run, Session
+from ._messages import from_langchain, provider_name, usage_of
 
 if TYPE_CHECKING:
     from langchain_core.agents import AgentAction, AgentFinish
     from tenacity import RetryCallState
 
-__all__ = ["LoopscribeCallbackHandler", "lower_message", "to_langchain"]
+__all__ = ["LoopscribeCallbackHandler"]
 
 logger = logging.getLogger(__name__)
 
 _RETRY_TAG = "retry:attempt:"
 _MAX_DEPTH = 64
 _INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1
-# The codec marks typed values with this key; a plain dict using it cannot be recorded.
-_TAG_KEY = f'"{TAG}":'.encode()
-# Kept on a message even when empty: content is the message, type rebuilds it.
-_ALWAYS = frozenset({"content", "type"})
+# Invocation parameters under the names the record contract uses.
+_CONFIG_NAMES = {
+    "max_output_tokens": "max_tokens",
+    "max_completion_tokens": "max_tokens",
+    "max_tokens_to_sample": "max_tokens",
+    "num_predict": "max_tokens",
+    "stop_sequences": "stop",
+}
 
 P = ParamSpec("P")
 
 
-# -- lowering framework values to JSON ------------------------------------------
-
-
-def _role(message: BaseMessage) -> str:
-    if isinstance(message, HumanMessage):
-        return "user"
-    if isinstance(message, AIMessage):
-        return "assistant"
-    if isinstance(message, SystemMessage):
-        return "system"
-    if isinstance(message, ToolMessage):
-        return "tool"
-    if isinstance(message, FunctionMessage):
-        return "function"
-    if isinstance(message, ChatMessage):
-        return message.role
-    return message.type
-
-
 def _unencodable(value: Any) -> dict[str, str]:
     return snapshot_error(value, TypeError("no JSON form"))
-
-
-def lower_message(message: BaseMessage) -> dict[str, Any]:
-    """A LangChain message as the plain dict loopscribe records.
-
-    ``role`` (``user``, ``assistant``, ``system``, ``tool``, ...) comes first,
-    then every non-empty field of ``message.model_dump()``, including
-    ``type``, so :func:`to_langchain` can rebuild the message.
-    """
-    dumped = message.model_dump(mode="json", fallback=_unencodable, warnings=False)
-    out: dict[str, Any] = {"role": _role(message)}
-    for key, value in dumped.items():
-        if key in _ALWAYS or value not in (None, {}, [], False):
-            out[key] = value
-    if _TAG_KEY in orjson.dumps(out):
-        # Provider metadata that uses the codec's reserved key: diagnose that part.
-        return cast("dict[str, Any]", _jsonable(out, _never))
-    return out
-
-
-def to_langchain(message: Mapping[str, Any]) -> BaseMessage:
-    """Rebuild a LangChain message from a dict written by this adapter.
-
-    Raises:
-        KeyError: ``message`` has no ``type``.
-        ValueError: ``type`` names no LangChain message class.
-    """
-    data = {k: v for k, v in message.items() if k != "role"}
-    return messages_from_dict([{"type": message["type"], "data": data}])[0]
 
 
 def _never(_: Any) -> bool:
@@ -204,7 +81,7 @@ def _jsonable(value: Any, codec_ok: Callable[[Any], bool], depth: int = 0) -> An
     if depth > _MAX_DEPTH:
         return snapshot_error(value, RecursionError("nested too deeply"))
     if isinstance(value, BaseMessage):
-        return lower_message(value)
+        return from_langchain(value)
     if isinstance(value, Mapping):
         if TAG in value:
             return snapshot_error(value, ValueError(f"uses the codec's reserved key {TAG!r}"))
@@ -228,37 +105,38 @@ def _jsonable(value: Any, codec_ok: Callable[[Any], bool], depth: int = 0) -> An
     return _unencodable(value)
 
 
-def _fingerprint(message: BaseMessage, lowered: Mapping[str, Any]) -> str:
-    if message.id:
-        return f"id:{message.id}"
+def _content_key(message: BaseMessage) -> str:
+    """What a message says, without its id: the same words said again match."""
+    raw: Any = [message.type, message.content, getattr(message, "tool_calls", None)]
     try:
-        raw = orjson.dumps(lowered, option=orjson.OPT_SORT_KEYS)
+        data = orjson.dumps(raw, option=orjson.OPT_SORT_KEYS, default=str)
     except (TypeError, orjson.JSONEncodeError):
-        raw = repr(lowered).encode()
-    return hashlib.sha256(raw).hexdigest()
+        data = repr(raw).encode()
+    return hashlib.sha256(data).hexdigest()
 
 
 def _usage(message: Any, llm_output: Mapping[str, Any] | None) -> Usage | None:
     """Token usage from ``AIMessage.usage_metadata``, else the provider's ``token_usage``."""
-    meta = getattr(message, "usage_metadata", None)
-    if isinstance(meta, Mapping):
-        details = meta.get("input_token_details") or {}
-        return Usage(
-            input_tokens=int(meta.get("input_tokens") or 0),
-            output_tokens=int(meta.get("output_tokens") or 0),
-            cache_read_tokens=int(details.get("cache_read") or 0),
-            cache_write_tokens=int(details.get("cache_creation") or 0),
-        )
+    usage = usage_of(getattr(message, "usage_metadata", None))
+    if usage is not None:
+        return usage
     raw = (llm_output or {}).get("token_usage") or (llm_output or {}).get("usage")
     if isinstance(raw, Mapping):
         inp = raw.get("prompt_tokens", raw.get("input_tokens"))
         out = raw.get("completion_tokens", raw.get("output_tokens"))
+        details = raw.get("prompt_tokens_details") or {}
+        reasoning = (raw.get("completion_tokens_details") or {}).get("reasoning_tokens")
         if isinstance(inp, int) or isinstance(out, int):
-            return Usage(input_tokens=int(inp or 0), output_tokens=int(out or 0))
+            return Usage(
+                input_tokens=int(inp or 0),
+                output_tokens=int(out or 0),
+                cache_read_tokens=int(details.get("cached_tokens") or 0),
+                reasoning_tokens=int(reasoning or 0),
+            )
     return None
 
 
-def _partial(response: LLMResult) -> dict[str, Any] | None:
+def _partial(response: LLMResult) -> Message | dict[str, Any] | None:
     """The streamed content of a failed call, if it produced any."""
     for generations in response.generations:
         for generation in generations:
@@ -266,8 +144,66 @@ def _partial(response: LLMResult) -> dict[str, Any] | None:
                 continue
             message = generation.message
             if message.content or getattr(message, "tool_calls", None):
-                return lower_message(message)
+                return from_langchain(message)
     return None
+
+
+def _provider(metadata: Mapping[str, Any], serialized: Mapping[str, Any] | None) -> str | None:
+    """The well-known provider name; ``None`` when LangChain derived it from the class name."""
+    ls_provider = _first_str(metadata.get("ls_provider"))
+    if ls_provider is None:
+        return None
+    ids = (serialized or {}).get("id")
+    cls = ids[-1] if isinstance(ids, list) and ids and isinstance(ids[-1], str) else ""
+    if ls_provider.lower() in {cls.lower(), cls.lower().replace("chat", "")}:
+        return None
+    return provider_name(ls_provider)
+
+
+def _state_messages(output: Any, depth: int = 0) -> list[BaseMessage]:
+    """The messages a graph node returned: ``{"messages": [...]}``, a ``Command``, or a list."""
+    if depth > 4:
+        return []
+    if isinstance(output, BaseMessage):
+        return [output]
+    update = getattr(output, "update", None)
+    if update is not None and not isinstance(output, Mapping):
+        return _state_messages(update, depth + 1)  # a LangGraph Command
+    if isinstance(output, Mapping):
+        found = output.get("messages")
+        if isinstance(found, BaseMessage):
+            return [found]
+        return [m for m in found if isinstance(m, BaseMessage)] if isinstance(found, list) else []
+    if isinstance(output, list | tuple):
+        return [m for item in output for m in _state_messages(item, depth + 1)]
+    return []
+
+
+def _config(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Invocation parameters, with the well-known ones under the contract's names."""
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        name = _CONFIG_NAMES.get(key, key)
+        if name not in out or out[name] is None:
+            out[name] = value
+    return out
+
+
+def _document(doc: Document) -> dict[str, Any]:
+    out: dict[str, Any] = {"page_content": doc.page_content}
+    if doc.metadata:
+        out["metadata"] = doc.metadata
+    if doc.id:
+        out["id"] = doc.id
+    return out
+
+
+def _document_ref(doc: Document) -> FileContent | TextContent:
+    """A retrieved document as message content: its source by reference, else its text."""
+    source = doc.metadata.get("source") if doc.metadata else None
+    if isinstance(source, str) and source:
+        return FileContent(uri=source, name=doc.id, modality="document")
+    return TextContent(doc.page_content)
 
 
 def _first_str(*values: Any) -> str | None:
@@ -306,12 +242,67 @@ def _outcome_error(retry_state: RetryCallState) -> BaseException | None:
 
 
 @dataclasses.dataclass(slots=True)
+class _Conversation:
+    """What one conversation has committed, to commit each message once.
+
+    A message is known by its id, a tool result also by its ``tool_call_id``,
+    and a message committed before it had an id (LangGraph gives ids when it
+    adds a message to the state, after the callbacks saw it) by its content,
+    claimed once by the first id that comes with the same content.
+    """
+
+    execution: Execution | None
+    """Where its input and host-made messages are recorded (``None``: the run)."""
+    checkpointed: bool = False
+    """Requests may carry history loaded from a checkpointer (a LangGraph ``thread_id``)."""
+    ids: set[str] = dataclasses.field(default_factory=set)
+    tool_calls: set[str] = dataclasses.field(default_factory=set)
+    unclaimed: Counter[str] = dataclasses.field(default_factory=Counter)
+    anonymous: Counter[str] = dataclasses.field(default_factory=Counter)
+
+    def known(self, message: BaseMessage) -> bool:
+        if isinstance(message, ToolMessage) and message.tool_call_id in self.tool_calls:
+            if message.id:
+                self.ids.add(message.id)
+            return True
+        if not message.id:
+            return False
+        if message.id in self.ids:
+            return True
+        key = _content_key(message)
+        if self.unclaimed[key] > 0:
+            self.unclaimed[key] -= 1
+            self.ids.add(message.id)
+            return True
+        return False
+
+    def add(self, message: BaseMessage) -> None:
+        if isinstance(message, ToolMessage):
+            self.tool_calls.add(message.tool_call_id)
+        if message.id:
+            self.ids.add(message.id)
+        else:
+            key = _content_key(message)
+            self.unclaimed[key] += 1
+            self.anonymous[key] += 1
+
+
+# Conversations of a LangGraph thread, per Session: a second run on the same
+# thread_id (a new handler) knows what the first one committed.
+_THREADS: weakref.WeakKeyDictionary[Session, dict[str, _Conversation]] = weakref.WeakKeyDictionary()
+# Execution-id counters per Run, shared by every handler recording into it.
+_COUNTERS: weakref.WeakKeyDictionary[Run, Counter[str]] = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+@dataclasses.dataclass(slots=True)
 class _Open:
     """A LangChain run that has started and not ended yet."""
 
     execution: Execution
     name: str
     parent_run_id: UUID | None
+    conversation: _Conversation
     starts: tuple[Event, ...] = ()
     """The records that began the attempt, re-recorded for the next one on ``on_retry``."""
 
@@ -368,8 +359,12 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         self._open: dict[UUID, _Open] = {}
         self._children: dict[UUID, _Child] = {}
         self._tool_attempts: dict[str, int] = {}
-        # Multiplicity of each committed message seen so far (see _commit_new).
-        self._seen: Counter[str] = Counter()
+        # The tool execution of each tool call, to file a result a graph node made for it.
+        self._tool_executions: dict[str, Execution] = {}
+        # Runs without a graph thread share one conversation per handler.
+        self._conversation = _Conversation(None)
+        with _SHARED_LOCK:
+            self._counters = _COUNTERS.setdefault(run, Counter())
         self.errors = 0
 
     @property
@@ -404,8 +399,14 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         *,
         tool_call_id: str | None = None,
         tags: Sequence[str] | None = None,
+        named: bool = False,
+        conversation: _Conversation | None = None,
     ) -> Execution:
-        """Map a starting LangChain run onto its Execution and remember it."""
+        """Map a starting LangChain run onto its Execution and remember it.
+
+        ``named`` runs (chains, graph nodes, retrievers) get ids made of their
+        name and a counter, so a span reads ``chain agent_2``, never a UUID.
+        """
         parent = self._open.get(parent_run_id) if parent_run_id is not None else None
         parent_id = parent.execution.id if parent is not None else None
         previous = self._children.get(parent_run_id) if parent_run_id is not None else None
@@ -424,12 +425,20 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         elif tool_call_id:
             attempt = self._tool_attempts.get(tool_call_id, 0) + 1
             execution = Execution(tool_call_id, kind, attempt, parent_id)
+        elif named:
+            with _SHARED_LOCK:
+                self._counters[name] += 1
+                number = self._counters[name]
+            execution = Execution(f"{name}_{number}", kind, 1, parent_id)
         else:
             execution = Execution(str(run_id), kind, 1, parent_id)
-        if execution.kind == "tool" and execution.id != str(run_id):
+        if execution.kind == "tool" and tool_call_id:
             # Only IDs that can recur (tool-call IDs) need their attempts counted.
             self._tool_attempts[execution.id] = execution.attempt
-        self._open[run_id] = _Open(execution, name, parent_run_id)
+            self._tool_executions[tool_call_id] = execution
+        if conversation is None:
+            conversation = parent.conversation if parent is not None else self._conversation
+        self._open[run_id] = _Open(execution, name, parent_run_id, conversation)
         if parent_run_id is not None and parent is not None:
             self._children[parent_run_id] = _Child(execution)
         return execution
@@ -453,29 +462,74 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
                 child.error = error
         return opened
 
-    def _commit_new(self, lowered: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        """Write ``message_end`` for request messages not committed before.
+    def _conversation_of(self, run_id: UUID) -> _Conversation:
+        opened = self._open.get(run_id)
+        return opened.conversation if opened is not None else self._conversation
 
-        A message counts as new when it occurs in this request more often
-        than in any earlier request or output (so a repeated "ok" from the
-        user is still seen); the latest occurrences are the new ones.
+    def _thread(self, thread_id: str, execution: Execution | None) -> _Conversation:
+        """The conversation of a LangGraph thread in this Session (shared across runs)."""
+        with _SHARED_LOCK:
+            threads = _THREADS.setdefault(self._run.session, {})
+            conversation = threads.get(thread_id)
+            if conversation is None:
+                conversation = threads[thread_id] = _Conversation(execution, checkpointed=True)
+            return conversation
+
+    def _commit(
+        self, conversation: _Conversation, execution: Execution | None, message: BaseMessage
+    ) -> Message | dict[str, Any]:
+        """Write ``message_end`` for a message the conversation has not committed yet."""
+        converted = from_langchain(message)
+        if not conversation.known(message):
+            conversation.add(message)
+            self._record(ev.message_end(execution, converted))
+        return converted
+
+    def _commit_request(
+        self, conversation: _Conversation, batch: Sequence[BaseMessage], *, inputs: bool = False
+    ) -> None:
+        """Write ``message_end`` for request messages the conversation has not committed.
+
+        A message with an id that the conversation does not know, in a
+        checkpointed thread, is history the checkpointer loaded: it was
+        committed by the run that produced it. Messages without an id
+        (a system prompt a graph prepends to each request) count by
+        content, so a request holding "ok" twice commits the second one.
+        ``inputs`` are what a graph was invoked with: never history.
         """
-        counts = Counter(fp for fp, _ in lowered)
-        budget = {fp: n - self._seen[fp] for fp, n in counts.items()}
-        fresh: list[dict[str, Any]] = []
-        for fp, message in reversed(lowered):
-            if budget[fp] > 0:
-                budget[fp] -= 1
+        fresh: list[BaseMessage] = []
+        counts: Counter[str] = Counter()
+        for message in batch:
+            if message.id or (
+                isinstance(message, ToolMessage) and message.tool_call_id in conversation.tool_calls
+            ):
+                if not conversation.known(message):
+                    conversation.add(message)
+                    if inputs or not conversation.checkpointed:
+                        fresh.append(message)
+                continue
+            key = _content_key(message)
+            counts[key] += 1
+            # A checkpointed graph is invoked with the new messages alone.
+            new_input = inputs and conversation.checkpointed
+            if new_input or counts[key] > conversation.anonymous[key]:
+                conversation.anonymous[key] += 1
+                conversation.unclaimed[key] += 1
                 fresh.append(message)
-        for fp, n in counts.items():
-            self._seen[fp] = max(self._seen[fp], n)
-        for message in reversed(fresh):
-            self._record(ev.message_end(None, message))
+        for message in fresh:
+            self._record(ev.message_end(conversation.execution, from_langchain(message)))
 
-    def _committed(self, message: BaseMessage) -> dict[str, Any]:
-        lowered = lower_message(message)
-        self._seen[_fingerprint(message, lowered)] += 1
-        return lowered
+    def _input_messages(self, inputs: Any) -> list[BaseMessage]:
+        """The messages a graph or chain was invoked with, as LangChain messages."""
+        raw = inputs.get("messages", inputs.get("input")) if isinstance(inputs, Mapping) else inputs
+        if isinstance(raw, BaseMessage):
+            return [raw]
+        if not isinstance(raw, list | tuple):
+            return []
+        try:
+            return convert_to_messages(raw)
+        except (ValueError, TypeError, NotImplementedError):
+            return [m for m in raw if isinstance(m, BaseMessage)]
 
     def _extra(self, event: Event, **data: Any) -> Event:
         extra = {k: v for k, v in data.items() if v not in (None, [], {})}
@@ -499,15 +553,34 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
     ) -> None:
         """A chain (any Runnable, a LangGraph graph or node) started."""
         name = _first_str(kwargs.get("name"), _serialized_name(serialized)) or "chain"
-        kind = "agent" if parent_run_id is None else "chain"
-        execution = self._start(run_id, parent_run_id, kind, name, tags=tags)
+        parent = self._open.get(parent_run_id) if parent_run_id is not None else None
+        # A graph or chain run by a tool is an agent of its own with its own conversation.
+        own = parent is None or parent.execution.kind == "tool"
+        kind = "agent" if own else "chain"
+        meta = metadata or {}
+        thread_id = _first_str(meta.get("thread_id")) if own else None
+        execution = self._start(run_id, parent_run_id, kind, name, tags=tags, named=True)
+        if own:
+            scope = None if parent is None else execution
+            conversation = self._thread(thread_id, scope) if thread_id and parent is None else None
+            if conversation is None:
+                conversation = (
+                    self._conversation
+                    if parent is None
+                    else _Conversation(execution, checkpointed=bool(thread_id))
+                )
+            self._open[run_id].conversation = conversation
         start = self._extra(
             ev.agent_start(execution, name),
             tags=list(tags or ()),
-            metadata=self._json(strip_secrets(metadata or {})) if kind == "agent" else None,
-            lc_run_id=str(run_id) if execution.id != str(run_id) else None,
+            metadata=self._json(strip_secrets(meta)) if kind == "agent" else None,
+            thread_id=thread_id,
+            lc_run_id=str(run_id),
         )
         self._starting(run_id, start)
+        if own:
+            conversation = self._open[run_id].conversation
+            self._commit_request(conversation, self._input_messages(inputs), inputs=True)
 
     @_guarded
     def on_chain_end(
@@ -518,10 +591,19 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        """A chain ended."""
+        """A chain ended; a graph node's new messages are committed (host-made ones too)."""
+        parent = self._open.get(parent_run_id) if parent_run_id is not None else None
         opened = self._end(run_id)
-        if opened is not None:
-            self._record(ev.agent_end(opened.execution, opened.name))
+        if opened is None:
+            return
+        if parent is not None and parent.execution.kind == "agent":
+            # A graph node: what it returns is written to the graph's state.
+            conversation = opened.conversation
+            for message in _state_messages(outputs):
+                if not conversation.known(message):
+                    owner = self._tool_executions.get(getattr(message, "tool_call_id", ""))
+                    self._commit(conversation, owner or opened.execution, message)
+        self._record(ev.agent_end(opened.execution, opened.name))
 
     @_guarded
     def on_chain_error(
@@ -599,9 +681,19 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         )
         execution = self._start(run_id, parent_run_id, "model", model, tags=tags)
         tools = self._json(params.pop("tools", None) or ())
-        config = self._json(params)
+        stream = params.get("stream", params.get("streaming"))
+        config = self._json(_config(params))
+        for key in ("temperature", "max_tokens", "stop"):
+            # LangChain's own names for the request parameters, when the params lack them.
+            if config.get(key) is None and meta.get(f"ls_{key}") is not None:
+                config[key] = self._json(meta[f"ls_{key}"])
         start = self._extra(
-            ev.model_exec_start(execution, model, provider=_first_str(meta.get("ls_provider"))),
+            ev.model_exec_start(
+                execution,
+                model,
+                provider=_provider(meta, serialized),
+                stream=stream if isinstance(stream, bool) else None,
+            ),
             tags=list(tags or ()),
             lc_run_id=str(run_id) if execution.id != str(run_id) else None,
         )
@@ -625,9 +717,11 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         """A chat model call started: the new messages, then the request."""
         # LangChain calls this once per message list, so there is exactly one.
         batch = [m for message_list in messages for m in message_list]
-        lowered = [lower_message(m) for m in batch]
-        self._commit_new([(_fingerprint(m, d), d) for m, d in zip(batch, lowered, strict=True)])
-        self._model_start(serialized, lowered, run_id, parent_run_id, tags, metadata, kwargs)
+        parent = self._open.get(parent_run_id) if parent_run_id is not None else None
+        conversation = parent.conversation if parent is not None else self._conversation
+        self._commit_request(conversation, batch)
+        converted = [from_langchain(m) for m in batch]
+        self._model_start(serialized, converted, run_id, parent_run_id, tags, metadata, kwargs)
 
     @_guarded
     def on_llm_start(
@@ -642,7 +736,8 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """A text-completion model call started; its prompts are the request's messages."""
-        self._model_start(serialized, list(prompts), run_id, parent_run_id, tags, metadata, kwargs)
+        messages = [UserMessage(prompt) for prompt in prompts]
+        self._model_start(serialized, messages, run_id, parent_run_id, tags, metadata, kwargs)
 
     @_guarded
     def on_llm_end(
@@ -662,11 +757,11 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         generation = next(iter(response.generations[0]), None) if response.generations else None
         if isinstance(generation, ChatGeneration):
             message: Any = generation.message
-            lowered: Any = self._committed(message)
+            lowered: Any = from_langchain(message)
             metadata = message.response_metadata or {}
         elif generation is not None:
             message = None
-            lowered = {"role": "assistant", "content": generation.text}
+            lowered = AssistantMessage((TextContent(generation.text),))
             metadata = {}
         else:
             message = lowered = None
@@ -689,10 +784,13 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
                     metadata.get("finish_reason"),
                     metadata.get("stop_reason"),
                 ),
+                response_id=_first_str(
+                    metadata.get("id"), llm_output.get("id"), getattr(message, "id", None)
+                ),
             )
         )
         if isinstance(generation, ChatGeneration):
-            self._record(ev.message_end(execution, lowered))
+            self._commit(opened.conversation, execution, generation.message)
 
     @_guarded
     def on_llm_error(
@@ -734,8 +832,15 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
             run_id, parent_run_id, "tool", name, tool_call_id=call_id, tags=tags
         )
         args = self._json(inputs) if inputs is not None else input_str
+        description = serialized.get("description") if serialized else None
         start = self._extra(
-            ev.tool_exec_start(execution, name, args),
+            ev.tool_exec_start(
+                execution,
+                name,
+                args,
+                tool_type="function",
+                description=description if isinstance(description, str) else None,
+            ),
             tags=list(tags or ()),
             lc_run_id=str(run_id) if execution.id != str(run_id) else None,
         )
@@ -762,14 +867,14 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
             isinstance(output, list) and output and all(isinstance(m, ToolMessage) for m in output)
         ):
             messages = list(output)
-        lowered = [self._committed(m) for m in messages]
-        result: Any = self._json(output) if not messages else lowered
+        converted = [from_langchain(m) for m in messages]
+        result: Any = self._json(output) if not messages else converted
         if isinstance(output, ToolMessage):
-            result = lowered[0]
+            result = converted[0]
         is_error = any(m.status == "error" for m in messages)
         self._record(ev.tool_exec_end(execution, opened.name, result, is_error=is_error))
-        for message in lowered:
-            self._record(ev.message_end(execution, message))
+        for message in messages:
+            self._commit(opened.conversation, execution, message)
 
     @_guarded
     def on_tool_error(
@@ -781,6 +886,67 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """A tool raised (an unhandled ``ToolException`` or any other error)."""
+        opened = self._end(run_id, error)
+        if opened is not None:
+            self._record(ev.tool_exec_end(opened.execution, opened.name, error=error))
+
+    # -- retrievers ------------------------------------------------------------------
+
+    @_guarded
+    def on_retriever_start(
+        self,
+        serialized: dict[str, Any],
+        query: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A retriever was queried: a datastore tool call."""
+        name = _first_str(kwargs.get("name"), _serialized_name(serialized)) or "retriever"
+        execution = self._start(run_id, parent_run_id, "tool", name, tags=tags, named=True)
+        start = self._extra(
+            ev.tool_exec_start(execution, name, {"query": query}, tool_type="datastore"),
+            tags=list(tags or ()),
+            lc_run_id=str(run_id),
+        )
+        self._starting(run_id, start)
+
+    @_guarded
+    def on_retriever_end(
+        self,
+        documents: Sequence[Document],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A retriever returned documents: their bodies, and their sources as references."""
+        opened = self._end(run_id)
+        if opened is None:
+            return
+        docs = [d for d in documents if isinstance(d, Document)]
+        self._record(
+            ev.tool_exec_end(
+                opened.execution,
+                opened.name,
+                self._json([_document(d) for d in docs]),
+                content=[_document_ref(d) for d in docs],
+            )
+        )
+
+    @_guarded
+    def on_retriever_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A retriever raised."""
         opened = self._end(run_id, error)
         if opened is not None:
             self._record(ev.tool_exec_end(opened.execution, opened.name, error=error))

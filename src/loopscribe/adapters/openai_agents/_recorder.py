@@ -1,63 +1,11 @@
-"""Record OpenAI Agents SDK runs (``openai-agents``) into a loopscribe session.
-
-Install with ``pip install 'loopscribe[openai-agents]'``. The simplest use
-wraps ``Runner.run``::
-
-    from agents import Agent, Runner
-    from loopscribe import Session
-    from loopscribe.adapters.openai_agents import LoopscribeHooks
-
-    with Session.create("agent.jsonl") as session, session.begin_run() as run:
-        result = await LoopscribeHooks(run).run(agent, "What's the weather in Lisbon?")
-
-which is ``Runner.run(agent, input, hooks=hooks, run_config=hooks.run_config(...))``
-followed by :meth:`LoopscribeHooks.record_result` (or, if the run raised,
-:meth:`LoopscribeHooks.record_error`). Passing ``hooks=LoopscribeHooks(run)``
-to ``Runner.run`` or ``Runner.run_streamed`` alone records everything the
-SDK reports through its hooks; the other two steps add guardrail results,
-failures and the exception type of failed tools.
-
-How the SDK's calls become executions. Ids are the SDK's tool-call ids or
-counters per loopscribe ``Run``, so the same script always gives the same ids:
-
-* an agent activation (``on_agent_start`` until ``on_agent_end`` or
-  ``on_handoff``): ``agent_N``, kind ``agent``, no parent;
-* a turn, which is one model call and the tool calls it asked for:
-  ``turn_N``, kind ``turn``, parent ``agent_N``;
-* the model call (``on_llm_start`` / ``on_llm_end``): ``model_N``, kind
-  ``model``, parent ``turn_N``;
-* a local tool call (``on_tool_start`` / ``on_tool_end``): the SDK's
-  ``call_id`` (``tool_N`` for tools that get none), kind ``tool``, parent
-  ``turn_N``. A ``call_id`` already used in the same loopscribe run (a
-  scripted model that reuses ids) becomes ``call_id/2``, ``call_id/3``…
-  so no span is lost.
-
-Handoffs are ``handoff`` events and guardrail results ``guardrail`` events,
-both on an agent execution. Nothing here raises into the SDK: failures are
-logged on the ``loopscribe`` logger and counted in
-:attr:`LoopscribeHooks.errors`.
-
-Tracing: the SDK exports its own traces to OpenAI unless told otherwise. To
-keep everything local, call ``agents.set_tracing_disabled(True)`` or pass
-``RunConfig(tracing_disabled=True)``; recording does not depend on it. With
-SDK tracing on, a tool failure hidden by a custom ``failure_error_function``
-is also read from the SDK's function span.
-
-What hooks cannot show, and so is not recorded: model retries inside the
-SDK's retry policy (one model execution per turn, attempt 1), the SDK's
-implicit model-setting defaults, tools listed at run time by MCP servers,
-hosted tools (they run at the provider and appear only as output items),
-and a response's model name or finish reason (the ``stop_reason`` is read
-from the output items). An output guardrail trips after ``on_agent_end``;
-:meth:`LoopscribeHooks.record_error` then records it on an agent execution
-of its own, which ends with the error.
-"""
+"""The Agents SDK ``RunHooks``: per-run state, no conversion code (see ``_messages``)."""
 
 from __future__ import annotations
 
 import base64
 import dataclasses
 import inspect
+import json
 import logging
 import threading
 import weakref
@@ -85,17 +33,21 @@ from agents import (
     TResponseInputItem,
 )
 from agents.models import get_default_model
-from agents.result import RunResultBase
+from agents.result import RunResultBase, RunResultStreaming
+from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_runner
 from agents.tool import FunctionTool, default_tool_error_function
 from agents.tool_context import ToolContext
 from agents.tracing import get_current_span
 from agents.tracing.span_data import FunctionSpanData
 from pydantic import BaseModel
 
-from loopscribe import Event, Execution, Run
-from loopscribe import events as ev
+from ... import events as ev
+from ..._messages import SystemMessage, TextContent, ToolResultMessage
+from ..._model import Event, Execution
+from ..._session import Run
+from ._messages import assistant_message, from_items, usage_of
 
-__all__ = ["GUARDRAIL", "HANDOFF", "LoopscribeHooks"]
+__all__ = ["GUARDRAIL", "HANDOFF", "LoopscribeHooks", "provider_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +127,12 @@ def _new_user_input(items: Sequence[Any]) -> list[Any]:
     return [_jsonable(item) for item in reversed(tail)]
 
 
+def _tool_result(call_id: str, name: str, body: Any, is_error: bool) -> ToolResultMessage:
+    """What a function tool gave back to the model, as the model reads it (text)."""
+    text = body if isinstance(body, str) else orjson.dumps(body, default=str).decode()
+    return ToolResultMessage(call_id, name, (TextContent(text),), is_error=is_error)
+
+
 def _stop_reason(output: Iterable[Any]) -> str | None:
     """``tool_calls`` or ``stop``, read from the output items (the SDK reports no finish reason)."""
     types = {item.get("type") for item in output if isinstance(item, Mapping)}
@@ -183,6 +141,43 @@ def _stop_reason(output: Iterable[Any]) -> str | None:
     if "message" in types:
         return "stop"
     return None
+
+
+# Model-name prefixes (LiteLLM's and the SDK's MultiProvider's) naming a provider.
+_PREFIXES = {
+    "anthropic": "anthropic",
+    "bedrock": "aws.bedrock",
+    "gemini": "gcp.gemini",
+    "vertex_ai": "gcp.vertex_ai",
+    "azure": "azure.ai.openai",
+    "groq": "groq",
+    "mistral": "mistral_ai",
+    "cohere": "cohere",
+    "deepseek": "deepseek",
+    "xai": "x_ai",
+    "openai": "openai",
+}
+
+
+def provider_of(model: Any) -> str:
+    """The well-known provider a model talks to: ``openai`` unless the model says otherwise.
+
+    A LiteLLM or prefixed model name (``litellm/anthropic/claude-...``,
+    ``anthropic/claude-...``) names its provider; a model object whose
+    client points at another host (``base_url``) is named by that host.
+    """
+    name = model if isinstance(model, str) else getattr(model, "model", None)
+    if isinstance(name, str):
+        parts = name.lower().split("/")
+        if parts[0] == "litellm":
+            parts = parts[1:]
+        if len(parts) > 1 and parts[0] in _PREFIXES:
+            return _PREFIXES[parts[0]]
+    client = getattr(model, "_client", None)
+    base_url = str(getattr(client, "base_url", "") or "")
+    if base_url and "openai.azure.com" in base_url:
+        return "azure.ai.openai"
+    return "openai"
 
 
 def _tool_name(tool: Any) -> str:
@@ -302,14 +297,19 @@ class LoopscribeHooks(RunHooks[Any]):
         errors: How many recording steps failed (each was logged, none raised).
     """
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, *, parent: Execution | None = None) -> None:
         """Record into ``run``; the host opens and closes the Session and the run.
 
         Args:
             run: The loopscribe run to record into.
+            parent: The execution this run happens inside (the tool call that
+                runs an agent as a tool); ``None`` for a top-level run.
         """
         super().__init__()
+        _install_runner()
         self._run = run
+        self._parent = parent
+        self._stream: bool | None = None
         self._ids = _counters(run)
         self._run_config: RunConfig | None = None
         self.errors = 0
@@ -331,6 +331,7 @@ class LoopscribeHooks(RunHooks[Any]):
         self._tools: dict[str, _OpenTool] = {}
         self._anonymous_tools: dict[int, list[_OpenTool]] = {}
         self._tool_errors: dict[str, BaseException] = {}
+        self._handed_off_by: str | None = None
 
     # -- installing --------------------------------------------------------
 
@@ -389,6 +390,7 @@ class LoopscribeHooks(RunHooks[Any]):
         """
         self._reset()
         self._starting_agent = starting_agent
+        self._stream = False
         try:
             result = await Runner.run(
                 starting_agent, input, hooks=self, run_config=self.run_config(run_config), **kwargs
@@ -398,6 +400,35 @@ class LoopscribeHooks(RunHooks[Any]):
             raise
         self.record_result(result)
         return result
+
+    def run_streamed(
+        self,
+        starting_agent: Agent[Any],
+        input: str | list[TResponseInputItem],
+        *,
+        run_config: RunConfig | None = None,
+        **kwargs: Any,
+    ) -> RunResultStreaming:
+        """``Runner.run_streamed`` with these hooks; model calls are recorded as streamed.
+
+        Consume ``result.stream_events()``, then call :meth:`record_result`
+        (or :meth:`record_error` if consuming raised).
+
+        Args:
+            starting_agent: As for ``Runner.run_streamed``.
+            input: As for ``Runner.run_streamed``.
+            run_config: As for ``Runner.run_streamed``; see :meth:`run_config`.
+            **kwargs: Passed to ``Runner.run_streamed``.
+
+        Returns:
+            The SDK's ``RunResultStreaming``.
+        """
+        self._reset()
+        self._starting_agent = starting_agent
+        self._stream = True
+        return Runner.run_streamed(
+            starting_agent, input, hooks=self, run_config=self.run_config(run_config), **kwargs
+        )
 
     # -- after the run -----------------------------------------------------
 
@@ -465,8 +496,8 @@ class LoopscribeHooks(RunHooks[Any]):
             self._handoff_pending = False
             ex = self._start_agent(agent)
             if fresh:
-                for item in _new_user_input(context.turn_input):
-                    self._record(ev.message_end(ex, item))
+                for message in from_items(_new_user_input(context.turn_input)):
+                    self._record(ev.message_end(ex, message))
         except Exception:
             self._failed("on_agent_start")
 
@@ -491,12 +522,14 @@ class LoopscribeHooks(RunHooks[Any]):
             turn = self._turn = Execution(f"turn_{n}", "turn", parent_id=parent)
             model = self._model = Execution(f"model_{n}", "model", parent_id=turn.id)
             name = self._model_name(agent)
-            messages: list[Any] = (
-                [{"role": "system", "content": system_prompt}] if system_prompt else []
-            )
-            messages.extend(_jsonable(item) for item in input_items)
+            messages: list[Any] = [SystemMessage(system_prompt)] if system_prompt else []
+            messages.extend(from_items(_jsonable(item) for item in input_items))
             self._record(ev.turn_start(turn, self._turn_number))
-            self._record(ev.model_exec_start(model, name))
+            self._record(
+                ev.model_exec_start(
+                    model, name, provider=self._provider(agent), stream=self._stream
+                )
+            )
             self._record(
                 ev.model_request(
                     model,
@@ -520,21 +553,29 @@ class LoopscribeHooks(RunHooks[Any]):
                 return
             output = [_jsonable(item) for item in response.output]
             self._last_output = output
-            message = {"role": "assistant", "output": output}
-            if response.response_id:
-                message["response_id"] = response.response_id
-            if response.request_id:
-                message["request_id"] = response.request_id
-            self._record(
-                ev.model_exec_end(
-                    model,
-                    message=message,
-                    usage=_jsonable(response.usage),
-                    stop_reason=_stop_reason(output),
-                )
+            usage = usage_of(response.usage)
+            stop_reason = _stop_reason(output)
+            message = assistant_message(
+                output,
+                usage=usage,
+                response_id=response.response_id,
+                provider=self._provider(agent),
+                stop_reason=stop_reason,
             )
-            for item in output:
-                self._record(ev.message_end(model, item))
+            end = ev.model_exec_end(
+                model,
+                message=message,
+                usage=usage,
+                stop_reason=stop_reason,
+                response_id=response.response_id,
+            )
+            if response.request_id:
+                end = Event(
+                    end.type, end.execution, {**end.data, "request_id": response.request_id}
+                )
+            self._record(end)
+            for committed in message if isinstance(message, list) else [message]:
+                self._record(ev.message_end(model, committed))
         except Exception:
             self._failed("on_llm_end")
 
@@ -557,7 +598,20 @@ class LoopscribeHooks(RunHooks[Any]):
             else:
                 self._anonymous_tools.setdefault(id(tool), []).append(open_tool)
             self._turn_tools += 1
-            self._record(ev.tool_exec_start(ex, name, args))
+            description = getattr(tool, "description", None)
+            self._record(
+                ev.tool_exec_start(
+                    ex,
+                    name,
+                    args,
+                    tool_type="function",
+                    description=description if isinstance(description, str) else None,
+                )
+            )
+            if getattr(tool, "_is_agent_tool", False) and isinstance(context, ToolContext):
+                # agent.as_tool(): the SDK runs the agent through Runner, outside these
+                # hooks; the runner installed by _install_runner hands it nested hooks.
+                _AGENT_TOOL_CALLS[id(context.tool_call)] = (self, ex)
         except Exception:
             self._failed("on_tool_start")
 
@@ -580,6 +634,8 @@ class LoopscribeHooks(RunHooks[Any]):
                 )
                 ex = Execution(ex_id, "tool", parent_id=parent.id if parent is not None else None)
                 open_tool = _OpenTool(ex, _tool_name(tool), call_id)
+            if isinstance(context, ToolContext):
+                _AGENT_TOOL_CALLS.pop(id(context.tool_call), None)
             body = _jsonable(result)
             error = self._tool_error(call_id, result)
             self._record(
@@ -592,8 +648,8 @@ class LoopscribeHooks(RunHooks[Any]):
                 )
             )
             if call_id:
-                output = {"type": "function_call_output", "call_id": call_id, "output": body}
-                self._record(ev.message_end(open_tool.execution, output))
+                message = _tool_result(call_id, open_tool.name, body, error is not None)
+                self._record(ev.message_end(open_tool.execution, message))
         except Exception:
             self._failed("on_tool_end")
 
@@ -604,14 +660,18 @@ class LoopscribeHooks(RunHooks[Any]):
         try:
             data: dict[str, Any] = {"from_agent": from_agent.name, "to_agent": to_agent.name}
             tool = _handoff_tool_name(from_agent, to_agent)
+            call_id: str | None = None
             if tool is not None:
                 data["tool"] = tool
                 for item in self._last_output:
                     if isinstance(item, Mapping) and item.get("name") == tool:
-                        data["tool_call_id"] = item.get("call_id")
+                        call_id = item.get("call_id")
+                        data["tool_call_id"] = call_id
                         break
             if self._agent is not None:
                 self._record(Event(HANDOFF, self._agent, data))
+            if tool is not None and isinstance(call_id, str):
+                self._handoff_call(from_agent, to_agent, tool, call_id)
             self._end_turn("handoff")
             self._end_agent("handoff")
             self._handoff_pending = True
@@ -630,6 +690,19 @@ class LoopscribeHooks(RunHooks[Any]):
 
     # -- internals -----------------------------------------------------------
 
+    def _handoff_call(
+        self, from_agent: Agent[Any], to_agent: Agent[Any], tool: str, call_id: str
+    ) -> None:
+        """The handoff's function call as a tool execution, with the result the model sees."""
+        parent = self._turn or self._agent
+        ex = Execution(self._ids.tool_id(call_id), "tool", parent_id=parent.id if parent else None)
+        self._turn_tools += 1
+        self._record(ev.tool_exec_start(ex, tool, {}, tool_type="function"))
+        result = _transfer_message(from_agent, to_agent)
+        self._record(ev.tool_exec_end(ex, tool, result, disposition="handoff"))
+        self._record(ev.message_end(ex, _tool_result(call_id, tool, result, False)))
+        self._handed_off_by = ex.id
+
     def _record(self, event: Event) -> None:
         try:
             self._run.record(event)
@@ -645,10 +718,16 @@ class LoopscribeHooks(RunHooks[Any]):
             logger.debug("loopscribe could not record %s", what, exc_info=True)
 
     def _start_agent(self, agent: Agent[Any]) -> Execution:
-        ex = Execution(f"agent_{self._ids.number('agent')}", "agent")
+        """An agent execution; the target of a handoff names the handoff's tool call."""
+        parent = self._parent.id if self._parent is not None else None
+        ex = Execution(f"agent_{self._ids.number('agent')}", "agent", parent_id=parent)
         self._agent, self._agent_name, self._agent_turns = ex, agent.name, 0
         self._agents.append((agent, ex))
-        self._record(ev.agent_start(ex, agent.name))
+        start = ev.agent_start(ex, agent.name)
+        handed_off_by, self._handed_off_by = self._handed_off_by, None
+        if handed_off_by is not None:
+            start = Event(start.type, ex, {**start.data, "handoff_call_id": handed_off_by})
+        self._record(start)
         return ex
 
     def _model_name(self, agent: Agent[Any]) -> str:
@@ -662,6 +741,11 @@ class LoopscribeHooks(RunHooks[Any]):
             return model
         name = getattr(model, "model", None)
         return name if isinstance(name, str) and name else type(model).__name__
+
+    def _provider(self, agent: Agent[Any]) -> str:
+        config = self._run_config
+        model: Any = config.model if config is not None and config.model is not None else None
+        return provider_of(model if model is not None else agent.model or get_default_model())
 
     def _model_settings(self, agent: Agent[Any]) -> dict[str, Any]:
         """The agent's model settings with the run's overrides (the SDK's own resolution)."""
@@ -716,6 +800,10 @@ class LoopscribeHooks(RunHooks[Any]):
 
     def _finish(self, stop_reason: str, error: BaseException | None = None) -> None:
         """End whatever the run left open, innermost first."""
+        for key, (hooks, _) in list(_AGENT_TOOL_CALLS.items()):
+            if hooks is self:
+                # An agent tool that never reported its end: forget it with the run.
+                _AGENT_TOOL_CALLS.pop(key, None)
         open_tools = [*self._tools.values()]
         open_tools.extend(t for waiting in self._anonymous_tools.values() for t in waiting)
         self._tools.clear()
@@ -787,3 +875,65 @@ class _ToolTrip:
 
     guardrail: Any
     output: Any
+
+
+def _transfer_message(from_agent: Agent[Any], to_agent: Agent[Any]) -> str:
+    """The function-call output the SDK gives the model for a handoff."""
+    for target in from_agent.handoffs:
+        if isinstance(target, Handoff) and target.agent_name == to_agent.name:
+            return target.get_transfer_message(to_agent)
+    return json.dumps({"assistant": to_agent.name})
+
+
+# Agent tools being run, by the identity of their tool call: the nested run's
+# context is a ToolContext that carries the same tool_call object.
+_AGENT_TOOL_CALLS: dict[int, tuple[LoopscribeHooks, Execution]] = {}
+
+
+class _NestingRunner(AgentRunner):
+    """The SDK's runner, handing nested hooks to the run of an agent used as a tool.
+
+    ``agent.as_tool()`` starts its agent through ``Runner`` with the tool's
+    own ``hooks`` (usually none), so ``RunHooks`` never see that run. This
+    runner wraps the default one: when a run starts without hooks inside a
+    tool call that :class:`LoopscribeHooks` are recording, it records that
+    run with hooks nested under the tool call. Every other run passes
+    through untouched.
+    """
+
+    def __init__(self, inner: AgentRunner) -> None:
+        super().__init__()
+        self._inner = inner
+
+    def _nested(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        context = kwargs.get("context")
+        if kwargs.get("hooks") is not None or not isinstance(context, ToolContext):
+            return kwargs
+        found = _AGENT_TOOL_CALLS.get(id(context.tool_call))
+        if found is None:
+            return kwargs
+        outer, tool_execution = found
+        hooks = LoopscribeHooks(outer._run, parent=tool_execution)
+        hooks._stream = outer._stream
+        config = kwargs.get("run_config")
+        return {**kwargs, "hooks": hooks, "run_config": hooks.run_config(config)}
+
+    async def run(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
+        return await self._inner.run(starting_agent, input, **self._nested(kwargs))
+
+    def run_sync(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
+        return self._inner.run_sync(starting_agent, input, **self._nested(kwargs))
+
+    def run_streamed(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
+        return self._inner.run_streamed(starting_agent, input, **self._nested(kwargs))
+
+
+_RUNNER_LOCK = threading.Lock()
+
+
+def _install_runner() -> None:
+    """Wrap the SDK's default runner once (a host's own runner stays inside)."""
+    with _RUNNER_LOCK:
+        current = get_default_agent_runner()
+        if not isinstance(current, _NestingRunner):
+            set_default_agent_runner(_NestingRunner(current))

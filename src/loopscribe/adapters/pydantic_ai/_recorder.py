@@ -1,79 +1,4 @@
-"""Record pydantic-ai agent runs into a loopscribe Run.
-
-``pip install 'loopscribe[pydantic-ai]'``. :class:`LoopscribeCapability` is a
-pydantic-ai *capability*: pass it to a run (or to the ``Agent``) and every
-model call, tool call and agent run is written through ``Run.record``::
-
-    from loopscribe import Session
-    from loopscribe.adapters.pydantic_ai import LoopscribeCapability
-
-    with Session.create("chat.jsonl") as session, session.begin_run() as run:
-        result = await agent.run("hi", capabilities=[LoopscribeCapability(run)])
-
-How pydantic-ai's lifecycle maps onto executions (``n`` counts the agent runs
-this capability has recorded into its loopscribe Run, ``s`` is pydantic-ai's
-``RunContext.run_step``, one model request step):
-
-=================================  =======================  =====  ==========================
-pydantic-ai                        ``Execution.id``         kind   ``parent_id``
-=================================  =======================  =====  ==========================
-``agent.run(...)`` (``wrap_run``)  ``agent_{n}``            agent  the tool call that started
-                                                                   it (a delegate), or none
-request step ``s``                 ``agent_{n}/turn_{s}``   turn   ``agent_{n}``
-attempt ``a`` at step ``s``        ``agent_{n}/model_{s}``  model  ``agent_{n}/turn_{s}``
-                                   with attempt ``a``
-``ToolCallPart.tool_call_id``      the tool-call ID         tool   ``agent_{n}/turn_{s}``, or
-                                                                   ``agent_{n}`` for approved
-                                                                   deferred calls run before
-                                                                   the first step
-=================================  =======================  =====  ==========================
-
-Attempt numbering:
-
-* A model attempt is ``ModelRequestContext.attempt``: another attempt at the
-  same step happens when a capability raises ``RetryModelRequest`` (a
-  fallback or back-off). It keeps the execution ID, increments the attempt,
-  and follows a ``retry_scheduled`` on the failed attempt.
-* ``ModelRetry`` raised by a tool is *not* a retry of that execution:
-  pydantic-ai sends the failure back to the model, which answers with a new
-  tool call (a new ID) in the next step. The failed call ends with
-  ``disposition="retry"`` and the retry pydantic-ai charged in
-  ``details.retry = {cause, attempt, max_retries}``; the next call's
-  ``tool_exec_start`` carries ``retry``/``max_retries`` from ``RunContext``.
-* A tool-call ID seen again in the same loopscribe Run (a capability
-  re-running a tool, a deferred call run after approval, a model that reuses
-  IDs) gets the next attempt; a re-run within the same step follows a
-  ``retry_scheduled``.
-
-``tool_exec_end.disposition``: none on success; ``retry`` (``ModelRetry``
-or invalid arguments, which end the call before ``tool_invoke_start``),
-``failed`` (``ToolFailed``), ``deferred`` (waiting for approval or an
-external result), ``raised`` (any other exception: the run fails),
-``cancelled``, ``not_executed`` (validated but never run).
-
-The model boundary is observed by a ``WrapperModel`` that the capability
-puts innermost around the serving model (``get_wrapper_model``): it records
-exactly the messages, tool definitions and settings the model receives,
-and the response, usage and error of every attempt, streamed or not
-(partial content when a stream fails). Messages are lowered to plain dicts
-with ``ModelMessagesTypeAdapter`` (the file needs no pydantic-ai to read).
-
-Committed messages (``message_end``): every message pydantic-ai appends to
-the run's history -- the request of each step (user prompt, tool returns,
-retry feedback) under its turn, each model response under the model
-execution that produced it. Messages passed in ``message_history`` were
-committed by an earlier run and are not written again.
-
-Not mapped: output tools (``final_result``) and output functions are part
-of the response message, not tool executions; a call to an unknown tool
-never reaches the tool hooks (its retry feedback is in the next request);
-streaming deltas are transient by design; durable execution (Temporal,
-DBOS, Prefect) runs model calls in other processes and is not supported.
-
-The capability never raises into pydantic-ai: a recording failure is logged
-on the ``loopscribe`` logger and counted in :attr:`LoopscribeCapability.errors`;
-the Session keeps the sticky error in ``run.session.error``.
-"""
+"""The pydantic-ai capability: per-run state, no conversion code (see ``_messages``)."""
 
 from __future__ import annotations
 
@@ -112,7 +37,7 @@ from pydantic_ai.exceptions import (
 )
 from pydantic_ai.messages import (
     ModelMessage,
-    ModelMessagesTypeAdapter,
+    ModelRequest,
     ModelResponse,
     ToolCallPart,
     ToolReturnPart,
@@ -129,10 +54,12 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
 
-from .. import events as ev
-from .._freeze import snapshot_error
-from .._model import Event, Execution
-from .._session import Run
+from ... import events as ev
+from ..._freeze import snapshot_error
+from ..._messages import SystemMessage
+from ..._model import Event, Execution
+from ..._session import Run
+from ._messages import from_pydantic_ai, provider_name, usage_of
 
 __all__ = ["LoopscribeCapability"]
 
@@ -167,15 +94,22 @@ _CURRENT_TOOL: contextvars.ContextVar[tuple[_Shared, str] | None] = contextvars.
 # -- lowering pydantic-ai objects to plain JSON ----------------------------------------
 
 
-def _lower_messages(messages: Sequence[ModelMessage]) -> list[Any]:
-    try:
-        return list(ModelMessagesTypeAdapter.dump_python(list(messages), mode="json"))
-    except Exception as exc:
-        return [snapshot_error(messages, exc)]
+def _request_messages(messages: Sequence[ModelMessage]) -> list[Any]:
+    """What the model is sent, as loopscribe messages: the latest instructions first."""
+    last = max((i for i, m in enumerate(messages) if isinstance(m, ModelRequest)), default=-1)
+    out: list[Any] = []
+    for i, message in enumerate(messages):
+        converted = from_pydantic_ai(message, instructions=i == last)
+        if i == last and converted and isinstance(converted[0], SystemMessage):
+            # The model reads the instructions before the conversation.
+            out.insert(0, converted.pop(0))
+        out.extend(converted)
+    return out
 
 
-def _lower_message(message: ModelMessage) -> Any:
-    return _lower_messages([message])[0]
+def _response_message(response: ModelResponse) -> Any:
+    converted = from_pydantic_ai(response)
+    return converted[0] if len(converted) == 1 else converted
 
 
 def _lower(value: Any) -> Any:
@@ -210,6 +144,8 @@ def _tools(parameters: ModelRequestParameters) -> list[Any]:
 
 def _config(settings: ModelSettings | None, parameters: ModelRequestParameters) -> dict[str, Any]:
     config: dict[str, Any] = dict(settings or {})
+    if "stop_sequences" in config:
+        config["stop"] = config.pop("stop_sequences")
     try:
         lowered = _adapters()[0].dump_python(parameters, mode="json")
         config["request_parameters"] = {k: v for k, v in lowered.items() if k not in _TOOL_FIELDS}
@@ -320,7 +256,7 @@ class _RecordingModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
         self._recorder._model_started(
-            self._attempt, self.wrapped, messages, model_settings, model_request_parameters
+            self._attempt, self.wrapped, messages, model_settings, model_request_parameters, False
         )
         try:
             response = await super().request(messages, model_settings, model_request_parameters)
@@ -339,7 +275,7 @@ class _RecordingModel(WrapperModel):
         run_context: RunContext[Any] | None = None,
     ) -> AsyncIterator[StreamedResponse]:
         self._recorder._model_started(
-            self._attempt, self.wrapped, messages, model_settings, model_request_parameters
+            self._attempt, self.wrapped, messages, model_settings, model_request_parameters, True
         )
         stream: StreamedResponse | None = None
         try:
@@ -373,7 +309,7 @@ class LoopscribeCapability(AbstractCapability[Any]):
     or to ``Agent(capabilities=[...])`` when every run of the agent goes to
     the same loopscribe Run. Several agent runs (a multi-turn conversation, a
     delegate agent called from a tool) may share one loopscribe Run: each gets
-    its own ``agent_{n}`` execution. The capability places itself innermost,
+    its own ``{name}_{n}`` execution. The capability places itself innermost,
     so it records the request after every other capability changed it and
     the response before any of them did.
 
@@ -448,7 +384,9 @@ class LoopscribeCapability(AbstractCapability[Any]):
         current = _CURRENT_TOOL.get()
         parent = current[1] if current is not None and current[0] is self._shared else None
         name = (ctx.agent.name if ctx.agent is not None else None) or "agent"
-        agent = Execution(f"agent_{next(self._shared.agents)}", "agent", parent_id=parent)
+        # Named after the agent (slashes would read as the turn and model separator).
+        label = name.replace("/", "_")
+        agent = Execution(f"{label}_{next(self._shared.agents)}", "agent", parent_id=parent)
         state = _AgentRun(agent, name, ctx.run_id, ctx.messages)
         # Messages passed in as history were committed by an earlier run.
         state.mark_seen(ctx.messages)
@@ -521,7 +459,8 @@ class LoopscribeCapability(AbstractCapability[Any]):
             execution: Execution = state.turn or state.agent
             if isinstance(message, ModelResponse):
                 execution = state.responses.get(id(message)) or state.last_model or execution
-            self._record(ev.message_end(execution, _lower_message(message)))
+            for converted in from_pydantic_ai(message):
+                self._record(ev.message_end(execution, converted))
 
     def _end_turn(self, state: _AgentRun) -> None:
         if state.turn is None:
@@ -666,6 +605,7 @@ class LoopscribeCapability(AbstractCapability[Any]):
         messages: Sequence[ModelMessage],
         settings: ModelSettings | None,
         parameters: ModelRequestParameters,
+        stream: bool | None = None,
     ) -> None:
         if attempt.recorded:
             # A continuation of a suspended response: the same attempt goes on.
@@ -674,11 +614,13 @@ class LoopscribeCapability(AbstractCapability[Any]):
         try:
             ex = attempt.execution
             name = model.model_name
-            self._record(ev.model_exec_start(ex, name, provider=model.system))
+            self._record(
+                ev.model_exec_start(ex, name, provider=provider_name(model.system), stream=stream)
+            )
             self._record(
                 ev.model_request(
                     ex,
-                    _lower_messages(messages),
+                    _request_messages(messages),
                     _tools(parameters),
                     _config(settings, parameters),
                     model=name,
@@ -698,7 +640,8 @@ class LoopscribeCapability(AbstractCapability[Any]):
         attempt.ended = True
         try:
             state = self._active
-            message = None if response is None else _lower_message(response)
+            message = None if response is None else _response_message(response)
+            usage = None if response is None else usage_of(response.usage)
             if error is not None:
                 attempt.error = _error_of(error)
                 self._record(
@@ -706,7 +649,7 @@ class LoopscribeCapability(AbstractCapability[Any]):
                         attempt.execution,
                         partial_message=message,
                         error=error,
-                        usage=_usage(message),
+                        usage=usage,
                         model=None if response is None else response.model_name,
                     )
                 )
@@ -721,10 +664,11 @@ class LoopscribeCapability(AbstractCapability[Any]):
                 ev.model_exec_end(
                     attempt.execution,
                     message=message,
-                    usage=_usage(message),
+                    usage=usage,
                     model=response.model_name,
                     stop_reason=stop_reason,
-                    provider_state=_provider_state(message),
+                    response_id=response.provider_response_id,
+                    provider_state=_provider_state(response),
                 )
             )
         except Exception:
@@ -967,16 +911,13 @@ class _NotFinished(Exception):
     """Why an attempt that never returned was ended: the run or step moved on without it."""
 
 
-def _usage(message: Any) -> Any:
-    return message.get("usage") if isinstance(message, dict) else None
-
-
-def _provider_state(message: Any) -> dict[str, Any] | None:
-    if not isinstance(message, dict):
-        return None
+def _provider_state(response: ModelResponse) -> dict[str, Any] | None:
+    """What the provider said about the response beyond the message (ids, details)."""
     state = {
-        k: message.get(k)
-        for k in ("provider_response_id", "provider_details")
-        if message.get(k) is not None
+        "provider_name": response.provider_name,
+        "provider_response_id": response.provider_response_id,
+        "provider_details": _lower(response.provider_details)
+        if response.provider_details
+        else None,
     }
-    return state or None
+    return {k: v for k, v in state.items() if v is not None} or None

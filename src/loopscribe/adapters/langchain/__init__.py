@@ -1,0 +1,74 @@
+"""Record LangChain and LangGraph runs with a callback handler.
+
+Pass a :class:`LoopscribeCallbackHandler` wherever LangChain takes callbacks;
+every chain, graph node, chat model, tool and retriever run below that point
+is recorded into the loopscribe run::
+
+    from loopscribe import Session
+    from loopscribe.adapters.langchain import LoopscribeCallbackHandler
+
+    with Session.create("agent.jsonl") as session, session.begin_run() as run:
+        handler = LoopscribeCallbackHandler(run)
+        agent.invoke(inputs, config={"callbacks": [handler], "run_name": "weather-bot"})
+
+How LangChain runs become executions (a pure function of what LangChain
+reports, so the same run always gives the same executions):
+
+=============================  ==============================================
+LangChain run                  ``Execution(id, kind, attempt, parent_id)``
+=============================  ==============================================
+chain or graph, no parent      ``(f"{name}_{n}", "agent", 1, None)``
+chain or graph run by a tool   ``(f"{name}_{n}", "agent", 1, tool)``: a
+                               sub-graph, with a conversation of its own
+chain or node, nested          ``(f"{name}_{n}", "chain", 1, parent)``
+chat model / LLM               ``(str(run_id), "model", 1, parent)``
+tool with a tool call          ``(tool_call_id, "tool", n, parent)``; ``n``
+                               counts runs of that call in this recording run
+tool without a tool call       ``(str(run_id), "tool", 1, parent)``
+retriever                      ``(f"{name}_{n}", "tool", 1, parent)``,
+                               ``tool_type="datastore"``
+``with_retry`` attempt ``k``   the first attempt's ``id``, ``attempt=k``
+``on_retry`` (tenacity)        same ``id``, ``attempt + 1``
+=============================  ==============================================
+
+``name`` is the runnable's or graph node's name and ``n`` counts that name in
+the loopscribe run, so spans read ``chain agent_2``, never a UUID; the
+LangChain ``run_id`` (what LangSmith shows) is kept as ``lc_run_id`` in the
+start record, and ``config={"run_id": ...}`` pins it. Model executions use
+the ``run_id`` itself. Tool executions use the model's tool-call ID, so the
+span's ``gen_ai.tool.call.id`` matches the assistant message's tool call.
+A LangGraph ``thread_id`` is kept in the top-level ``agent_start``.
+
+Messages are recorded as loopscribe's own types (``UserMessage``,
+``AssistantMessage`` with text, reasoning and tool calls, ``ToolResultMessage``,
+``SystemMessage``; images and files as references); see
+:func:`from_langchain` and :func:`to_langchain`. A message loopscribe has no
+type for stays the plain dict of :func:`lower_message`.
+
+Committed messages (``message_end``): each message once per conversation,
+known by its id, its ``tool_call_id`` or, before LangGraph gives it an id,
+its content. A graph's input messages are committed when it starts, each
+model output under its model execution, each ``ToolMessage`` under its tool
+execution, and a message that first appears in a request (a system prompt
+the graph adds) with no execution. History a LangGraph checkpointer loads
+for a second run on the same ``thread_id`` is not committed again. A
+sub-graph run inside a tool keeps its own conversation, recorded under its
+own execution.
+
+Not recorded: token streaming (``on_llm_new_token``, ``on_stream_event``:
+transient by the recording rules), chain inputs and outputs (intermediate
+state; the messages and tool calls they carry are recorded where they are
+produced), ``on_text`` and custom events.
+
+The handler is synchronous with ``run_inline = True``: in async code
+LangChain calls it directly on the event loop thread (recording is one
+unbuffered write), and sync code that runs callbacks on worker threads
+(``batch``, ``RunnableParallel``) is serialized by a lock. The handler never
+raises into LangChain: a failure is logged on the ``loopscribe`` logger and
+counted in :attr:`LoopscribeCallbackHandler.errors`.
+"""
+
+from ._messages import from_langchain, lower_message, to_langchain
+from ._recorder import LoopscribeCallbackHandler
+
+__all__ = ["LoopscribeCallbackHandler", "from_langchain", "lower_message", "to_langchain"]

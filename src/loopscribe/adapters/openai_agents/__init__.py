@@ -1,0 +1,86 @@
+"""Record OpenAI Agents SDK runs (``openai-agents``) into a loopscribe session.
+
+Install with ``pip install 'loopscribe[openai-agents]'``. The simplest use
+wraps ``Runner.run``::
+
+    from agents import Agent, Runner
+    from loopscribe import Session
+    from loopscribe.adapters.openai_agents import LoopscribeHooks
+
+    with Session.create("agent.jsonl") as session, session.begin_run() as run:
+        result = await LoopscribeHooks(run).run(agent, "What's the weather in Lisbon?")
+
+which is ``Runner.run(agent, input, hooks=hooks, run_config=hooks.run_config(...))``
+followed by :meth:`LoopscribeHooks.record_result` (or, if the run raised,
+:meth:`LoopscribeHooks.record_error`); :meth:`LoopscribeHooks.run_streamed`
+does the same for ``Runner.run_streamed``. Passing ``hooks=LoopscribeHooks(run)``
+to ``Runner.run`` or ``Runner.run_streamed`` alone records everything the
+SDK reports through its hooks; the other steps add guardrail results,
+failures, whether calls streamed, and the exception type of failed tools.
+
+Two paths. :class:`LoopscribeHooks` (``RunHooks``) is the default: hooks see
+every model call whatever the ``Model`` is (a custom or test model emits no
+trace data), with the exact system prompt, input items and response.
+:class:`LoopscribeTraceProcessor` (``agents.add_trace_processor``) records
+from the SDK's own trace events instead, with nothing passed to ``Runner``;
+it depends on the model emitting response or generation spans. Neither
+needs the SDK's tracing disabled: it stays on and exports wherever the
+host sends it.
+
+How the SDK's calls become executions. Ids are the SDK's tool-call ids or
+counters per loopscribe ``Run``, so the same script always gives the same ids:
+
+* an agent activation (``on_agent_start`` until ``on_agent_end`` or
+  ``on_handoff``): ``agent_N``, kind ``agent``; no parent, or the tool call
+  that runs it (``agent.as_tool()``). The target of a handoff is an agent
+  execution of its own whose ``agent_start`` names the handoff's tool call
+  (``handoff_call_id``);
+* a turn, which is one model call and the tool calls it asked for:
+  ``turn_N``, kind ``turn``, parent ``agent_N``;
+* the model call (``on_llm_start`` / ``on_llm_end``): ``model_N``, kind
+  ``model``, parent ``turn_N``, with the provider (``openai`` unless the
+  model names another), the response id, usage with cached and reasoning
+  tokens, and the finish reason read from the output items;
+* a local tool call (``on_tool_start`` / ``on_tool_end``) and a handoff's
+  function call: the SDK's ``call_id`` (``tool_N`` for tools that get none),
+  kind ``tool``, parent ``turn_N``. A ``call_id`` already used in the same
+  loopscribe run (a scripted model that reuses ids) becomes ``call_id/2``…
+* the run of an agent used as a tool (``agent.as_tool()``): recorded in full
+  by hooks nested under that tool call. ``as_tool`` starts the run through
+  the SDK's default ``AgentRunner``, which these hooks wrap once
+  (``set_default_agent_runner``) to hand the nested run its hooks; a run
+  the host gives its own ``hooks=`` is left alone.
+
+Messages are loopscribe's own types (see :mod:`._messages`): the user input,
+one ``AssistantMessage`` per model response (reasoning, text, tool calls),
+one ``ToolResultMessage`` per tool result. Output items loopscribe has no
+type for (hosted tool calls, citations) stay the SDK's dicts.
+
+Guardrail results are ``guardrail`` events on an agent execution. Nothing
+here raises into the SDK: failures are logged on the ``loopscribe`` logger
+and counted in :attr:`LoopscribeHooks.errors`.
+
+What hooks cannot show, and so is not recorded: model retries inside the
+SDK's retry policy (one model execution per turn, attempt 1), the SDK's
+implicit model-setting defaults, tools listed at run time by MCP servers,
+hosted tools (they run at the provider and appear only as output items),
+and the response's model name (``ModelResponse`` has none). An output
+guardrail trips after ``on_agent_end``; :meth:`LoopscribeHooks.record_error`
+then records it on an agent execution of its own, which ends with the error.
+"""
+
+from ._messages import assistant_message, from_chat_messages, from_items, to_items
+from ._recorder import GUARDRAIL, HANDOFF, LoopscribeHooks, provider_of
+from ._tracing import LoopscribeTraceProcessor
+
+__all__ = [
+    "GUARDRAIL",
+    "HANDOFF",
+    "LoopscribeHooks",
+    "LoopscribeTraceProcessor",
+    "assistant_message",
+    "from_chat_messages",
+    "from_items",
+    "provider_of",
+    "to_items",
+]
