@@ -11,6 +11,7 @@ Set ``LOOPSCRIBE_SCREENSHOTS=docs`` to keep the screenshot.
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,15 +19,25 @@ from typing import Any
 import pytest
 
 from loopscribe.otel import span_id, trace_id
-from tests.viewer.conftest import Server, browser, chromium, serve  # noqa: F401 - fixtures
+from tests.viewer.conftest import (  # noqa: F401 - fixtures
+    Server,
+    browser,
+    chromium,
+    chromium_driver,
+    serve,
+)
 from tests.viewer.test_browser import WAIT_SECONDS, no_console_errors, screenshot, wait_for
 from tests.viewer.test_timeline import record_many
 
 pytestmark = pytest.mark.slow
 
 CALLS = 100_000
-OPEN_SECONDS = 15.0
-"""Generous for a shared 2-core machine; `benchmarks/viewer.py` reports the real figure."""
+OPEN_SECONDS = 60.0
+"""A guard against minutes (100,000 rows drawn from 70 MB of JSON), generous for a shared
+2-core machine that may be running many other jobs: it took 1.6-26 s at load averages of
+15-25. `benchmarks/viewer.py` reports the server's time (0.56 s) and the bytes."""
+PAGE_BYTES = 1_000_000
+"""The run page (HTML with its embedded JSON) stays this small, whatever the run's size."""
 
 
 def test_a_run_of_100k_tool_calls(
@@ -42,6 +53,8 @@ def test_a_run_of_100k_tool_calls(
     sid, rid = record_many(folder / "bulk.jsonl", CALLS, every_error=1_000)
     server = serve(folder, timeout=300)
 
+    with urllib.request.urlopen(f"{server.url}/session/{sid}/run/{rid}", timeout=120) as page:
+        assert len(page.read()) < PAGE_BYTES
     started = time.monotonic()
     browser.get(f"{server.url}/session/{sid}/run/{rid}")
     wait_for(browser, ".timeline .bar")

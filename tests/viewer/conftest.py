@@ -328,9 +328,11 @@ def chromium() -> tuple[Path, Path]:
     return CHROMIUM, CHROMEDRIVER
 
 
-@pytest.fixture
-def browser(chromium: tuple[Path, Path], tmp_path: Path) -> Iterator[Any]:
-    """A headless Chromium driven by Selenium, with its own profile; always quit."""
+@pytest.fixture(scope="module")
+def chromium_driver(
+    chromium: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """One headless Chromium per test module (starting one costs seconds); always quit."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -338,13 +340,22 @@ def browser(chromium: tuple[Path, Path], tmp_path: Path) -> Iterator[Any]:
     options.binary_location = str(chromium[0])
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
     options.add_argument("--window-size=1440,1000")
     driver = webdriver.Chrome(service=Service(str(chromium[1])), options=options)
     try:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def browser(chromium_driver: Any) -> Any:
+    """The module's Chromium, on a blank page at the usual size, its console log emptied."""
+    chromium_driver.set_window_size(1440, 1000)
+    chromium_driver.get("about:blank")
+    chromium_driver.get_log("browser")
+    return chromium_driver
 
 
 # A 1x1 PNG, as ImageContent carries it (base64).

@@ -87,3 +87,42 @@ def test_only_the_runs_asked_for(tmp_path: Path) -> None:
     assert [r["run_id"] for r in data["runs"]] == [ids[1]]
     with pytest.raises(LookupError, match=ids[0]):
         build_report(path, run_ids=("nope",))
+
+
+class _Writes:
+    """A text stream that keeps what was written and the size of each write."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.parts.append(text)
+        return len(text)
+
+
+def test_the_report_is_written_a_record_at_a_time(tmp_path: Path) -> None:
+    """A large session's report never passes through memory whole: each record is one write."""
+    from loopscribe.viewer import stream_report
+
+    big = "x" * 200_000
+    path = tmp_path / "big.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        for i in range(20):
+            ex = Execution(f"call_{i}", "tool")
+            run.record(ev.tool_exec_start(ex, "read", {"i": i}))
+            run.record(ev.tool_exec_end(ex, "read", big))
+    out = _Writes()
+    stream_report(path, out, full=True)  # type: ignore[arg-type]
+    html = "".join(out.parts)
+    assert len(html) > 20 * 200_000
+    # No write holds more than one record's body (plus a little framing).
+    assert max(len(p) for p in out.parts if "RunView" not in p) < 200_000 + 5_000
+    data = embedded(html)
+    assert len(data["records"]) == 1 + 40 + 1  # run_start, the calls, run_close
+    assert data["records"]["3"]["data"]["result"] == big
+    # And through write_report: the same document, renamed into place, nothing left over.
+    target = write_report(path, tmp_path / "report.html", full=True)
+    assert target.read_text(encoding="utf-8") == html.replace(
+        embedded(html)["generated"], embedded(target.read_text(encoding="utf-8"))["generated"]
+    )
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

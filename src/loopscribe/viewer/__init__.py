@@ -8,7 +8,8 @@ stay in the session file. This package closes the loop:
   ``/trace/{trace_id}`` and ``/trace/{trace_id}/span/{span_id}`` open the run
   and the execution behind a span, ``/session/{id}/record/{seq}`` one record;
 * :func:`write_report` — a session's run timelines as one self-contained HTML
-  file (``loopscribe report FILE -o report.html``);
+  file (``loopscribe report FILE -o report.html``), streamed record by record
+  (:func:`stream_report` writes it to any text stream);
 * :func:`session_stats` — per run: duration, calls, errors, retries,
   tokens by model, slowest executions (``loopscribe stats``);
 * :class:`SessionTimeline` — the model all of them draw: every execution attempt of
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from .._stats import RunStats, SessionStats, session_stats
 from ._page import LOOPBACK_HOSTS
-from ._report import build_report, write_report
+from ._report import build_report, stream_report, write_report
 from ._store import Catalog, NotFoundError
 from ._timeline import Bar, BarState, RunTimeline, SessionTimeline, load_timeline
 
@@ -48,6 +49,7 @@ __all__ = [
     "create_app",
     "load_timeline",
     "session_stats",
+    "stream_report",
     "write_report",
 ]
 

@@ -949,6 +949,9 @@
     this.moreEl = h("div", { class: "convo-more" });
     this.root = h("div", null, this.el, this.moreEl);
     this.add(data);
+    if (!this.el.firstChild && (data.next === null || data.next === undefined)) {
+      this.el.appendChild(h("p", { class: "note" }, "No messages or tool calls recorded in this session."));
+    }
   }
 
   Conversation.prototype.add = function (data) {
