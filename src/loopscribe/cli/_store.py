@@ -73,6 +73,8 @@ def _either(local: Handler, store: Handler) -> Handler:
 
     def handler(args: argparse.Namespace, out: Out) -> int:
         target = _target(args)
+        if getattr(args, "genai_json", False):
+            return local(args, out)  # follows a gen_ai.*_ref (file://...#seq=N) itself
         return store(args, out) if is_url(target) else local(args, out)
 
     handler.__doc__ = local.__doc__

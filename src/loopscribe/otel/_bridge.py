@@ -508,6 +508,11 @@ class SpanBridge:
         if owned is not None:
             owned.shutdown()
 
+    @property
+    def _viewer_refs(self) -> bool:
+        """Whether references are viewer URLs (a template), which do not name the file."""
+        return self._ref_base is not None and "{" in self._ref_base
+
     def _location(self, run: _Run) -> str | None:
         """``loopscribe.file``: the shipped location with a store ``ref_base``, else the file."""
         base = self._ref_base
@@ -518,7 +523,7 @@ class SpanBridge:
     def _ref(self, run: _Run, seq: int) -> str | None:
         """A reference to one record: in the store, in a viewer, or in the local file."""
         base = self._ref_base
-        if base is not None and "{" in base:
+        if base is not None and self._viewer_refs:
             return base.format(session_id=run.session_id, seq=seq)
         location = self._location(run)
         return None if location is None else f"{location}#seq={seq}"
@@ -690,7 +695,8 @@ class SpanBridge:
         if ex.kind == "model":
             kind = SpanKind.CLIENT
             name = _model_attrs(attrs, attempt, lambda seq: self._ref(run, seq))
-            if INPUT_MESSAGES_REF in attrs or OUTPUT_MESSAGES_REF in attrs:
+            refs = INPUT_MESSAGES_REF in attrs or OUTPUT_MESSAGES_REF in attrs
+            if refs and not self._viewer_refs:
                 file = None  # the references name it already
         elif ex.kind == "tool":
             name = span_name("tool", model=None, tool=attempt.tool, agent=None, node=None)
