@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._errors import LoopscribeError
+from .._verify import VerifyReport
 from ._common import (
     SESSION_HELP,
     CliError,
@@ -241,7 +242,11 @@ def cmd_verify(args: argparse.Namespace, out: Out) -> int:
     """Check the hash chain of a session file."""
     from .._verify import verify
 
-    report = verify(resolve_session(args.session, Path(args.dir)))
+    return show_verify_report(verify(resolve_session(args.session, Path(args.dir))), out)
+
+
+def show_verify_report(report: VerifyReport, out: Out) -> int:
+    """Print what ``verify`` found (a line, or JSON); the exit status: 0 when intact."""
     if out.json:
         broken = report.broken
         out.emit(
@@ -264,5 +269,5 @@ def cmd_verify(args: argparse.Namespace, out: Out) -> int:
         )
     else:
         style = "green" if report.ok else ("red" if report.broken else "yellow")
-        out.stdout.print(report.describe(), style=style, highlight=False)
+        out.stdout.print(report.describe(), style=style, highlight=False, markup=False)
     return 0 if report.ok else 1

@@ -21,6 +21,7 @@ from ..store._shipper import SEGMENT_BYTES, Shipper, ShipResult
 from ._common import CliError, Out, StopFlag, parse_hex, record_json
 from ._otel import find_records
 from ._render import render_message
+from ._sessions import show_verify_report
 from ._sessions import summary_json as _summary_json
 
 __all__ = ["add_parsers"]
@@ -252,28 +253,4 @@ def cmd_verify(args: argparse.Namespace, out: Out) -> int:
     from .._verify import verify
 
     store_url, sid, _seq = _session(_target(args))
-    report = verify(Store(store_url).session_url(sid))
-    if out.json:
-        broken = report.broken
-        out.emit(
-            {
-                "file": str(report.path),
-                "records": report.records,
-                "chained": report.chained,
-                "sealed": report.sealed,
-                "ok": report.ok,
-                "head": report.head,
-                "broken": None
-                if broken is None
-                else {
-                    "seq": broken.seq,
-                    "line": broken.line,
-                    "offset": broken.offset,
-                    "reason": broken.reason,
-                },
-            }
-        )
-    else:
-        style = "green" if report.ok else ("red" if report.broken else "yellow")
-        out.stdout.print(report.describe(), style=style, highlight=False, markup=False)
-    return 0 if report.ok else 1
+    return show_verify_report(verify(Store(store_url).session_url(sid)), out)
