@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.markup import escape
@@ -24,6 +24,9 @@ from ._common import (
     resolve_session,
 )
 from ._render import render_message
+
+if TYPE_CHECKING:
+    from ..workspace import MessagePage, SessionSummary
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -184,6 +187,11 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     workspace = Workspace(path.parent)
     summary = workspace.summary_of_path(path)
     page = workspace.messages_of_path(path, last=args.last)
+    return show_page(summary, page, display_status(summary), out)
+
+
+def show_page(summary: SessionSummary, page: MessagePage, status: str, out: Out) -> int:
+    """Print a session's summary line and a page of its messages (or JSON); exit status 0."""
     if out.json:
         out.emit(
             {
@@ -195,7 +203,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         )
         return 0
     out.stdout.print(
-        f"[bold]{escape(summary.title or summary.id)}[/]  {display_status(summary)}  "
+        f"[bold]{escape(summary.title or summary.id)}[/]  {status}  "
         f"model {escape(summary.model or '-')}  "
         f"{summary.message_count} messages  tokens {summary.input_tokens}/{summary.output_tokens}"
     )

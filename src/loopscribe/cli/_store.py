@@ -20,8 +20,7 @@ from ..store._read import Store, parse_session_url
 from ..store._shipper import SEGMENT_BYTES, Shipper, ShipResult
 from ._common import CliError, Out, StopFlag, parse_hex, record_json
 from ._otel import find_records
-from ._render import render_message
-from ._sessions import show_verify_report
+from ._sessions import show_page, show_verify_report
 from ._sessions import summary_json as _summary_json
 
 __all__ = ["add_parsers"]
@@ -170,29 +169,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     workspace = _workspace(store_url)
     summary = workspace.get(sid)
     page = workspace.messages(sid, last=args.last)
-    if out.json:
-        out.emit(
-            {
-                "summary": _summary_json(summary),
-                "messages": page.messages,
-                "has_more": page.has_more,
-                "total": page.total,
-            }
-        )
-        return 0
-    out.stdout.print(
-        f"[bold]{escape(summary.title or summary.id)}[/]  {summary.status} (when shipped)  "
-        f"model {escape(summary.model or '-')}  "
-        f"{summary.message_count} messages  tokens {summary.input_tokens}/{summary.output_tokens}"
-    )
-    if page.has_more:
-        earlier = (page.total or summary.message_count) - len(page.messages)
-        out.stdout.print(f"… {earlier} earlier messages (use --last)", style="dim")
-    for message in page.messages:
-        role, body = render_message(message)
-        out.stdout.print(f"[bold cyan]{escape(role)}[/]")
-        out.stdout.print(body, markup=False, highlight=False)
-    return 0
+    return show_page(summary, page, f"{summary.status} (when shipped)", out)
 
 
 def _session(url: str) -> tuple[str, str, int | None]:
