@@ -57,6 +57,9 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/importers.py
 	$(BIN)/python benchmarks/store.py
 	$(BIN)/python benchmarks/viewer.py
+	$(BIN)/python benchmarks/follow.py
+	$(BIN)/python benchmarks/redact.py
+	$(BIN)/python benchmarks/claude_agent_sdk_store.py
 
 clean:
 	rm -rf $(VENV) $(PHOENIX_VENV) .mypy_cache .pytest_cache .ruff_cache
