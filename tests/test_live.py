@@ -118,6 +118,31 @@ def test_follow_detects_a_shrinking_file(session_path: Path) -> None:
         list(stream)
 
 
+def test_a_file_renamed_over_the_path_as_the_follower_joins_is_noticed(
+    session_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replaced between catching up and joining the shared reader: an error, not a stranger.
+
+    The other session has the same length, so following it from the old offset
+    would print nothing and never end.
+    """
+    from loopscribe import live
+
+    write_session(session_path, 2)
+    other = session_path.with_name("other.jsonl")
+    write_session(other, 2)
+    join = live._join
+
+    def join_after_a_rename(*args: object, **kwargs: object) -> object:
+        if other.exists():
+            other.rename(session_path)
+        return join(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(live, "_join", join_after_a_rename)
+    with pytest.raises(FormatError, match="replaced"):
+        list(follow(session_path, idle_timeout=5))
+
+
 def test_bus_replays_from_an_offset_then_streams_without_duplicates(session_path: Path) -> None:
     """A subscriber gets exactly the buffered records at or after its offset, then new ones."""
     bus = Bus()

@@ -47,7 +47,7 @@ from ._errors import CorruptRecordError, FormatError
 from ._format import Scanner
 from ._model import Event, Record, Transient
 from ._reader import to_record
-from ._safeopen import open_session_fd, open_session_file
+from ._safeopen import open_session_file
 
 __all__ = ["TERMINAL_TYPES", "Bus", "Subscription", "Transient", "follow", "watch_mode"]
 
@@ -258,10 +258,12 @@ _readers_lock = threading.Lock()
 class _SharedReader:
     """One thread per followed file (and codec): reads and decodes each line once."""
 
-    def __init__(self, key: _Key, path: Path, offset: int, codec: Codec | None, poll: float):
+    def __init__(
+        self, key: _Key, path: Path, fd: int, offset: int, codec: Codec | None, poll: float
+    ):
         self.key = key
         self.path = path
-        self.fd = open_session_fd(path)
+        self.fd = os.dup(fd)  # the file the first follower opened, whatever the path names now
         try:
             self.lines = _LineReader(path, self.fd, offset, codec)
         except BaseException:
@@ -341,15 +343,20 @@ class _SharedReader:
 
 
 def _join(
-    path: Path, position: int, codec: Codec | None, poll: float
+    path: Path, fd: int, position: int, codec: Codec | None, poll: float
 ) -> tuple[_SharedReader, _Channel] | None:
-    """Join the file's shared reader at ``position``; ``None`` if it is already past it."""
-    st = os.stat(path)
+    """Join the shared reader of the file open as ``fd`` at ``position``.
+
+    ``None`` if the reader is already past it. The file is the one the follower
+    opened, not whatever ``path`` names now: a file renamed over ``path`` in
+    between must be noticed as a replacement, not followed from a stranger's offset.
+    """
+    st = os.fstat(fd)
     key = (st.st_dev, st.st_ino, id(codec), codec is None)
     with _readers_lock:
         reader = _readers.get(key)
         if reader is None or reader.closed:
-            reader = _SharedReader(key, path, position, codec, poll)
+            reader = _SharedReader(key, path, fd, position, codec, poll)
             _readers[key] = reader
             reader.thread.start()
         with reader.lock:
@@ -420,7 +427,7 @@ class follow:  # used like a function, as in ``for r in follow(path)``
         """Catch up, then join the shared reader; yields the records read on the way."""
         while True:
             yield from self._catch_up(lines)
-            joined = _join(self.path, lines.offset, self._codec, self.poll_interval)
+            joined = _join(self.path, lines.fd, lines.offset, self._codec, self.poll_interval)
             if joined is not None:
                 return joined
 

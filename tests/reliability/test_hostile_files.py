@@ -160,24 +160,24 @@ def test_an_export_cursor_of_the_wrong_shape_is_one_clear_line(
 def test_tail_follow_notices_a_replaced_or_deleted_file(tmp_path: Path, change: str) -> None:
     """``tail -f`` stops within seconds with one line saying the file was replaced or deleted."""
     path = _session(tmp_path / "s.jsonl")
-    process = subprocess.Popen(
+    with subprocess.Popen(  # the context closes the pipes, also when the test fails
         [sys.executable, "-m", "loopscribe", "tail", "-f", str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    try:
-        assert process.stdout is not None
-        process.stdout.readline()  # following now: the records so far were printed
-        if change == "delete":
-            path.unlink()
-        else:
-            _session(tmp_path / "other.jsonl").rename(path)
-        _, err = process.communicate(timeout=15)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    ) as process:
+        try:
+            assert process.stdout is not None
+            process.stdout.readline()  # following now: the records so far were printed
+            if change == "delete":
+                path.unlink()
+            else:
+                _session(tmp_path / "other.jsonl").rename(path)
+            _, err = process.communicate(timeout=15)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
     assert process.returncode == 1, err
     assert "Traceback" not in err
     lines = [line for line in err.splitlines() if line.strip()]

@@ -104,12 +104,13 @@ def _export(args: list[str], endpoint: str, timeout_s: float) -> subprocess.Pope
 def _finish(process: subprocess.Popen[str], within_s: float) -> tuple[float, str]:
     """Wait for the process; its run time from now and its stderr."""
     start = time.monotonic()
-    try:
-        _, err = process.communicate(timeout=within_s + 30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    with process:  # closes the pipes, also when the wait times out
+        try:
+            _, err = process.communicate(timeout=within_s + 30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
     return time.monotonic() - start, err
 
 
