@@ -91,6 +91,9 @@ ACTIVE_SPAN: Final = _Join.ACTIVE_SPAN
 _SCAN_BUFFER_BYTES = 1 << 16
 _BLOCK_BYTES = 1 << 20
 _SESSION_ID = re.compile(r"[0-9a-f]{32}")
+# Records that carry the file's committed-message count: a top-level "messages" key
+# (and, on message_end after a compaction, "compaction": that record's offset).
+_COUNTED: Final = frozenset({ev.MESSAGE_END, ev.COMPACTION})
 
 # Bumped in every forked child: a handle created before the fork is the
 # parent's. Cheaper than an os.getpid() system call on every record.
@@ -247,6 +250,8 @@ class Session:
         chain_head: str | None = None,
         redact: LineRedactor | None = None,
         open_run: str | None = None,
+        messages: int = 0,
+        compaction_at: int | None = None,
     ) -> None:
         """Use :meth:`create` or :meth:`open`; this constructor is internal."""
         self._fd = fd
@@ -262,6 +267,10 @@ class Session:
         self._checkpoint = checkpoint
         # The file's last run when it has no run_close: the one resume_run() may continue.
         self._open_run_id = open_run
+        # message_end records in the file, and the offset of its latest compaction record:
+        # carried in those lines so readers find counts at the file's end (see _append).
+        self._messages = messages
+        self._compaction_at = compaction_at
         self._lock = threading.RLock()
         self._pid = os.getpid()
         self._forks = _forks[0]
@@ -399,6 +408,8 @@ class Session:
             scanner = Scanner(path)
             checkpoint: tuple[int, int] | None = None
             open_run: str | None = None
+            messages = 0
+            compaction_at: int | None = None
             last = b""
             synced_seq = 0  # session_start is synced by create()
             with open(path, "rb", buffering=_SCAN_BUFFER_BYTES) as stream:
@@ -407,8 +418,12 @@ class Session:
                     kind = obj["type"]
                     if b'"synced":' in raw and isinstance(obj["data"].get("synced"), dict):
                         synced_seq = obj["seq"]
-                    if kind == ev.CHECKPOINT:
+                    if kind == ev.MESSAGE_END:
+                        messages += 1
+                    elif kind == ev.CHECKPOINT:
                         checkpoint = (offset, len(raw))
+                    elif kind == ev.COMPACTION:
+                        compaction_at = offset
                     elif kind == ev.RUN_START:
                         open_run = obj.get("run_id")
                     elif kind == ev.RUN_CLOSE and obj.get("run_id") == open_run:
@@ -459,6 +474,8 @@ class Session:
             chain_head=_chain_head(scanner.start, last),
             redact=redact,
             open_run=open_run,
+            messages=messages,
+            compaction_at=compaction_at,
         )
 
     # -- properties ----------------------------------------------------
@@ -732,6 +749,12 @@ class Session:
             if execution is not None:
                 obj["execution"] = execution.to_json()
             obj["data"] = data
+            if kind in _COUNTED:
+                # The committed-message count through this record, and where the
+                # latest compaction is: a reader gets both from the file's end.
+                obj["messages"] = self._messages + (kind == ev.MESSAGE_END)
+                if kind == ev.MESSAGE_END and self._compaction_at is not None:
+                    obj["compaction"] = self._compaction_at
             if self._chain_head is not None and seq > 0:
                 obj["prev"] = self._chain_head
             try:
@@ -755,6 +778,11 @@ class Session:
                 self._buffer(pending, line, offset)
             self._next_seq = seq + 1
             self._size = offset + len(line)
+            if kind in _COUNTED:
+                if kind == ev.MESSAGE_END:
+                    self._messages += 1
+                else:
+                    self._compaction_at = offset
             if self._chain_head is not None:
                 self._chain_head = hashlib.sha256(line).hexdigest()
             record = new_record(self._id, seq, kind, ts, run_id, execution, data, offset, len(line))

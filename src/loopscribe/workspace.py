@@ -219,11 +219,14 @@ class MessagePage:
         has_more: Older visible messages exist before this window.
         total: Visible messages in all (summary included), as
             ``Workspace.get(id).message_count`` counts them.
+        messages_total: Messages ever committed, compacted away or not, as
+            ``Workspace.get(id).messages_total`` counts them.
     """
 
     messages: list[Any]
     has_more: bool
     total: int
+    messages_total: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,6 +378,11 @@ _TITLE_CHARS = 80
 
 def _keep(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _count(value: Any) -> int | None:
+    """A stored message count, or ``None`` if it is missing or not a count."""
+    return value if type(value) is int and value >= 0 else None
 
 
 def _message_text(message: Any) -> str | None:
@@ -579,6 +587,23 @@ class _ByteSource(Protocol):
     def close(self) -> None: ...
 
 
+def _line_at(source: _ByteSource, offset: int) -> bytes | None:
+    """The complete line starting at ``offset`` (> 0); ``None`` if no line starts there."""
+    head = source.pread(_BLOCK_BYTES, offset - 1)
+    if head[:1] != b"\n":
+        return None  # the byte before a line's start ends the line before
+    parts = [head[1:]]
+    pos = offset - 1 + len(head)
+    while b"\n" not in parts[-1]:
+        more = source.pread(_BLOCK_BYTES, pos)
+        if not more:
+            return None
+        parts.append(more)
+        pos += len(more)
+    line = b"".join(parts)
+    return line[: line.index(b"\n") + 1]
+
+
 def _reverse_lines(source: _ByteSource, end: int) -> Iterator[tuple[int, bytes]]:
     """Complete lines before byte ``end`` (a line boundary), last first, with offsets."""
     pos = end
@@ -625,11 +650,13 @@ def _record_starts(data: mmap.mmap, pattern: bytes, end: int) -> list[int]:
     return out
 
 
-def _count_visible(path: Path, side: _SideFact | None, codec: Codec) -> int:
-    """Visible messages, counted from the record types at line starts (no JSON parsing).
+def _count_visible(path: Path, side: _SideFact | None, codec: Codec) -> tuple[int, int]:
+    """Visible and committed messages, counted from the record types at line starts.
 
-    A fresh Workspace uses it for ``MessagePage.total``: a byte search of the
-    mapped file costs a fraction of folding every record into a summary.
+    For files whose lines carry no counts (written before they did): a
+    fresh Workspace uses it for ``MessagePage.total``, because a byte search
+    of the mapped file (no JSON parsing) costs a fraction of folding every
+    record into a summary.
     """
     compaction: tuple[int, int] | None = None  # (offset, messages before it)
     source = _FileSource(path)
@@ -637,7 +664,7 @@ def _count_visible(path: Path, side: _SideFact | None, codec: Codec) -> int:
     try:
         end = source.complete_end()
         if end == 0:
-            return 0
+            return 0, 0
         with mmap.mmap(fd, end, access=mmap.ACCESS_READ) as data:
             ends = _record_starts(data, _MESSAGE_END, end)
             cuts = _record_starts(data, _COMPACTION, end)
@@ -658,10 +685,10 @@ def _count_visible(path: Path, side: _SideFact | None, codec: Codec) -> int:
                 record = codec.loads(line[: newline + 1]).get("data") or {}
                 keep = _keep(record.get("keep_last"))
         else:
-            return messages
+            return messages, messages
     finally:
         os.close(fd)
-    return 1 + min(keep, before) + messages - before
+    return 1 + min(keep, before) + messages - before, messages
 
 
 def tail_offset(path: str | os.PathLike[str], lines: int) -> int:
@@ -967,8 +994,10 @@ class Workspace:
         side = self._side_compaction(path)
         after: list[Any] = []  # message records after the compaction point, newest first
         kept: list[Any] = []  # the ones before it kept verbatim, newest first
+        newest: Mapping[str, Any] | None = None  # the newest message_end line, parsed
         summary: Any = None
         keep = -1  # -1: no compaction point met yet
+        before: int | None = None  # messages committed before the compaction point met
         reached_start = False
         source = self._open_source(path)
         try:
@@ -978,68 +1007,154 @@ class Workspace:
                 if keep < 0 and side is not None and offset < side.offset:
                     # The side log's compaction is newer than every record from here back.
                     summary, keep = side.data.get("summary"), _keep(side.data.get("keep_last"))
+                    before = _count(side.data.get("messages_before"))
                     if keep == 0:
                         reached_start = True
                         break
                 kind = _record_type(raw)
                 if kind == b"message_end":
+                    if keep < 0 and len(after) > want:
+                        break  # one beyond the page proves older messages exist
+                    record, line = self._decode_line(path, offset, raw)
+                    if newest is None:
+                        newest = line
                     if keep < 0:
-                        if len(after) > want:
-                            break  # one beyond the page proves older messages exist
-                        after.append(self._decode(path, offset, raw))
+                        after.append(record)
                     else:
-                        kept.append(self._decode(path, offset, raw))
+                        if not kept and before is None:
+                            # The last message before the compaction counts those before it.
+                            before = _count(line.get("messages"))
+                        kept.append(record)
                         if len(kept) >= keep:
                             reached_start = True
                             break
                 elif kind == b"compaction" and keep < 0:
-                    data = self._decode(path, offset, raw).data
+                    record, line = self._decode_line(path, offset, raw)
+                    data = record.data
                     summary, keep = data.get("summary"), _keep(data.get("keep_last"))
+                    before = _count(line.get("messages"))
                     if keep == 0:
                         reached_start = True
                         break
                 elif kind == b"session_start":
                     reached_start = True
+                    if keep > 0:
+                        before = len(kept)  # fewer than keep_last messages came before it
                     break
+            totals: tuple[int, int] | None
+            if not reached_start:
+                totals = self._totals_from_end(source, path, side, newest)
+            elif keep < 0:
+                totals = (len(after), len(after))
+            else:
+                if before is None and after:
+                    # The newest message's count, less those after the compaction.
+                    newest_count = _count(newest.get("messages")) if newest else None
+                    if newest_count is not None and newest_count >= len(after):
+                        before = newest_count - len(after)
+                visible = 1 + len(kept) + len(after)
+                totals = None if before is None else (visible, before + len(after))
+            local = isinstance(source, _FileSource)
         finally:
             source.close()
-        visible = [r.data.get("message") for r in after]
-        visible.extend(r.data.get("message") for r in kept)
+        visible_messages = [r.data.get("message") for r in after]
+        visible_messages.extend(r.data.get("message") for r in kept)
         if summary is not None:
-            visible.append(summary if not isinstance(summary, str) else SystemMessage(summary))
+            visible_messages.append(
+                summary if not isinstance(summary, str) else SystemMessage(summary)
+            )
         has_more_beyond = not reached_start and len(after) > want
-        chronological = list(reversed(visible))
+        chronological = list(reversed(visible_messages))
         window_end = len(chronological) - skip
         window = chronological[max(0, window_end - last) : max(0, window_end)]
         has_more = has_more_beyond or window_end - last > 0
-        total = len(chronological) if reached_start else self._visible_total(path, side)
-        return MessagePage(window, has_more, total)
+        if totals is None:
+            # A file written before lines carried counts: count it, still without parsing.
+            if local:
+                totals = self._totals(path, side)
+            else:
+                totals = (
+                    self._visible_total(path, side),
+                    self.summary_of_path(path).messages_total,
+                )
+        if reached_start:
+            totals = (len(chronological), totals[1])
+        return MessagePage(window, has_more, totals[0], totals[1])
+
+    def _totals_from_end(
+        self,
+        source: _ByteSource,
+        path: Path,
+        side: _SideFact | None,
+        newest: Mapping[str, Any] | None,
+    ) -> tuple[int, int] | None:
+        """Visible and committed messages from the newest ``message_end`` line's counts.
+
+        Its ``"messages"`` is the file's committed count and its
+        ``"compaction"`` the offset of the latest compaction record before
+        it; every record read backwards so far came after the side log's
+        compaction, if any. ``None`` when a count is missing (an older
+        file) or does not check out: then the file is counted instead.
+        """
+        committed = None if newest is None else _count(newest.get("messages"))
+        if committed is None or newest is None:
+            return None
+        at = newest.get("compaction")
+        file_cut = at if type(at) is int and at > 0 else None
+        keep = 0
+        if file_cut is not None and (side is None or file_cut >= side.offset):
+            # The file's own compaction is the latest: one line, read at its offset
+            # (with the byte before it, which must end the line before).
+            raw = _line_at(source, file_cut)
+            if raw is None or _record_type(raw) != b"compaction":
+                return None
+            _record, line = self._decode_line(path, file_cut, raw)
+            if line.get("type") != ev.COMPACTION:
+                return None
+            before = _count(line.get("messages"))
+            data = line.get("data")
+            keep = _keep(data.get("keep_last")) if isinstance(data, dict) else 0
+        elif side is not None:
+            before = _count(side.data.get("messages_before"))
+            keep = _keep(side.data.get("keep_last"))
+        else:
+            return committed, committed
+        if before is None or before > committed:
+            return None
+        return 1 + min(keep, before) + committed - before, committed
 
     def _open_source(self, path: Path) -> _ByteSource:
         """The bytes of a session file, read by range."""
         return _FileSource(path)
 
-    def _visible_total(self, path: Path, side: _SideFact | None) -> int:
-        """The visible message count: the cached summary's, or counted without parsing."""
+    def _totals(self, path: Path, side: _SideFact | None) -> tuple[int, int]:
+        """Visible and committed messages of a file whose lines carry no counts."""
         with self._lock:
             cached = self._cache.get(path.name)
             if cached is not None and cached.fresh(path.stat()):
                 fold = cached.fold
                 if not cached.side:
-                    return fold.summary(path, "idle").message_count
+                    return fold.summary(path, "idle").message_count, fold.messages
         return _count_visible(path, side, self.codec)
+
+    def _visible_total(self, path: Path, side: _SideFact | None) -> int:
+        """The visible message count: the cached summary's, or counted without parsing."""
+        return self._totals(path, side)[0]
 
     def _side_compaction(self, path: Path) -> _SideFact | None:
         """The latest compaction in the session's side log, if any."""
         facts = [f for f in _read_side(_side_path(path), self.codec) if f.kind == ev.COMPACTION]
         return facts[-1] if facts else None
 
-    def _decode(self, path: Path, offset: int, raw: bytes) -> Any:
+    def _decode_line(self, path: Path, offset: int, raw: bytes) -> tuple[Any, dict[str, Any]]:
+        """A line's Record and the parsed line (whose top-level counts a Record leaves out)."""
         try:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise Scanner(path).corrupt(0, offset, f"not valid JSON ({exc})") from None
-        return to_record(Scanner(path), 0, offset, raw, obj, self.codec)
+        if type(obj) is not dict:
+            raise Scanner(path).corrupt(0, offset, "a record must be a JSON object")
+        return to_record(Scanner(path), 0, offset, raw, obj, self.codec), obj
 
     # -- appended facts ----------------------------------------------------------
 
