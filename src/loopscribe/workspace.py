@@ -17,7 +17,10 @@ and no registry of running sessions that a crash could leave stale:
   ``failed`` when the last run ended with an error; else ``idle`` (also a
   session kept open between turns);
 * ``messages(last=N)`` reads backwards from the end of the file, so its cost
-  grows with the page, not with the file.
+  grows with the page, not with the file; its totals come from the running
+  message count the writer keeps in ``message_end`` lines (a top-level
+  ``"messages"``, and ``"compaction"``: the offset of the latest compaction
+  record), so a fresh Workspace needs no pass over the file either.
 
 A file whose first line is not a session header makes every method raise
 :class:`NotASessionError` naming it; a file still being created (empty) is
