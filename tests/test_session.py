@@ -22,6 +22,7 @@ from loopscribe import (
     read,
 )
 from loopscribe import events as ev
+from loopscribe._format import format_ts
 
 
 def lines(path: Path) -> list[dict[str, object]]:
@@ -295,7 +296,11 @@ def test_resume_run_leaves_the_gap_visible_in_the_file_and_the_run_span(
     gap = [r for r in records if r.type == "run_resume"]
     assert len(gap) == 1
     assert gap[0].run_id == run.id
-    assert gap[0].data == {"after_seq": gap[0].seq - 1}
+    start = next(r for r in records if r.type == "run_start")
+    assert gap[0].data == {
+        "after_seq": gap[0].seq - 1,
+        "run_start": {"seq": start.seq, "ts": format_ts(start.ts)[1]},
+    }
     spans = captured_spans()
     replay(session_path, spans.processor)
     root = next(s for s in spans.spans if s.name.startswith("invoke_agent"))

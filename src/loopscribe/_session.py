@@ -118,6 +118,16 @@ def open_handle(path: str | os.PathLike[str]) -> Session | None:
     return None if session is None or session.closed else session
 
 
+def _run_start_ref(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``run_resume`` repeats of a ``run_start`` line: its seq, ts and traceparent."""
+    ref: dict[str, Any] = {"seq": obj.get("seq"), "ts": obj.get("ts")}
+    data = obj.get("data")
+    traceparent = data.get("traceparent") if isinstance(data, Mapping) else None
+    if isinstance(traceparent, str):
+        ref["traceparent"] = traceparent
+    return ref
+
+
 def _chain_head(start: Mapping[str, Any] | None, last: bytes) -> str | None:
     """The chain state to continue from: ``None`` for an unchained file."""
     if start is None or start.get("data", {}).get("chain") != CHAIN_ALGORITHM:
@@ -250,6 +260,7 @@ class Session:
         chain_head: str | None = None,
         redact: LineRedactor | None = None,
         open_run: str | None = None,
+        open_run_start: Mapping[str, Any] | None = None,
         messages: int = 0,
         compaction_at: int | None = None,
     ) -> None:
@@ -267,6 +278,9 @@ class Session:
         self._checkpoint = checkpoint
         # The file's last run when it has no run_close: the one resume_run() may continue.
         self._open_run_id = open_run
+        # Where that run began ({"seq", "ts", "traceparent"?}): repeated in run_resume, so a
+        # live bridge in the resuming process puts the run where replay puts it.
+        self._open_run_start = open_run_start
         # message_end records in the file, and the offset of its latest compaction record:
         # carried in those lines so readers find counts at the file's end (see _append).
         self._messages = messages
@@ -408,6 +422,7 @@ class Session:
             scanner = Scanner(path)
             checkpoint: tuple[int, int] | None = None
             open_run: str | None = None
+            open_run_start: dict[str, Any] | None = None
             messages = 0
             compaction_at: int | None = None
             last = b""
@@ -426,6 +441,7 @@ class Session:
                         compaction_at = offset
                     elif kind == ev.RUN_START:
                         open_run = obj.get("run_id")
+                        open_run_start = _run_start_ref(obj)
                     elif kind == ev.RUN_CLOSE and obj.get("run_id") == open_run:
                         open_run = None
             if scanner.session_id is None:
@@ -474,6 +490,7 @@ class Session:
             chain_head=_chain_head(scanner.start, last),
             redact=redact,
             open_run=open_run,
+            open_run_start=open_run_start,
             messages=messages,
             compaction_at=compaction_at,
         )
@@ -579,9 +596,12 @@ class Session:
                     "beginning another (one open run per Session)"
                 )
             run = Run(self, secrets.token_hex(8))
-            self._append(ev.RUN_START, run.id, None, start, timestamp)
+            started = self._append(ev.RUN_START, run.id, None, start, timestamp)
             self._run = run
             self._open_run_id = run.id
+            self._open_run_start = _run_start_ref(
+                {"seq": started.seq, "ts": format_ts(started.ts)[1], "data": start}
+            )
             return run
 
     def resume_run(self, run_id: str) -> Run:
@@ -618,7 +638,9 @@ class Session:
                 )
             run = Run(self, run_id)
             if gap:
-                data = {"after_seq": self._next_seq - 1}
+                data: dict[str, Any] = {"after_seq": self._next_seq - 1}
+                if self._open_run_start is not None:
+                    data["run_start"] = self._open_run_start
                 self._append(ev.RUN_RESUME, run_id, None, data, None)
             self._run = run
             return run

@@ -57,6 +57,7 @@ a gap.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import logging
 import os
@@ -98,6 +99,7 @@ from .._fields import count as _count
 from .._fields import field as _get
 from .._fields import plain as _plain
 from .._fields import text as _str
+from .._format import parse_ts
 from .._model import Execution, Record
 from .._reader import read
 from ._ids import parse_traceparent, run_span_id, span_id, trace_id
@@ -353,6 +355,24 @@ class _Run:
     resumed_at: list[int] = field(default_factory=list)
 
 
+def _resume_from(run: _Run, start: object) -> None:
+    """Give a run first seen at its ``run_resume`` what its ``run_start`` said.
+
+    ``start`` is the ``run_start`` reference the record repeats (``seq``,
+    ``ts``, ``traceparent``); a record without one keeps the run as it is.
+    """
+    if not isinstance(start, Mapping):
+        return
+    seq, ts = start.get("seq"), start.get("ts")
+    if type(seq) is int and isinstance(ts, str):
+        with contextlib.suppress(ValueError):
+            run.start_ns, run.seq_first = _ns(parse_ts(ts)), seq
+    host = parse_traceparent(start.get("traceparent"))
+    if host is not None:
+        run.host_parent, run.trace_id = host, host.trace_id
+        run.span = SpanContext(host.trace_id, run.span.span_id, False, _SAMPLED)
+
+
 class SpanBridge:
     """A Session observer that turns written Records into OpenTelemetry spans.
 
@@ -586,6 +606,10 @@ class SpanBridge:
         run = self._runs.get(key)
         if run is None:
             run = self._runs[key] = self._new_run(record, None)
+            if record.type == ev.RUN_RESUME:
+                # A bridge that joins at a resume (the resuming process) rebuilds the
+                # run from the run_start the record repeats, as replay sees it.
+                _resume_from(run, record.data.get("run_start"))
         if record.type == ev.RUN_CLOSE:
             del self._runs[key]
             return self._close_run(run, record)
