@@ -258,11 +258,15 @@ def main() -> int:
                 if name == "shared":
                     continue
                 other = statistics.median(p99s[name])
+                versus = (
+                    f"shared p99 {other / p99:.1f}x lower"
+                    if name == "baseline"
+                    else f"shared p99 = {p99 / other:.2f}x this floor"
+                )
                 print(
                     f"          {name:>15}: p99 {other:7.2f} ms "
                     f"(p50 {statistics.median(p50s[name]):5.2f}; rounds "
-                    f"{', '.join(f'{v:.1f}' for v in p99s[name])}) -> shared is "
-                    f"{other / p99:4.2f}x its p99"
+                    f"{', '.join(f'{v:.1f}' for v in p99s[name])}) -> {versus}"
                 )
     return 0 if ok or not args.strict else 1
 

@@ -220,9 +220,13 @@ class _Waker:
             cancelled.wait(self.poll_interval)
             return
         if self.poller.poll(self._SAFETY_SECONDS * 1000):
+            # One read takes every queued event (they are 16 bytes each; 64 KiB
+            # holds thousands). Not reading until EAGAIN saves a system call per
+            # wake-up, and each one is a GIL hand-off that, with many follower
+            # threads, can wait behind all of them; an event left over only
+            # means one more (empty) poll.
             with contextlib.suppress(BlockingIOError):
-                while os.read(self.fd, 65536):
-                    pass
+                os.read(self.fd, 65536)
 
     def close(self) -> None:
         if self.fd >= 0:
