@@ -12,12 +12,15 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from loopscribe import (
     AssistantMessage,
@@ -422,3 +425,68 @@ def test_counts_are_top_level_keys_a_record_leaves_out(tmp_path: Path) -> None:
     assert dict(first.data) == dict(written.data)
     assert set(first.data) == {"message"}
     assert os.path.getsize(tmp_path / "s.jsonl") == s.size
+
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("messages"), st.integers(0, 30)),
+        st.tuples(st.just("compact"), st.integers(0, 6)),
+        st.tuples(st.just("side"), st.integers(0, 6)),
+        st.tuples(st.just("reopen"), st.just(0)),
+        st.tuples(st.just("detach"), st.just(0)),
+        st.tuples(st.just("cut"), st.integers(1, 4)),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=_OPS, last=st.integers(0, 5), skip=st.integers(0, 5))
+def test_any_history_pages_with_the_folded_counts(
+    ops: list[tuple[str, int]], last: int, skip: int
+) -> None:
+    """Messages, compactions (file and side log), reopens, resumes and cuts at line ends."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        ws = Workspace(root)
+        session = ws.create()
+        path = ws.path(session.id)
+        run = session.begin_run()
+        t = 0
+        side_at = 0  # the file's size when the side log was last written
+        for op, n in ops:
+            if op == "messages":
+                for _ in range(n):
+                    run.record(ev.message_end(None, UserMessage(f"message {t}")))
+                    t += 1
+            elif op == "compact":
+                session.annotate(ev.COMPACTION, {"summary": f"up to {t}", "keep_last": n})
+            elif op == "side":
+                # As while another process writes: the fact goes to the side log.
+                ws._annotate_side(path, ev.COMPACTION, {"summary": f"side {t}", "keep_last": n})
+                side_at = path.stat().st_size
+            elif op in ("reopen", "detach", "cut"):
+                if op == "detach":
+                    run.detach()
+                    session.close()
+                else:
+                    run.close()
+                    session.close()
+                if op == "cut":
+                    # A power loss: whole lines after the last sync gone (never before
+                    # a side-log fact, which names the file's size when written).
+                    lines = path.read_bytes().splitlines(keepends=True)
+                    keep = max(1, len(lines) - n)
+                    if sum(map(len, lines[:keep])) >= side_at:
+                        path.write_bytes(b"".join(lines[:keep]))
+                session = Session.open(path)
+                open_run = session._open_run_id
+                run = session.resume_run(open_run) if open_run else session.begin_run()
+        run.close()
+        session.close()
+        visible, committed = folded(root, session.id)
+        page = Workspace(root).messages(session.id, last=last, skip=skip)
+        assert (page.total, page.messages_total) == (visible, committed)
+        assert page.has_more == (visible > skip + last)
+        assert len(page.messages) == max(0, min(last, visible - skip))
+        assert committed == sum(r.type == "message_end" for r in read(path))
