@@ -431,7 +431,9 @@ class Session:
                 for _number, offset, raw, obj in scanner.lines(stream):
                     last = raw
                     kind = obj["type"]
-                    if b'"synced":' in raw and isinstance(obj["data"].get("synced"), dict):
+                    if b'"synced":' in raw and isinstance(
+                        (obj.get("data") or {}).get("synced"), dict
+                    ):
                         synced_seq = obj["seq"]
                     if kind == ev.MESSAGE_END:
                         messages += 1
