@@ -558,6 +558,10 @@ class SessionTimeline:
         self.session_records: list[int] = []
         self._offsets = array("q")
         self._sizes = array("q")
+        self.commit_seqs = array("q")
+        """Seqs of ``message_end`` records, ascending (the committed conversation)."""
+        self.compaction_seqs = array("q")
+        """Seqs of ``compaction`` records, ascending (where a context starts anew)."""
         self._scanner = Scanner(self.path)
         self._end = 0
         self._lines = 0
@@ -648,6 +652,10 @@ class SessionTimeline:
         self._offsets.append(record.offset)
         self._sizes.append(record.size)
         self.updated = record.ts
+        if record.type == ev.MESSAGE_END:
+            self.commit_seqs.append(record.seq)
+        elif record.type == ev.COMPACTION:
+            self.compaction_seqs.append(record.seq)
         if record.type == ev.SESSION_START:
             self.session_id, self.created = record.session_id, record.ts
             self.metadata.update(_mapping(record.data.get("metadata")))
