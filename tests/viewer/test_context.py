@@ -190,3 +190,37 @@ def test_the_report_names_the_context_records_and_embeds_them(imported: Path) ->
     assert last["context"]["summary_seq"] == compaction
     assert str(compaction) in records  # the summary's record is there to look up
     assert all(str(seq) in records for seq in last["context"]["seqs"])
+
+
+SMALL_TRANSCRIPTS = [
+    ("claude-code", "short.jsonl"),
+    ("claude-code", "subagent.jsonl"),
+    ("claude-code", "tool_heavy.jsonl"),
+    ("codex", "rollout-2025-09-25T08-02-05-0199812e-64f0-7f73-91fc-095dda01c36e.jsonl"),
+]
+
+
+@pytest.mark.parametrize(("source", "name"), SMALL_TRANSCRIPTS)
+def test_other_imported_transcripts_agree_with_the_reference_too(
+    tmp_path: Path, source: str, name: str
+) -> None:
+    """Subagents, many tools, another agent's format: every request, the same context."""
+    if source == "codex":
+        from loopscribe.importers import codex
+
+        path = codex.import_transcript(TRANSCRIPTS.parent / source / name, tmp_path).destination
+    else:
+        path = claude_code.import_transcript(
+            TRANSCRIPTS / name, tmp_path, finished=True
+        ).destination
+    timeline = load_timeline(path)
+    bare = [
+        r
+        for r in read(path, decode=False)
+        if r.type == ev.MODEL_REQUEST and not r.data.get("messages")
+    ]
+    assert bare
+    for request in bare:
+        context = derived_context(timeline, request.seq, string_limit=None, limit=10_000)
+        resolved = resolve_reference(path, request.seq)["gen_ai.input.messages"]
+        assert input_messages(context["messages"]) == resolved, request.seq

@@ -118,7 +118,10 @@
         })
         .then(function (line) {
           var obj = JSON.parse(line);
-          return Object.assign({}, rec, { data: obj.data || {}, cuts: [] });
+          // The body is whole now; a derived context stays as it was sent (each of
+          // its messages links to its own record, which loads whole there).
+          var kept = (rec.cuts || []).filter(function (c) { return c.path[0] === "context"; });
+          return Object.assign({}, rec, { data: obj.data || {}, cuts: kept });
         });
     },
   };
