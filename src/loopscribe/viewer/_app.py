@@ -298,8 +298,12 @@ class _Views:
         }
 
     def _record(self, timeline: SessionTimeline, seq: int) -> dict[str, Any]:
-        """A record as the pages show it; a model call recorded without messages
-        gets ``context``: the committed messages that formed it (see :mod:`._context`)."""
+        """A record as the pages show it, its body clipped.
+
+        A model call recorded without messages (an imported transcript's) also
+        gets ``context``: the committed messages that formed it (see
+        :func:`derived_context`); that context's cuts join the record's.
+        """
         record = self.catalog.record(timeline, seq)
         if record["type"] == ev.MODEL_REQUEST and not has_messages(record["data"]):
             record["context"] = context = derived_context(timeline, seq)
