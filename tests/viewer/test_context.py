@@ -24,6 +24,7 @@ from loopscribe.otel import resolve_reference
 from loopscribe.otel._genai import input_messages
 from loopscribe.viewer import create_app
 from loopscribe.viewer._context import derived_context
+from loopscribe.viewer._preview import snippet
 from loopscribe.viewer._report import build_report
 from loopscribe.viewer._timeline import load_timeline
 
@@ -224,3 +225,36 @@ def test_other_imported_transcripts_agree_with_the_reference_too(
         context = derived_context(timeline, request.seq, string_limit=None, limit=10_000)
         resolved = resolve_reference(path, request.seq)["gen_ai.input.messages"]
         assert input_messages(context["messages"]) == resolved, request.seq
+
+
+def test_an_imported_call_row_previews_the_last_user_message_before_it(imported: Path) -> None:
+    """The timeline row's prompt preview, as a recorded request's: its run's last user
+    message, committed before the call and since the last compaction (never across it)."""
+    records = list(read(imported, decode=False))
+    (compaction,) = [r.seq for r in records if r.type == ev.COMPACTION]
+
+    def expected(request: Any) -> str | None:
+        since = compaction if request.seq > compaction else -1
+        for r in reversed(records[: request.seq]):
+            if r.seq <= since:
+                return None
+            if r.type == ev.MESSAGE_END and r.run_id == request.run_id:
+                message = r.data["message"]
+                if isinstance(message, dict) and message.get("role") == "user":
+                    return snippet(message.get("content")) or None
+        return None
+
+    timeline = load_timeline(imported)
+    previews = {}
+    for run in timeline.iter_runs():
+        for row in run.to_json(limit=10_000)["rows"]:
+            for bar in row["bars"]:
+                if bar["kind"] == "model":
+                    previews[bar["seqs"][0]] = bar["preview"]
+    requests = {r.seq: r for r in records if r.type == ev.MODEL_REQUEST}
+    assert set(previews) <= set(requests)
+    shown = [seq for seq, text in previews.items() if text]
+    assert shown  # some calls have a user message before them ...
+    assert len(shown) < len(previews)  # ... and after the compaction some have none
+    for seq, text in previews.items():
+        assert text == expected(requests[seq]), seq
