@@ -18,6 +18,8 @@ from typing import Any
 
 import orjson
 
+from ._messages import Usage
+
 _SCALARS = (str, bytes, int, float, bool, list, tuple)
 
 
@@ -34,6 +36,8 @@ def plain(value: Any) -> Any:
 
 def field(obj: Any, name: str) -> Any:
     """A field of a dataclass/object or a key of a mapping; ``None`` when absent."""
+    if type(obj) is dict:  # the common case first: no ABC check
+        return plain(obj.get(name))
     if obj is None or isinstance(obj, _SCALARS):
         return None
     if isinstance(obj, Mapping):
@@ -73,6 +77,16 @@ def token_usage(usage: Any) -> TokenUsage | None:
     """Token counts from loopscribe's Usage, OpenAI, Anthropic or Gemini shapes."""
     if usage is None:
         return None
+    if type(usage) is Usage:
+        # loopscribe's own: its fields are the names read first below.
+        counts = (
+            count(usage.input_tokens),
+            count(usage.output_tokens),
+            count(usage.cache_read_tokens),
+            count(usage.cache_write_tokens),
+            count(usage.reasoning_tokens),
+        )
+        return None if counts == (None,) * 5 else TokenUsage(*counts)
     inp = count(field(usage, "input_tokens"))
     if inp is None:
         inp = count(field(usage, "prompt_tokens"))
@@ -237,6 +251,26 @@ class RequestParams:
     choice_count: int | None = None
 
 
+_PARAM_NAMES: tuple[str, ...] = (
+    "temperature",
+    "max_tokens",
+    "max_output_tokens",
+    "max_completion_tokens",
+    "max_new_tokens",
+    "top_p",
+    "top_k",
+    "frequency_penalty",
+    "presence_penalty",
+    "stop_sequences",
+    "stop",
+    "seed",
+    "n",
+    "candidate_count",
+    "choice_count",
+)
+"""Every config key :func:`request_params` reads."""
+
+
 def request_params(config: Any) -> RequestParams | None:
     """The parameters of a request's ``config`` (a mapping, a Fragment or an object).
 
@@ -250,6 +284,12 @@ def request_params(config: Any) -> RequestParams | None:
         return None
 
     mapping = config if isinstance(config, Mapping) else None
+    if mapping is not None:
+        # Only the parameters the config has: most configs name two or three.
+        given = {name: mapping[name] for name in _PARAM_NAMES if name in mapping}
+        if not given:
+            return None
+        mapping = given
 
     def first(*names: str) -> Any:
         for name in names:

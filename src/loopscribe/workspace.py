@@ -34,6 +34,7 @@ import builtins
 import contextlib
 import errno
 import fcntl
+import functools
 import itertools
 import mmap
 import os
@@ -42,7 +43,8 @@ import secrets
 import shutil
 import stat
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -422,6 +424,9 @@ class _Cached:
     summary: SessionSummary | None = None
     side_key: tuple[int, int] | None = None
     side: list[_SideFact] = field(default_factory=list)
+    steady: SessionSummary | None = None
+    """The summary while the file stays as it is: set when its status cannot change
+    without the file changing (no open run, no side log), else ``None``."""
 
     def fresh(self, st: os.stat_result) -> bool:
         """Whether the file is exactly as it was when last folded."""
@@ -537,6 +542,44 @@ def _is_locked(path: Path, st: os.stat_result, locked: _Locks | None) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+_FOLDER_TRUST_NS = 2_000_000_000
+"""How much older than a listing the folder's mtime must be for the listing to be reused.
+
+A file system stamps changes with a coarse clock (a few ms; 1-2 s on some),
+so a change right after a listing could leave the folder's mtime as it was.
+Only an mtime this far in the past proves that a later change would show."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Names:
+    """The session files and side logs of a folder, as one listing found them."""
+
+    key: tuple[int, int, int, int]  # the folder's device, inode, mtime and ctime (ns)
+    sessions: list[str]
+    sides: frozenset[str]  # session file names that have a side log
+    reusable: bool
+
+
+def _folder_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _list_names(folder: Path | int, key: tuple[int, int, int, int]) -> _Names:
+    """Scan a folder (a path or an open descriptor) for session files and side logs."""
+    started = time.time_ns()
+    sessions: list[str] = []
+    sides: set[str] = set()
+    with os.scandir(folder) as scan:
+        for entry in scan:
+            name = entry.name
+            if name.endswith(".jsonl"):
+                if not name.endswith(".otlp.jsonl"):
+                    sessions.append(name)
+            elif name.endswith(_SIDE_SUFFIX):
+                sides.add(name[: -len(_SIDE_SUFFIX)])
+    return _Names(key, sessions, frozenset(sides), key[2] < started - _FOLDER_TRUST_NS)
 
 
 def session_status(path: str | os.PathLike[str]) -> Status:
@@ -701,6 +744,7 @@ class Workspace:
         self.codec = codec or DEFAULT_CODEC
         self._cache: dict[str, _Cached] = {}  # by file name
         self._listed: tuple[tuple[int, ...], builtins.list[SessionSummary]] = ((), [])
+        self._names: _Names | None = None
         self._lock = threading.Lock()
         self.files_read = 0
         """How many times a file was (re)read for a summary: 0 on a warm, unchanged listing."""
@@ -788,26 +832,39 @@ class Workspace:
             NotASessionError: A ``.jsonl`` file in the folder is not a session.
             CorruptRecordError: A session file is damaged.
         """
-        locked = _locked_inodes()
         summaries: list[SessionSummary] = []
         seen: set[str] = set()
         see, keep, is_reg = seen.add, summaries.append, stat.S_ISREG
         summarize = self._summary_locked
-        with self._lock, os.scandir(self.root) as scan:
-            entries = builtins.list(scan)
-            sides = {e.name[: -len(_SIDE_SUFFIX)] for e in entries if e.name.endswith(_SIDE_SUFFIX)}
-            for entry in entries:
-                name = entry.name
-                if not name.endswith(".jsonl") or name.endswith(".otlp.jsonl"):
-                    continue
+        locks: builtins.list[_Locks | None] = []
+        with self._lock, self._folder() as (names, stat_name):
+            sides = names.sides
+            cached_of = self._cache.get
+            for name in names.sessions:
                 try:
-                    st = entry.stat()
+                    st = stat_name(name)
                 except FileNotFoundError:
                     continue  # deleted meanwhile
                 if not is_reg(st.st_mode) or st.st_size == 0:
                     continue
                 see(name)
-                summary = summarize(name, st, locked, name in sides)
+                # The warm path: an unchanged file whose status cannot have changed
+                # costs its stat and these comparisons, nothing more.
+                cached = cached_of(name)
+                summary = None
+                if (
+                    cached is not None
+                    and st.st_mtime_ns == cached.mtime_ns
+                    and st.st_size == cached.size
+                    and st.st_ino == cached.inode
+                    and name not in sides
+                ):
+                    summary = cached.steady
+                if summary is None:
+                    if not locks:
+                        # Read once, and only when a status has to be worked out.
+                        locks.append(_locked_inodes())
+                    summary = summarize(name, st, locks[0], name in sides)
                 if (include_children or summary.parent_id is None) and (
                     include_channels or summary.source != "channel"
                 ):
@@ -823,6 +880,33 @@ class Workspace:
         with self._lock:
             self._listed = (identity, summaries_sorted)
         return list(summaries_sorted)
+
+    @contextlib.contextmanager
+    def _folder(self) -> Iterator[tuple[_Names, Callable[[str], os.stat_result]]]:
+        """The folder's session files, and how to ``stat`` one of them by name.
+
+        Where the platform allows, the folder is opened once and each file is
+        looked up by name in it, instead of walking the whole path again. The
+        folder is scanned only if it changed since the last scan (its mtime
+        moves whenever a file is created, removed or renamed in it), or when
+        that scan was too recent for its mtime to prove anything.
+        """
+        fd = None
+        if os.stat in os.supports_dir_fd and os.scandir in os.supports_fd:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            key = _folder_key(os.stat(self.root) if fd is None else os.fstat(fd))
+            names = self._names
+            if names is None or not names.reusable or names.key != key:
+                names = self._names = _list_names(self.root if fd is None else fd, key)
+            if fd is None:
+                root = self.root
+                yield names, lambda name: os.stat(root / name)
+            else:
+                yield names, functools.partial(os.stat, dir_fd=fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
 
     def get(self, session_id: str) -> SessionSummary:
         """The summary of one session.
@@ -887,6 +971,8 @@ class Workspace:
                     fold.updated or fold.created or cached.side[-1].ts, cached.side[-1].ts
                 )
             cached.summary = fold.summary(cached.path, status)
+        steady = not fold.run_open and not side and cached.side_key is None
+        cached.steady = cached.summary if steady else None
         return cached.summary
 
     def _advance_side(self, cached: _Cached, exists: bool) -> None:
