@@ -34,7 +34,6 @@ import builtins
 import contextlib
 import errno
 import fcntl
-import functools
 import itertools
 import mmap
 import os
@@ -44,7 +43,7 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -837,17 +836,15 @@ class Workspace:
         see, keep, is_reg = seen.add, summaries.append, stat.S_ISREG
         summarize = self._summary_locked
         locks: builtins.list[_Locks | None] = []
-        with self._lock, self._folder() as (names, stat_name):
+        with self._lock, self._folder() as (names, fd):
             sides = names.sides
             cached_of = self._cache.get
+            stat_of, root = os.stat, self.root
             for name in names.sessions:
                 try:
-                    st = stat_name(name)
+                    st = stat_of(root / name) if fd is None else stat_of(name, dir_fd=fd)
                 except FileNotFoundError:
                     continue  # deleted meanwhile
-                if not is_reg(st.st_mode) or st.st_size == 0:
-                    continue
-                see(name)
                 # The warm path: an unchanged file whose status cannot have changed
                 # costs its stat and these comparisons, nothing more.
                 cached = cached_of(name)
@@ -861,10 +858,13 @@ class Workspace:
                 ):
                     summary = cached.steady
                 if summary is None:
+                    if not is_reg(st.st_mode) or st.st_size == 0:
+                        continue
                     if not locks:
                         # Read once, and only when a status has to be worked out.
                         locks.append(_locked_inodes())
                     summary = summarize(name, st, locks[0], name in sides)
+                see(name)
                 if (include_children or summary.parent_id is None) and (
                     include_channels or summary.source != "channel"
                 ):
@@ -882,11 +882,12 @@ class Workspace:
         return list(summaries_sorted)
 
     @contextlib.contextmanager
-    def _folder(self) -> Iterator[tuple[_Names, Callable[[str], os.stat_result]]]:
-        """The folder's session files, and how to ``stat`` one of them by name.
+    def _folder(self) -> Iterator[tuple[_Names, int | None]]:
+        """The folder's session files, and the folder opened (``None`` where unsupported).
 
         Where the platform allows, the folder is opened once and each file is
-        looked up by name in it, instead of walking the whole path again. The
+        looked up by name in it, so a folder renamed meanwhile is not mixed
+        with the one that takes its place. The
         folder is scanned only if it changed since the last scan (its mtime
         moves whenever a file is created, removed or renamed in it), or when
         that scan was too recent for its mtime to prove anything.
@@ -899,11 +900,7 @@ class Workspace:
             names = self._names
             if names is None or not names.reusable or names.key != key:
                 names = self._names = _list_names(self.root if fd is None else fd, key)
-            if fd is None:
-                root = self.root
-                yield names, lambda name: os.stat(root / name)
-            else:
-                yield names, functools.partial(os.stat, dir_fd=fd)
+            yield names, fd
         finally:
             if fd is not None:
                 os.close(fd)
