@@ -819,7 +819,9 @@ class Workspace:
 
         Files are read only when new or changed since the last call (one
         ``stat`` each tells); a file that grew is read from where the last
-        call stopped. An empty file (a session being created) is left out.
+        call stopped. The folder itself is scanned again only when its
+        mtime shows that files were created, removed or renamed in it. An
+        empty file (a session being created) is left out.
 
         Args:
             include_children: Also list sessions with a ``parent_id``.

@@ -904,7 +904,12 @@ def _parent(run: _Run, attempt: _Attempt) -> SpanContext | None:
     parent_attempt = run.latest.get(parent_id)
     if parent_attempt is None:
         return None
-    sid = span_id(run.session_id, run.run_id, parent_id, parent_attempt)
+    running = run.attempts.get((parent_id, parent_attempt))
+    sid = (
+        span_id(run.session_id, run.run_id, parent_id, parent_attempt)
+        if running is None
+        else running.span_id  # derived already, when the parent started
+    )
     if sid == attempt.span_id:
         return run.span
     return SpanContext(run.trace_id, sid, False, _SAMPLED)
