@@ -834,8 +834,8 @@ class Workspace:
             CorruptRecordError: A session file is damaged.
         """
         summaries: list[SessionSummary] = []
-        seen: set[str] = set()
-        see, keep, is_reg = seen.add, summaries.append, stat.S_ISREG
+        skipped: list[str] = []  # listed names with no session file (any more)
+        keep, skip, is_reg = summaries.append, skipped.append, stat.S_ISREG
         summarize = self._summary_locked
         locks: builtins.list[_Locks | None] = []
         with self._lock, self._folder() as (names, fd):
@@ -846,7 +846,8 @@ class Workspace:
                 try:
                     st = stat_of(root / name) if fd is None else stat_of(name, dir_fd=fd)
                 except FileNotFoundError:
-                    continue  # deleted meanwhile
+                    skip(name)  # deleted meanwhile
+                    continue
                 # The warm path: an unchanged file whose status cannot have changed
                 # costs its stat and these comparisons, nothing more.
                 cached = cached_of(name)
@@ -861,18 +862,21 @@ class Workspace:
                     summary = cached.steady
                 if summary is None:
                     if not is_reg(st.st_mode) or st.st_size == 0:
+                        skip(name)
                         continue
                     if not locks:
                         # Read once, and only when a status has to be worked out.
                         locks.append(_locked_inodes())
                     summary = summarize(name, st, locks[0], name in sides)
-                see(name)
                 if (include_children or summary.parent_id is None) and (
                     include_channels or summary.source != "channel"
                 ):
                     keep(summary)
-            for gone in self._cache.keys() - seen:
-                del self._cache[gone]
+            cache = self._cache
+            # Every file summarized is in the cache; anything more there is gone.
+            if len(cache) > len(names.sessions) - len(skipped):
+                for gone in cache.keys() - set(names.sessions).difference(skipped):
+                    del cache[gone]
             # Summaries are rebuilt only when something changed: the same
             # objects in the same scan order give the same sorted list.
             identity = tuple(map(id, summaries))
