@@ -105,7 +105,7 @@ def test_a_writer_that_dies_turns_its_session_interrupted_without_any_file_chang
         session = ws.create(title="live")
         run = session.begin_run()
         run.record(ev.turn_start(Execution("t1", "turn"), 1))
-        print(session.id, flush=True)
+        print(session.id, run.id, flush=True)
         time.sleep(60)
         """
     )
@@ -114,7 +114,7 @@ def test_a_writer_that_dies_turns_its_session_interrupted_without_any_file_chang
     ) as child:
         try:
             assert child.stdout is not None
-            live = child.stdout.readline().strip()
+            live, run_id = child.stdout.readline().split()
             age_folder(tmp_path)
             assert {s.id: s.status for s in ws.list()}[live] == "running"
             size = ws.path(live).stat().st_size
@@ -126,3 +126,41 @@ def test_a_writer_that_dies_turns_its_session_interrupted_without_any_file_chang
     while {s.id: s.status for s in ws.list()}[live] != "interrupted":
         assert time.monotonic() < deadline, "a dead writer's session stayed running"
         time.sleep(0.05)
+    assert [{s.id: s.status for s in ws.list()}[live] for _ in range(3)] == ["interrupted"] * 3
+    # Another process resumes the run: the record it writes makes the session running again.
+    resume = textwrap.dedent(
+        f"""
+        import time
+        from loopscribe import Session
+        session = Session.open({str(ws.path(live))!r})
+        session.resume_run({run_id!r})
+        print("resumed", flush=True)
+        time.sleep(60)
+        """
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", resume], stdout=subprocess.PIPE, text=True, cwd=tmp_path
+    ) as child:
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "resumed"
+            assert {s.id: s.status for s in ws.list()}[live] == "running"
+        finally:
+            child.kill()
+
+
+def test_a_detached_run_is_interrupted_until_it_is_resumed(tmp_path: Path) -> None:
+    """Detaching writes nothing, resuming does: the status follows both, list after list."""
+    ws = Workspace(tmp_path)
+    session = ws.create(title="paused")
+    run = session.begin_run()
+    run.record(ev.message_end(None, UserMessage("hello")))
+    age_folder(tmp_path)
+    assert [s.status for s in ws.list()] == ["running"]
+    run.detach()
+    assert [[s.status for s in ws.list()] for _ in range(3)] == [["interrupted"]] * 3
+    resumed = session.resume_run(run.id)
+    assert [s.status for s in ws.list()] == ["running"]
+    resumed.close()
+    assert [[s.status for s in ws.list()] for _ in range(2)] == [["idle"]] * 2
+    session.close()

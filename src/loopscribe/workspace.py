@@ -425,7 +425,8 @@ class _Cached:
     side: list[_SideFact] = field(default_factory=list)
     steady: SessionSummary | None = None
     """The summary while the file stays as it is: set when its status cannot change
-    without the file changing (no open run, no side log), else ``None``."""
+    without the file changing (no run open, or one left by a writer that is gone;
+    no side log), else ``None``."""
 
     def fresh(self, st: os.stat_result) -> bool:
         """Whether the file is exactly as it was when last folded."""
@@ -942,9 +943,9 @@ class Workspace:
         side: bool = False,
     ) -> SessionSummary:
         """:meth:`_summary` with the lock held: the file read only if new or changed."""
-        cached = self._cache.get(name)
-        if cached is None or not cached.fresh(st):
-            cached = self._advance(self.root / name, st, cached)
+        known = self._cache.get(name)
+        read_now = known is None or not known.fresh(st)
+        cached = self._advance(self.root / name, st, known) if read_now or known is None else known
         if side or cached.side_key is not None:
             self._advance_side(cached, side)
         fold = cached.fold
@@ -974,7 +975,13 @@ class Workspace:
                     fold.updated or fold.created or cached.side[-1].ts, cached.side[-1].ts
                 )
             cached.summary = fold.summary(cached.path, status)
-        steady = not fold.run_open and not side and cached.side_key is None
+        # A file's status can change while the file does not only from running to
+        # interrupted (its writer dies or detaches the run): a run is begun or
+        # resumed by writing a record, with the run lock already taken. So an
+        # interrupted status holds until the file changes, once it was worked out
+        # from locks seen after the records were read (not in the call that read them).
+        settled = not fold.run_open or (status == "interrupted" and not read_now)
+        steady = settled and not side and cached.side_key is None
         cached.steady = cached.summary if steady else None
         return cached.summary
 
