@@ -2,9 +2,11 @@
 
 A warm list reuses the folder's last listing while the folder's mtime shows
 that no file was created, removed or renamed, and an unchanged file's
-summary while its status cannot change. These tests make the folder's
-mtime old (as in any workspace that was not touched for a while) so the
-reuse applies, then change the folder or a file the way users do.
+summary while its status cannot change. A listing is reused only once the
+folder's mtime and ctime are two seconds old; these tests lift that wait
+(``settled`` fixture) and make the folder's mtime old instead, as in any
+workspace that was not touched for a while, so that every change they make
+moves it. Then they change the folder or a file the way users do.
 """
 
 from __future__ import annotations
@@ -16,10 +18,18 @@ import textwrap
 import time
 from pathlib import Path
 
-from loopscribe import Session, UserMessage, Workspace
+import pytest
+
+from loopscribe import Session, UserMessage, Workspace, workspace
 from loopscribe import events as ev
 
 _LONG_AGO_NS = 3_600 * 1_000_000_000
+
+
+@pytest.fixture(autouse=True)
+def settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reuse a folder listing without waiting for the folder's times to be 2 s old."""
+    monkeypatch.setattr(workspace, "_FOLDER_TRUST_NS", -_LONG_AGO_NS)
 
 
 def age_folder(folder: Path) -> None:
@@ -40,16 +50,28 @@ def titles(ws: Workspace) -> list[str | None]:
     return sorted((s.title for s in ws.list()), key=str)
 
 
-def test_a_session_created_after_a_warm_list_is_listed(tmp_path: Path) -> None:
+def test_a_session_created_after_a_warm_list_is_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Creating a file moves the folder's mtime, so the next list scans the folder again."""
     ws = Workspace(tmp_path)
     for n in range(3):
         record_session(ws, f"s{n}")
     age_folder(tmp_path)
+    scans: list[object] = []
+    scandir = os.scandir
+
+    def counted(folder: object) -> object:
+        scans.append(folder)
+        return scandir(folder)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(os, "scandir", counted)
     assert titles(ws) == ["s0", "s1", "s2"]
     assert titles(ws) == ["s0", "s1", "s2"]
+    assert len(scans) == 1  # the second list reused the listing
     record_session(ws, "s3")
     assert titles(ws) == ["s0", "s1", "s2", "s3"]
+    assert len(scans) == 2
     assert Workspace(tmp_path).list() == ws.list()
 
 

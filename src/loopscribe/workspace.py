@@ -545,11 +545,11 @@ def _is_locked(path: Path, st: os.stat_result, locked: _Locks | None) -> bool:
 
 
 _FOLDER_TRUST_NS = 2_000_000_000
-"""How much older than a listing the folder's mtime must be for the listing to be reused.
+"""How much older than a listing the folder's mtime and ctime must be for it to be reused.
 
 A file system stamps changes with a coarse clock (a few ms; 1-2 s on some),
 so a change right after a listing could leave the folder's mtime as it was.
-Only an mtime this far in the past proves that a later change would show."""
+Only times this far in the past prove that a later change would show."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -579,7 +579,8 @@ def _list_names(folder: Path | int, key: tuple[int, int, int, int]) -> _Names:
                     sessions.append(name)
             elif name.endswith(_SIDE_SUFFIX):
                 sides.add(name[: -len(_SIDE_SUFFIX)])
-    return _Names(key, sessions, frozenset(sides), key[2] < started - _FOLDER_TRUST_NS)
+    settled = max(key[2], key[3]) < started - _FOLDER_TRUST_NS
+    return _Names(key, sessions, frozenset(sides), settled)
 
 
 def session_status(path: str | os.PathLike[str]) -> Status:
