@@ -60,11 +60,21 @@ def requests_and_compaction(path: Path) -> tuple[list[Any], int]:
     return requests, compaction
 
 
+def agent_of(executions: dict[str, Execution], execution: Execution | None) -> str | None:
+    """The nested agent (a subagent) whose own conversation ``execution`` is part of."""
+    while execution is not None:
+        if execution.kind == "agent" and execution.parent_id is not None:
+            return execution.id
+        execution = executions.get(execution.parent_id or "")
+    return None
+
+
 def test_every_imported_call_shows_the_context_its_reference_resolves_to(imported: Path) -> None:
     """Before and after the compaction, the view's messages are the reference's messages."""
     timeline = load_timeline(imported)
     requests, compaction = requests_and_compaction(imported)
     records = {r.seq: r for r in read(imported, decode=False)}
+    parents = {r.execution.id: r.execution for r in records.values() if r.execution is not None}
     before = [r for r in requests if r.seq < compaction]
     after = [r for r in requests if r.seq > compaction]
     # Both ends, both sides of the compaction, and a spread between them.
@@ -77,10 +87,16 @@ def test_every_imported_call_shows_the_context_its_reference_resolves_to(importe
         assert input_messages(context["messages"]) == resolved, request.seq
         assert context["derived_from"] == "conversation"
         assert context["omitted"] == 0
-        assert context["summary_seq"] == (compaction if request.seq > compaction else None)
-        since = compaction if request.seq > compaction else -1
+        own = agent_of(parents, request.execution)
+        compacted = own is None and request.seq > compaction
+        assert context["summary_seq"] == (compaction if compacted else None)
+        since = compaction if compacted else -1
         assert context["seqs"] == [
-            s for s, r in records.items() if r.type == ev.MESSAGE_END and since < s < request.seq
+            s
+            for s, r in records.items()
+            if r.type == ev.MESSAGE_END
+            and since < s < request.seq
+            and agent_of(parents, r.execution) == own
         ]
 
 
@@ -191,6 +207,44 @@ def test_the_report_names_the_context_records_and_embeds_them(imported: Path) ->
     assert last["context"]["summary_seq"] == compaction
     assert str(compaction) in records  # the summary's record is there to look up
     assert all(str(seq) in records for seq in last["context"]["seqs"])
+
+
+def test_a_subagents_call_sees_its_own_conversation_not_the_parents(tmp_path: Path) -> None:
+    """A Claude Code subagent starts from its prompt: the main thread is not its context."""
+    path = claude_code.import_transcript(
+        TRANSCRIPTS / "subagent.jsonl", tmp_path, finished=True
+    ).destination
+    records = list(read(path, decode=False))
+    agent = next(r.execution for r in records if r.type == ev.AGENT_START)
+    assert agent is not None
+    assert agent.parent_id is not None
+    prompts = [
+        r.data["message"]
+        for r in records
+        if r.type == ev.MESSAGE_END and r.execution is not None and r.execution.id == agent.id
+    ]
+    assert prompts  # the subagent's prompt is committed under its agent execution
+    inner = [
+        r
+        for r in records
+        if r.type == ev.MODEL_REQUEST
+        and r.execution is not None
+        and r.execution.parent_id == agent.id
+    ]
+    outer = [r for r in records if r.type == ev.MODEL_REQUEST and r.seq > inner[-1].seq]
+    assert inner
+    assert outer
+    timeline = load_timeline(path)
+    for request in inner:
+        resolved = resolve_reference(path, request.seq)["gen_ai.input.messages"]
+        assert resolved == input_messages(prompts), request.seq
+        context = derived_context(timeline, request.seq, string_limit=None)
+        assert input_messages(context["messages"]) == resolved
+    # Back in the main thread, the context is the main conversation again, grown
+    # by its own turns and without the subagent's prompt.
+    after = resolve_reference(path, outer[0].seq)["gen_ai.input.messages"]
+    assert input_messages(prompts)[0] not in after
+    assert len(after) > len(prompts)
 
 
 SMALL_TRANSCRIPTS = [

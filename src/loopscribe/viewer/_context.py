@@ -3,22 +3,25 @@
 An imported transcript (Claude Code, Codex) holds only the conversation, so
 its ``model_request`` records carry the model and request ID but no
 messages. What the model saw is still in the file: the committed messages
-(``message_end``) since the session's last ``compaction`` (its summary
-first), up to the request. :func:`derived_context` reads exactly those, the
-same messages :func:`loopscribe.otel.resolve_reference` returns for the
-call's ``gen_ai.input.messages_ref``, so the viewer shows an imported call
-with its context, labelled as derived rather than recorded.
+(``message_end``) of the call's own conversation (the top level's, or a
+nested agent's such as a Claude Code subagent's) since that conversation's
+last ``compaction`` (its summary first), up to the request.
+:func:`derived_context` reads exactly those, the same messages
+:func:`loopscribe.otel.resolve_reference` returns for the call's
+``gen_ai.input.messages_ref``, so the viewer shows an imported call with its
+context, labelled as derived rather than recorded.
 
-The fold indexes the seqs of ``message_end`` and ``compaction`` records
-(:attr:`SessionTimeline.commit_seqs`), so a call's context is found by
-bisection and read record by record with ``os.pread``, never by scanning
-the file.
+The fold indexes the seqs of ``message_end`` and ``compaction`` records per
+conversation (:attr:`SessionTimeline.scoped_commits`), so a call's context
+is found by bisection and read record by record with ``os.pread``, never by
+scanning the file.
 """
 
 from __future__ import annotations
 
 import bisect
 import os
+from array import array
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -36,6 +39,7 @@ CONTEXT_MESSAGES: Final = 200
 """Committed messages one view of a call's context shows at most: the latest ones."""
 DERIVED_FROM: Final = "conversation"
 """The ``derived_from`` value of a context read from the committed conversation."""
+_NONE: Final = array("q")
 
 
 def has_messages(data: Any) -> bool:
@@ -79,10 +83,11 @@ def derived_context(
         FormatError: A record is not where the fold saw it (the file changed).
         OSError: The file cannot be read.
     """
-    compactions = timeline.compaction_seqs
+    scope = timeline.request_scopes.get(seq)
+    compactions = timeline.scoped_compactions.get(scope, _NONE)
     at = bisect.bisect_left(compactions, seq)
     summary_seq = compactions[at - 1] if at else None
-    commits = timeline.commit_seqs
+    commits = timeline.scoped_commits.get(scope, _NONE)
     first = bisect.bisect_right(commits, -1 if summary_seq is None else summary_seq)
     last = bisect.bisect_left(commits, seq)
     shown = max(first, last - max(limit, 0))

@@ -43,6 +43,7 @@ from .._format import Scanner
 from .._model import Execution, Record
 from .._reader import to_record
 from .._safeopen import open_session_file
+from .._scope import AgentScopes
 from ..otel._bridge import TERMINAL_TYPES, _error_type
 from ..otel._ids import parse_traceparent, run_span_id, span_id, trace_id
 from ._preview import error_text, preview, snippet
@@ -609,10 +610,17 @@ class SessionTimeline:
         self.session_records: list[int] = []
         self._offsets = array("q")
         self._sizes = array("q")
-        self.commit_seqs = array("q")
-        """Seqs of ``message_end`` records, ascending (the committed conversation)."""
         self.compaction_seqs = array("q")
         """Seqs of ``compaction`` records, ascending (where a context starts anew)."""
+        self.scoped_commits: dict[str | None, array[int]] = {}
+        """Per conversation scope (``None``: the top level; else a nested agent's
+        execution id, see :class:`~loopscribe._scope.AgentScopes`): the seqs of its
+        ``message_end`` records, ascending."""
+        self.scoped_compactions: dict[str | None, array[int]] = {}
+        """Per conversation scope: the seqs of its ``compaction`` records."""
+        self.request_scopes: dict[int, str] = {}
+        """``model_request`` seq → its nested agent's scope (absent: the top level)."""
+        self._scopes = AgentScopes()
         self._scanner = Scanner(self.path)
         self._end = 0
         self._lines = 0
@@ -703,10 +711,19 @@ class SessionTimeline:
         self._offsets.append(record.offset)
         self._sizes.append(record.size)
         self.updated = record.ts
-        if record.type == ev.MESSAGE_END:
-            self.commit_seqs.append(record.seq)
-        elif record.type == ev.COMPACTION:
-            self.compaction_seqs.append(record.seq)
+        kind = record.type
+        if kind in (ev.MESSAGE_END, ev.COMPACTION, ev.MODEL_REQUEST):
+            scope = self._scopes.scope(record.execution)
+            if kind == ev.MODEL_REQUEST:
+                if scope is not None:
+                    self.request_scopes[record.seq] = scope
+            else:
+                index = self.scoped_commits if kind == ev.MESSAGE_END else self.scoped_compactions
+                index.setdefault(scope, array("q")).append(record.seq)
+                if kind == ev.COMPACTION:
+                    self.compaction_seqs.append(record.seq)
+        elif record.execution is not None:
+            self._scopes.scope(record.execution)
         if record.type == ev.SESSION_START:
             self.session_id, self.created = record.session_id, record.ts
             self.metadata.update(_mapping(record.data.get("metadata")))
