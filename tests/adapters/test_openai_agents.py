@@ -26,6 +26,7 @@ from agents import (
     GuardrailFunctionOutput,
     InputGuardrailTripwireTriggered,
     ModelResponse,
+    ModelRetrySettings,
     ModelSettings,
     OpenAIResponsesModel,
     OutputGuardrailTripwireTriggered,
@@ -44,7 +45,7 @@ from agents.agent_output import AgentOutputSchemaBase
 from agents.handoffs import Handoff
 from agents.items import TResponseOutputItem, TResponseStreamEvent
 from agents.models.interface import Model, ModelTracing
-from agents.testing import ScriptedModel, assistant_message, function_call
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from agents.tool import Tool
 from agents.tracing import (
     Span,
@@ -370,7 +371,7 @@ def test_responses_tool_results_and_committed_items_have_bodies(recorded: list[R
 
 
 def test_executions_nest_as_the_sdk_ran_them(recorded: list[Record]) -> None:
-    """Agents contain turns, turns contain one model call and that turn's tool calls."""
+    """Agents contain turns and guardrails, turns one model call and that turn's tool calls."""
     parents: dict[str, tuple[str, str | None]] = {}
     for r in recorded:
         if r.execution is not None:
@@ -391,6 +392,10 @@ def test_executions_nest_as_the_sdk_ran_them(recorded: list[Record]) -> None:
         "agent_3": ("agent", None),
         "turn_4": ("turn", "agent_3"),
         "model_4": ("model", "turn_4"),
+        "guardrail_1": ("guardrail", "agent_1"),
+        "guardrail_2": ("guardrail", "agent_1"),
+        "guardrail_3": ("guardrail", "agent_2"),
+        "guardrail_4": ("guardrail", "agent_3"),
     }
     turns = [(r.execution.id, r.data) for r in of_type(recorded, "turn_end") if r.execution]
     assert turns == [
@@ -407,8 +412,8 @@ def test_executions_nest_as_the_sdk_ran_them(recorded: list[Record]) -> None:
     ]
 
 
-def test_handoffs_and_guardrails_are_lifecycle_events(recorded: list[Record]) -> None:
-    """A handoff names both agents and its tool call; guardrail results name their agent."""
+def test_handoffs_are_events_and_guardrails_executions(recorded: list[Record]) -> None:
+    """A handoff names both agents and its tool call; each guardrail is an execution."""
     (handoff,) = of_type(recorded, "handoff")
     assert handoff.execution is not None
     assert handoff.execution.id == "agent_2"
@@ -418,18 +423,25 @@ def test_handoffs_and_guardrails_are_lifecycle_events(recorded: list[Record]) ->
         "tool": "transfer_to_helper",
         "tool_call_id": "call_handoff",
     }
+    starts = {r.execution.id: r for r in of_type(recorded, "guardrail_start") if r.execution}
     guardrails = [
-        (r.execution.id if r.execution else None, r.data["kind"], r.data["guardrail"])
-        for r in of_type(recorded, "guardrail")
+        (
+            r.execution.kind,
+            r.execution.parent_id,
+            starts[r.execution.id].data["kind"],
+            r.data["guardrail"],
+        )
+        for r in of_type(recorded, "guardrail_end")
+        if r.execution
     ]
     assert guardrails == [
-        ("agent_1", "input", "polite_input"),
-        ("agent_1", "output", "short_output"),
-        ("agent_2", "input", "polite_input"),
-        ("agent_3", "output", "short_output"),
+        ("guardrail", "agent_1", "input", "polite_input"),
+        ("guardrail", "agent_1", "output", "short_output"),
+        ("guardrail", "agent_2", "input", "polite_input"),
+        ("guardrail", "agent_3", "output", "short_output"),
     ]
-    assert all(r.data["triggered"] is False for r in of_type(recorded, "guardrail"))
-    assert of_type(recorded, "guardrail")[0].data["output_info"] == {"rude": False}
+    assert all(r.data["triggered"] is False for r in of_type(recorded, "guardrail_end"))
+    assert of_type(recorded, "guardrail_end")[0].data["output_info"] == {"rude": False}
 
 
 def test_execution_ids_are_deterministic(tmp_path: Path) -> None:
@@ -479,13 +491,17 @@ def test_replayed_spans_nest_and_carry_no_bodies(tmp_path: Path) -> None:
             "      execute_tool launch_rocket",
             "    turn",
             "      chat ScriptedResponses",
+            "    polite_input",
+            "    short_output",
             "  invoke_agent weather",
             "    turn",
             "      chat ScriptedResponses",
             "      execute_tool transfer_to_helper",
+            "    polite_input",
             "  invoke_agent helper",
             "    turn",
             "      chat ScriptedResponses",
+            "    short_output",
         ]
     )
     by_id = {s.context.span_id: s for s in captured.spans if s.context is not None}
@@ -531,14 +547,14 @@ def test_live_bridge_emits_the_replayed_spans(tmp_path: Path) -> None:
         ]
 
     assert shape(live.spans) == shape(replayed.spans)
-    assert len(live.spans) == 15
+    assert len(live.spans) == 19  # 15 calls, turns and agents; 4 guardrails
 
 
 # -- failures ------------------------------------------------------------------------------
 
 
 def test_input_guardrail_tripwire_is_recorded_and_fails_the_run(tmp_path: Path) -> None:
-    """A tripped input guardrail is an event; the open agent ends with the tripwire error."""
+    """A tripped input guardrail is an execution; the open agent ends with the tripwire error."""
 
     @input_guardrail(run_in_parallel=False)
     def no_rockets(
@@ -554,13 +570,16 @@ def test_input_guardrail_tripwire_is_recorded_and_fails_the_run(tmp_path: Path) 
             asyncio.run(hooks.run(agent, "launch a rocket", run_config=OFFLINE))
     assert hooks.errors == 0
     records = list(loopscribe.read(path))
-    (guardrail,) = of_type(records, "guardrail")
+    (start,) = of_type(records, "guardrail_start")
+    (guardrail,) = of_type(records, "guardrail_end")
+    assert start.data == {"guardrail": "no_rockets", "kind": "input"}
     assert guardrail.data == {
         "guardrail": "no_rockets",
-        "kind": "input",
         "triggered": True,
         "output_info": {"topic": "rockets"},
     }
+    assert guardrail.execution is not None
+    assert (guardrail.execution.kind, guardrail.execution.parent_id) == ("guardrail", "agent_1")
     (end,) = of_type(records, "agent_end")
     assert end.data["stop_reason"] == "guardrail_tripwire"
     assert end.data["error"]["type"] == "InputGuardrailTripwireTriggered"
@@ -568,6 +587,9 @@ def test_input_guardrail_tripwire_is_recorded_and_fails_the_run(tmp_path: Path) 
     replay(path, captured.processor)
     run_span = captured.named("invoke_agent weather")[0]
     assert run_span.status.status_code is StatusCode.ERROR
+    (check,) = captured.named("no_rockets")  # a tripped tripwire is a result, not a failure
+    assert (check.attributes or {})["openinference.span.kind"] == "GUARDRAIL"
+    assert check.status.status_code is not StatusCode.ERROR
     assert (run_span.attributes or {})["error.type"] == "InputGuardrailTripwireTriggered"
     assert not any((s.attributes or {}).get("loopscribe.incomplete") for s in captured.spans)
 
@@ -598,9 +620,9 @@ def test_output_guardrail_tripwire_after_the_agent_ended_fails_the_run(tmp_path:
         if r.execution
     ]
     assert ends == [("agent_1", "final_output"), ("agent_2", "guardrail_tripwire")]
-    (guardrail,) = of_type(records, "guardrail")
+    (guardrail,) = of_type(records, "guardrail_end")
     assert guardrail.execution is not None
-    assert (guardrail.execution.id, guardrail.data["triggered"]) == ("agent_2", True)
+    assert (guardrail.execution.parent_id, guardrail.data["triggered"]) == ("agent_2", True)
     captured = captured_spans()
     replay(path, captured.processor)
     run_span = captured.named("invoke_agent weather")[-1]  # the run span ends last
@@ -819,8 +841,8 @@ def test_streamed_runs_are_recorded_with_the_sdk_scripted_model(tmp_path: Path) 
     types = [r.type for r in loopscribe.read(path) if r.execution is not None]
     assert types.count("model_exec_end") == 2
     assert types.count("tool_exec_end") == 1
-    assert types.count("guardrail") == 1
-    assert types[-2:] == ["agent_end", "guardrail"]
+    assert types.count("guardrail_end") == 1
+    assert types[-3:] == ["agent_end", "guardrail_start", "guardrail_end"]
 
 
 def test_importing_loopscribe_does_not_import_the_sdk() -> None:
@@ -1199,3 +1221,111 @@ def test_the_trace_processor_records_from_the_sdks_own_spans(
     assert sorted(results) == ["o1", "r1"]
     assert sum(isinstance(m, AssistantMessage) for m in committed) == 4
     assert "?" not in show_lines(path)
+
+
+class ModelOverloadedError(RuntimeError):
+    """A transient provider failure the retry policy retries."""
+
+
+def retrying(model: ScriptedModel) -> ModelSettings:
+    """Model settings whose runner-managed retry policy retries every failure once, at once."""
+    return ModelSettings(
+        retry=ModelRetrySettings(
+            max_retries=1, backoff={"initial_delay": 0.0}, policy=lambda context: True
+        )
+    )
+
+
+def test_the_trace_processor_records_guardrails_and_each_retried_attempt(
+    tmp_path: Path, local_tracing: _Collect
+) -> None:
+    """Guardrail spans become executions under their agent; each model attempt is recorded."""
+
+    @input_guardrail(run_in_parallel=False)
+    def topic_check(
+        ctx: RunContextWrapper[Any], agent: Agent[Any], items: str | list[TResponseInputItem]
+    ) -> GuardrailFunctionOutput:
+        return GuardrailFunctionOutput(output_info={"topic": "weather"}, tripwire_triggered=False)
+
+    model = ScriptedModel(
+        [
+            [function_call("get_weather", {"city": "Porto"}, call_id="call_porto")],
+            ModelStep.raise_error(ModelOverloadedError("overloaded, try again")),
+            [assistant_message("Sunny in Porto.")],
+        ],
+        emit_traces=True,
+    )
+    agent = Agent(
+        name="weather",
+        model=model,
+        model_settings=retrying(model),
+        tools=[get_weather],
+        input_guardrails=[topic_check],
+        output_guardrails=[short_output],
+    )
+    path = tmp_path / "traced.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        processor = LoopscribeTraceProcessor(run)
+        add_trace_processor(processor)
+        result = asyncio.run(Runner.run(agent, "Weather in Porto?"))
+        processor.close()
+    assert result.final_output == "Sunny in Porto."
+    assert processor.errors == 0
+    records = list(loopscribe.read(path))
+    (agent_start,) = of_type(records, "agent_start")
+    assert agent_start.execution is not None
+    ends = of_type(records, "guardrail_end")
+    assert [(r.data["guardrail"], r.data["triggered"]) for r in ends] == [
+        ("topic_check", False),
+        ("short_output", False),
+    ]
+    for end in ends:
+        assert end.execution is not None
+        assert (end.execution.kind, end.execution.parent_id) == (
+            "guardrail",
+            agent_start.execution.id,
+        )
+    attempts = [
+        (r.execution.id, r.execution.attempt, "error" in r.data)
+        for r in of_type(records, "model_exec_end")
+        if r.execution
+    ]
+    assert attempts == [("model_1", 1, False), ("model_2", 1, True), ("model_2", 2, False)]
+    (retry,) = of_type(records, "retry_scheduled")
+    assert retry.execution is not None
+    assert (retry.execution.id, retry.execution.attempt) == ("model_2", 1)
+    assert retry.data["next_attempt"] == 2
+    assert retry.data["error"]["type"] == "ModelOverloadedError"
+    assert "overloaded, try again" in retry.data["error"]["message"]
+    captured = captured_spans()
+    replay(path, captured.processor)
+    chats = [s for s in captured.spans if s.name.startswith("chat")]
+    assert [(s.attributes or {})["loopscribe.attempt"] for s in chats] == [1, 1, 2]
+    assert chats[1].status.status_code is StatusCode.ERROR
+    assert (chats[1].attributes or {})["error.type"] == "ModelOverloadedError"
+    guardrail_spans = [s for s in captured.spans if s.name in ("topic_check", "short_output")]
+    assert len(guardrail_spans) == 2
+    for span in guardrail_spans:
+        assert (span.attributes or {})["openinference.span.kind"] == "GUARDRAIL"
+        assert span.parent is not None
+        assert (span.attributes or {})["loopscribe.execution.parent_id"] == (
+            agent_start.execution.id
+        )
+
+
+def test_hooks_count_the_attempts_the_sdk_retried(tmp_path: Path) -> None:
+    """Hooks see one model call per turn; its end says how many attempts failed before it."""
+    model = ScriptedModel(
+        [
+            ModelStep.raise_error(ModelOverloadedError("overloaded")),
+            [assistant_message("Sunny.")],
+        ]
+    )
+    agent = Agent(name="weather", model=model, model_settings=retrying(model))
+    path = tmp_path / "agent.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        hooks = LoopscribeHooks(run)
+        asyncio.run(hooks.run(agent, "weather?", run_config=OFFLINE))
+    assert hooks.errors == 0
+    (end,) = of_type(list(loopscribe.read(path)), "model_exec_end")
+    assert end.data["failed_attempts"] == 1

@@ -55,7 +55,7 @@ logger = logging.getLogger(__name__)
 HANDOFF = "handoff"
 """Event type: the agent handed the conversation to another agent."""
 GUARDRAIL = "guardrail"
-"""Event type: an input, output or tool guardrail ran (``triggered`` says if it tripped)."""
+"""Execution kind: an input, output or tool guardrail ran (``guardrail_end`` says if it tripped)."""
 
 # Output items the SDK executes on the client; hosted calls (web search, ...) run at the provider.
 _CLIENT_CALLS = frozenset(
@@ -578,10 +578,16 @@ class LoopscribeHooks(RunHooks[Any]):
                 stop_reason=stop_reason,
                 response_id=response.response_id,
             )
+            extra: dict[str, Any] = {}
             if response.request_id:
-                end = Event(
-                    end.type, end.execution, {**end.data, "request_id": response.request_id}
-                )
+                extra["request_id"] = response.request_id
+            requests = getattr(response.usage, "requests", 1)
+            if isinstance(requests, int) and requests > 1:
+                # The SDK's retry policy counts each failed attempt as a request
+                # (apply_retry_attempt_usage); hooks see only the attempt that answered.
+                extra["failed_attempts"] = requests - 1
+            if extra:
+                end = Event(end.type, end.execution, {**end.data, **extra})
             self._record(end)
             for committed in message if isinstance(message, list) else [message]:
                 self._record(ev.message_end(model, committed))
@@ -853,16 +859,33 @@ class LoopscribeHooks(RunHooks[Any]):
                 self._guardrail(last, kind, result.guardrail, result.output)
 
     def _guardrail(self, owner: Execution | None, kind: str, guardrail: Any, output: Any) -> None:
-        data: dict[str, Any] = {"guardrail": _guardrail_name(guardrail), "kind": kind}
+        """A guardrail that ran, as a ``guardrail`` execution nested under its agent.
+
+        Hooks learn guardrail results only from the run's result (or its
+        exception), so both records are written then: they say what the
+        guardrail decided, not how long it took.
+        """
+        parent = owner.id if owner is not None else None
+        ex = Execution(f"guardrail_{self._ids.number('guardrail')}", GUARDRAIL, parent_id=parent)
+        name = _guardrail_name(guardrail)
         behavior = getattr(output, "behavior", None)
+        kind_of_behavior: str | None = None
         if isinstance(behavior, Mapping):
             # A tool guardrail: allow, reject_content or raise_exception.
-            data["behavior"] = behavior.get("type")
-            data["triggered"] = behavior.get("type") != "allow"
+            kind_of_behavior = behavior.get("type")
+            triggered = kind_of_behavior != "allow"
         else:
-            data["triggered"] = bool(getattr(output, "tripwire_triggered", False))
-        data["output_info"] = _jsonable(getattr(output, "output_info", None))
-        self._record(Event(GUARDRAIL, owner, data))
+            triggered = bool(getattr(output, "tripwire_triggered", False))
+        self._record(ev.guardrail_start(ex, name, kind=kind))
+        self._record(
+            ev.guardrail_end(
+                ex,
+                name,
+                triggered=triggered,
+                behavior=kind_of_behavior,
+                output_info=_jsonable(getattr(output, "output_info", None)),
+            )
+        )
 
 
 def _tripped(error: BaseException) -> tuple[str, Any] | None:
