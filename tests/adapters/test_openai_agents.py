@@ -85,6 +85,7 @@ from loopscribe.adapters.openai_agents import (
 )
 from loopscribe.adapters.openai_agents import assistant_message as assistant_message_of
 from loopscribe.adapters.openai_agents._messages import usage_of
+from loopscribe.live import Bus, Transient
 from loopscribe.otel import SpanBridge, replay
 from loopscribe.testing import captured_spans, span_tree
 
@@ -1329,3 +1330,42 @@ def test_hooks_count_the_attempts_the_sdk_retried(tmp_path: Path) -> None:
     assert hooks.errors == 0
     (end,) = of_type(list(loopscribe.read(path)), "model_exec_end")
     assert end.data["failed_attempts"] == 1
+
+
+def test_streamed_deltas_reach_live_subscribers_and_never_the_file(tmp_path: Path) -> None:
+    """hooks.stream_events publishes each call's deltas on its model execution, unwritten."""
+    model = ScriptedModel(
+        [
+            [function_call("get_weather", {"city": "Lima"}, call_id="call_lima")],
+            [assistant_message("Sunny in Lima.")],
+        ]
+    )
+    agent = Agent(name="weather", model=model, tools=[get_weather])
+    path = tmp_path / "agent.jsonl"
+    bus = Bus()
+
+    async def stream(hooks: LoopscribeHooks) -> list[str]:
+        result = hooks.run_streamed(agent, "Lima?", run_config=OFFLINE)
+        return [event.type async for event in hooks.stream_events(result)]
+
+    with Session.create(path, observers=[bus]) as session, session.begin_run() as run:
+        subscription = bus.subscribe(session.id)
+        hooks = LoopscribeHooks(run)
+        seen = asyncio.run(stream(hooks))
+    subscription.close()
+    assert hooks.errors == 0
+    assert "raw_response_event" in seen
+    deltas = [item for item in subscription if isinstance(item, Transient)]
+    assert {d.type for d in deltas} == {"message_update"}
+    by_call: dict[str, list[Any]] = {}
+    for d in deltas:
+        assert d.execution is not None
+        by_call.setdefault(d.execution.id, []).append(d.data["delta"])
+    assert by_call["model_1"] == [
+        {"type": "tool_call", "item_id": "call_lima", "arguments": '{"city":"Lima"}'}
+    ]
+    assert "".join(by_call["model_2"]) == "Sunny in Lima."
+    records = list(loopscribe.read(path))
+    assert not of_type(records, "message_update")
+    assert of_type(records, "model_exec_end")[0].data["message"] is not None
+    assert of_type(records, "agent_end")  # stream_events recorded the result

@@ -9,7 +9,8 @@ import json
 import logging
 import threading
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -35,6 +36,7 @@ from agents import (
 from agents.models import get_default_model
 from agents.result import RunResultBase, RunResultStreaming
 from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_runner
+from agents.stream_events import StreamEvent
 from agents.tool import FunctionTool, default_tool_error_function
 from agents.tool_context import ToolContext
 from agents.tracing import get_current_span
@@ -341,6 +343,9 @@ class LoopscribeHooks(RunHooks[Any]):
         self._anonymous_tools: dict[int, list[_OpenTool]] = {}
         self._tool_errors: dict[str, BaseException] = {}
         self._handed_off_by: str | None = None
+        # Streamed model calls not yet reached by the consumer of stream_events, in order.
+        self._streamed: deque[Execution] = deque()
+        self._delta_target: Execution | None = None
 
     # -- installing --------------------------------------------------------
 
@@ -439,6 +444,63 @@ class LoopscribeHooks(RunHooks[Any]):
             starting_agent, input, hooks=self, run_config=self.run_config(run_config), **kwargs
         )
 
+    async def stream_events(self, result: RunResultStreaming) -> AsyncIterator[StreamEvent]:
+        """``result.stream_events()``, publishing the model's deltas to live subscribers.
+
+        Each text, reasoning and tool-argument delta of a streamed model call
+        is recorded as a transient ``message_update`` of that call's model
+        execution: a ``loopscribe.live.Bus`` attached to the Session delivers
+        it, the file never holds it. When the stream ends the run is recorded
+        (:meth:`record_result`, or :meth:`record_error` if it raised)::
+
+            result = hooks.run_streamed(agent, "Hi")
+            async for event in hooks.stream_events(result):
+                ...
+
+        Args:
+            result: What :meth:`run_streamed` (or ``Runner.run_streamed`` with
+                these hooks) returned.
+
+        Yields:
+            The SDK's stream events, unchanged.
+        """
+        try:
+            async for event in result.stream_events():
+                if event.type == "raw_response_event":
+                    self._publish(event.data)
+                yield event
+        except BaseException as exc:
+            self.record_error(exc)
+            raise
+        self.record_result(result)
+
+    def _publish(self, raw: Any) -> None:
+        """One raw Responses stream event: the start of a model call's stream, or a delta."""
+        try:
+            kind = getattr(raw, "type", None)
+            if kind == "response.created":
+                # Streams reach the consumer in the order the calls started.
+                self._delta_target = self._streamed.popleft() if self._streamed else None
+                return
+            target = self._delta_target
+            if target is None or not isinstance(kind, str) or not kind.endswith(".delta"):
+                return
+            delta: Any = getattr(raw, "delta", None)
+            if not isinstance(delta, str):
+                return
+            if kind == "response.output_text.delta":
+                update: Any = delta
+            elif kind.startswith("response.reasoning"):
+                update = {"type": "thinking", "text": delta}
+            elif kind == "response.function_call_arguments.delta":
+                update = {"type": "tool_call", "item_id": getattr(raw, "item_id", None)}
+                update["arguments"] = delta
+            else:
+                return
+            self._record(ev.message_update(target, None, delta=update))
+        except Exception:
+            self._failed("a stream delta")
+
     # -- after the run -----------------------------------------------------
 
     def record_result(self, result: RunResultBase) -> None:
@@ -533,6 +595,9 @@ class LoopscribeHooks(RunHooks[Any]):
             name = self._model_name(agent)
             messages: list[Any] = [SystemMessage(system_prompt)] if system_prompt else []
             messages.extend(from_items(_jsonable(item) for item in input_items))
+            # Whether the call streams is the runner's business; stream_events pairs
+            # each stream with its call (a run's calls, forgotten with the run).
+            self._streamed.append(model)
             self._record(ev.turn_start(turn, self._turn_number))
             self._record(
                 ev.model_exec_start(
