@@ -47,6 +47,7 @@ from loopscribe import (
     UserMessage,
 )
 from loopscribe.adapters.langchain import LoopscribeCallbackHandler
+from loopscribe.live import Bus, Transient
 
 
 class ToolCallingFake(FakeMessagesListChatModel):
@@ -392,11 +393,13 @@ def assert_streamed_run(path: Path) -> None:
 
 
 def test_a_streamed_graph_records_each_reply_once(tmp_path: Path) -> None:
-    """graph.stream(stream_mode="messages"): whole replies, once each; no token records."""
+    """graph.stream(stream_mode="messages"): whole replies once each; tokens go live only."""
     graph = streamed_graph()
     path = tmp_path / "stream.jsonl"
     thread: RunnableConfig = {"configurable": {"thread_id": "s"}}
-    with Session.create(path) as session:
+    bus = Bus()
+    with Session.create(path, observers=[bus]) as session:
+        subscription = bus.subscribe(session.id)
         for question in ("Weather?", "Tomorrow?"):
             with session.begin_run() as run:
                 handler = LoopscribeCallbackHandler(run)
@@ -411,6 +414,25 @@ def test_a_streamed_graph_records_each_reply_once(tmp_path: Path) -> None:
                 assert tokens
                 assert handler.errors == 0
     assert_streamed_run(path)
+    subscription.close()
+    deltas = [item for item in subscription if isinstance(item, Transient)]
+    assert {d.type for d in deltas} == {"message_update"}
+    texts: dict[str, str] = {}
+    tool_calls: list[str] = []
+    for d in deltas:
+        assert d.execution is not None
+        assert d.execution.kind == "model"
+        delta = d.data["delta"]
+        if isinstance(delta, str):
+            texts[d.execution.id] = texts.get(d.execution.id, "") + delta
+        else:
+            assert delta["type"] == "tool_call"
+            tool_calls.append(delta["id"])
+    replies = [r for r in loopscribe.read(path) if r.type == "model_exec_end"]
+    assert tool_calls == ["c1", "c2", "c3"]
+    for reply in replies:
+        assert reply.execution is not None
+        assert texts.get(reply.execution.id, "") == reply.data["message"].text
 
 
 def test_an_async_streamed_graph_records_the_same(tmp_path: Path) -> None:

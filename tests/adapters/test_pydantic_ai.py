@@ -66,6 +66,7 @@ from loopscribe import (
     UserMessage,
 )
 from loopscribe.adapters.pydantic_ai import LoopscribeCapability, from_pydantic_ai, to_pydantic_ai
+from loopscribe.live import Bus, Transient
 from loopscribe.otel import SpanBridge, replay
 from loopscribe.testing import captured_spans, span_tree
 
@@ -545,7 +546,7 @@ def test_a_failing_recorder_never_breaks_the_agent(
 
 
 def test_a_streamed_run_records_the_same_calls(tmp_path: Path) -> None:
-    """Under ``run_stream_events`` the streamed responses are recorded once they are complete."""
+    """Under ``run_stream_events`` responses are recorded once complete, deltas published live."""
 
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
         if len(messages) == 1:
@@ -568,12 +569,25 @@ def test_a_streamed_run_records_the_same_calls(tmp_path: Path) -> None:
         ) as events:
             return [event async for event in events]
 
-    with Session.create(path) as session, session.begin_run() as run:
+    bus = Bus()
+    with Session.create(path, observers=[bus]) as session, session.begin_run() as run:
+        subscription = bus.subscribe(session.id)
         events = asyncio.run(main(run))
+    subscription.close()
     assert events
     records = list(loopscribe.read(path))
+    assert not of_type(records, "message_update")
     ends = of_type(records, "model_exec_end")
     assert [text_of(r.data["message"]) for r in ends][1] == "Cloudy in Porto."
+    # The deltas went to live subscribers, each on the model execution that streamed it.
+    deltas = [item for item in subscription if isinstance(item, Transient)]
+    assert {d.type for d in deltas} == {"message_update"}
+    first = [d.data["delta"] for d in deltas if d.execution == ex(ends[0])]
+    second = [d.data["delta"] for d in deltas if d.execution == ex(ends[1])]
+    assert first == [
+        {"type": "tool_call", "id": "call_s", "name": "get_weather", "args": '{"city": "Porto"}'}
+    ]
+    assert second == ["Cloudy ", "in Porto."]
     assert all(r.data["usage"].output_tokens > 0 for r in ends)
     assert {r.data["stream"] for r in of_type(records, "model_exec_start")} == {True}
     assert of_type(records, "tool_exec_end")[0].data["result"]["city"] == "Porto"

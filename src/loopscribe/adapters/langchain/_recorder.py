@@ -790,6 +790,35 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
             self._commit(opened.conversation, execution, generation.message)
 
     @_guarded
+    def on_llm_new_token(
+        self,
+        token: str,
+        *,
+        chunk: Any = None,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A streamed delta: published to live subscribers (a ``Bus``), never written.
+
+        Text arrives as ``token``; a tool call's name and argument fragments
+        as the chunk's ``tool_call_chunks``.
+        """
+        opened = self._open.get(run_id)
+        if opened is None:
+            return
+        if isinstance(token, str) and token:
+            self._record(ev.message_update(opened.execution, None, delta=token))
+        message = getattr(chunk, "message", None)
+        for part in getattr(message, "tool_call_chunks", None) or ():
+            if not isinstance(part, Mapping):
+                continue
+            delta = {k: part.get(k) for k in ("id", "name", "args", "index") if part.get(k)}
+            if delta:
+                delta = {"type": "tool_call", **delta}
+                self._record(ev.message_update(opened.execution, None, delta=delta))
+
+    @_guarded
     def on_llm_error(
         self,
         error: BaseException,
