@@ -46,7 +46,7 @@ from loopscribe import (
     ToolResultMessage,
     UserMessage,
 )
-from loopscribe.adapters.langchain import LoopscribeCallbackHandler
+from loopscribe.adapters.langchain import LoopscribeCallbackHandler, LoopscribeCheckpointer
 from loopscribe.live import Bus, Transient
 
 
@@ -456,3 +456,76 @@ def test_an_async_streamed_graph_records_the_same(tmp_path: Path) -> None:
     with Session.create(path) as session:
         asyncio.run(converse(session))
     assert_streamed_run(path)
+
+
+def test_each_committed_checkpoint_is_referenced_and_resumes_the_graph(tmp_path: Path) -> None:
+    """LoopscribeCheckpointer: one checkpoint record per saved super-step, a reference only."""
+    path = tmp_path / "thread.jsonl"
+    thread: RunnableConfig = {"configurable": {"thread_id": "t-9"}}
+    with Session.create(path) as session:
+        saver = LoopscribeCheckpointer(InMemorySaver(), session)
+        graph = react_agent(
+            ToolCallingFake(responses=weather_script()),
+            [get_weather, get_alerts],
+            checkpointer=saver,
+        )
+        for question in ("Weather in Lisbon and Porto?", "And tomorrow?"):
+            with session.begin_run() as run:
+                handler = LoopscribeCallbackHandler(run)
+                graph.invoke({"messages": [("user", question)]}, {**thread, "callbacks": [handler]})
+                assert handler.errors == 0
+        # Between runs no run is open: a checkpoint then is stored but not referenced.
+        graph.update_state(thread, {"messages": [("user", "a note")]})
+    assert saver.errors == 0
+    stored = [t.config["configurable"]["checkpoint_id"] for t in saver.list(thread)]
+    records = list(loopscribe.read(path))
+    checkpoints = of_type(records, "checkpoint")
+    snapshots = [r.data["snapshot"] for r in checkpoints]
+    assert [s["checkpoint_id"] for s in snapshots] == list(reversed(stored))[:-1]
+    assert {s["thread_id"] for s in snapshots} == {"t-9"}
+    assert [s["step"] for s in snapshots] == sorted(s["step"] for s in snapshots)
+    assert snapshots[0]["source"] == "input"
+    for snapshot in snapshots:
+        assert set(snapshot) <= {
+            "framework",
+            "thread_id",
+            "checkpoint_ns",
+            "checkpoint_id",
+            "step",
+            "source",
+        }
+    # Each reference follows the records of its super-step: the last one of a run
+    # comes after that run's final model reply.
+    runs = {r.run_id for r in checkpoints}
+    assert len(runs) == 2
+    for run_id in runs:
+        last_reply = max(
+            r.seq for r in records if r.run_id == run_id and r.type == "model_exec_end"
+        )
+        last_checkpoint = max(r.seq for r in checkpoints if r.run_id == run_id)
+        assert last_checkpoint > last_reply
+    # The reference is what LangGraph needs to load that state again.
+    resumed = graph.get_state({"configurable": {"thread_id": "t-9", **_ids(snapshots[-1])}})
+    assert resumed.values["messages"][-1].content == "Tomorrow too."
+
+
+def _ids(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """The configurable keys a checkpoint reference gives back to LangGraph."""
+    return {k: snapshot[k] for k in ("checkpoint_ns", "checkpoint_id") if k in snapshot}
+
+
+def test_an_async_graph_references_its_checkpoints_too(tmp_path: Path) -> None:
+    """ainvoke stores through aput: the same references as a sync run."""
+    path = tmp_path / "async.jsonl"
+    thread: RunnableConfig = {"configurable": {"thread_id": "t-a"}}
+    with Session.create(path) as session, session.begin_run() as run:
+        saver = LoopscribeCheckpointer(InMemorySaver(), run)
+        graph = react_agent(
+            ToolCallingFake(responses=weather_script()),
+            [get_weather, get_alerts],
+            checkpointer=saver,
+        )
+        asyncio.run(graph.ainvoke({"messages": [("user", "Weather?")]}, thread))
+    stored = [t.config["configurable"]["checkpoint_id"] for t in saver.list(thread)]
+    snapshots = [r.data["snapshot"] for r in of_type(list(loopscribe.read(path)), "checkpoint")]
+    assert [s["checkpoint_id"] for s in snapshots] == list(reversed(stored))
