@@ -1369,3 +1369,36 @@ def test_streamed_deltas_reach_live_subscribers_and_never_the_file(tmp_path: Pat
     assert not of_type(records, "message_update")
     assert of_type(records, "model_exec_end")[0].data["message"] is not None
     assert of_type(records, "agent_end")  # stream_events recorded the result
+
+
+def test_checkpoints_say_where_each_run_left_the_conversation(tmp_path: Path) -> None:
+    """checkpoints=True: after each run a checkpoint with the agent and the input-list length."""
+    path = tmp_path / "agent.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        hooks = LoopscribeHooks(run, checkpoints=True)
+        agent = weather_agents()
+        first = asyncio.run(hooks.run(agent, "Weather in Faro?", run_config=OFFLINE))
+        history = first.to_input_list()
+        follow_up: list[TResponseInputItem] = [{"role": "user", "content": "Something else."}]
+        second = asyncio.run(hooks.run(agent, history + follow_up, run_config=OFFLINE))
+        assert session.load_checkpoint() == {
+            "framework": "openai-agents",
+            "agent": "helper",
+            "input_items": len(second.to_input_list()),
+            "last_response_id": second.last_response_id,
+        }
+    assert hooks.errors == 0
+    records = list(loopscribe.read(path))
+    checkpoints = of_type(records, "checkpoint")
+    assert [c.data["snapshot"]["agent"] for c in checkpoints] == ["weather", "helper"]
+    assert checkpoints[0].data["snapshot"]["input_items"] == len(history)
+    # Each checkpoint follows everything its run committed.
+    ends = [r.seq for r in of_type(records, "agent_end")]
+    assert checkpoints[0].seq > ends[0]
+    assert checkpoints[1].seq > ends[-1]
+    assert max(r.seq for r in of_type(records, "message_end")) < checkpoints[1].seq
+
+
+def test_checkpoints_are_off_by_default(recorded: list[Record]) -> None:
+    """Without checkpoints=True nothing is fsynced per run."""
+    assert not of_type(recorded, "checkpoint")

@@ -638,6 +638,68 @@ def test_a_delegate_agent_nests_under_the_tool_call(tmp_path: Path) -> None:
     )
 
 
+def test_checkpoints_follow_each_top_level_run_and_resume_the_history(tmp_path: Path) -> None:
+    """checkpoints=True: a checkpoint per finished top-level run, none for the delegate inside."""
+    path = tmp_path / "session.jsonl"
+    helper = Agent(TestModel(custom_output_text="42"), name="helper")
+    boss = Agent(
+        FunctionModel(
+            Script(
+                [
+                    [ToolCallPart("ask_helper", {}, tool_call_id="call_d")],
+                    [TextPart("done")],
+                    [TextPart("still done")],
+                ]
+            ),
+            model_name="boss-model",
+        ),
+        name="boss",
+    )
+    with Session.create(path) as session, session.begin_run() as run:
+        recorder = LoopscribeCapability(run, checkpoints=True)
+
+        @boss.tool_plain
+        async def ask_helper() -> str:
+            """Delegate to the helper agent."""
+            return (await helper.run("What is it?", capabilities=[recorder])).output
+
+        first = asyncio.run(boss.run("Go.", capabilities=[recorder]))
+        # A host resumes from the checkpoint: the history it counts, then a new prompt.
+        saved = session.load_checkpoint()
+        history = first.all_messages()[: saved["messages"]]
+        second = asyncio.run(boss.run("Again.", message_history=history, capabilities=[recorder]))
+    assert recorder.errors == 0
+    records = list(loopscribe.read(path))
+    snapshots = [r.data["snapshot"] for r in of_type(records, "checkpoint")]
+    assert snapshots == [
+        {
+            "framework": "pydantic-ai",
+            "agent": "boss",
+            "execution": "boss_1",
+            "messages": len(first.all_messages()),
+            "new_messages": len(first.new_messages()),
+            "run_id": first.run_id,
+            "conversation_id": first.conversation_id,
+        },
+        {
+            "framework": "pydantic-ai",
+            "agent": "boss",
+            "execution": "boss_3",
+            "messages": len(second.all_messages()),
+            "new_messages": 2,
+            "run_id": second.run_id,
+            "conversation_id": second.conversation_id,
+        },
+    ]
+    # Every message a checkpoint counts was committed before it.
+    (first_checkpoint, _) = of_type(records, "checkpoint")
+    first_run_messages = [
+        r for r in of_type(records, "message_end") if r.seq < first_checkpoint.seq
+    ]
+    assert first_run_messages
+    assert max(r.seq for r in of_type(records, "agent_end")[:2]) < first_checkpoint.seq
+
+
 def test_a_failed_stream_keeps_its_partial_content(tmp_path: Path) -> None:
     """A stream that breaks mid-answer ends its attempt with the error and the text received."""
 

@@ -308,18 +308,28 @@ class LoopscribeHooks(RunHooks[Any]):
         errors: How many recording steps failed (each was logged, none raised).
     """
 
-    def __init__(self, run: Run, *, parent: Execution | None = None) -> None:
+    def __init__(
+        self, run: Run, *, parent: Execution | None = None, checkpoints: bool = False
+    ) -> None:
         """Record into ``run``; the host opens and closes the Session and the run.
 
         Args:
             run: The loopscribe run to record into.
             parent: The execution this run happens inside (the tool call that
                 runs an agent as a tool); ``None`` for a top-level run.
+            checkpoints: After each run :meth:`record_result` records, write a
+                loopscribe ``checkpoint`` (``Run.save_checkpoint``, which
+                fsyncs) with what a host needs to continue the conversation:
+                the agent to continue with, ``len(result.to_input_list())``
+                (every item of it committed in the file by then), the last
+                response id, and whether the run stopped for approvals. Off by
+                default: each checkpoint costs an fsync.
         """
         super().__init__()
         _install_runner()
         self._run = run
         self._parent = parent
+        self._checkpoints = checkpoints
         self._stream: bool | None = None
         self._ids = _counters(run)
         self._run_config: RunConfig | None = None
@@ -516,9 +526,30 @@ class LoopscribeHooks(RunHooks[Any]):
                 result.tool_input_guardrail_results,
                 result.tool_output_guardrail_results,
             )
-            self._finish("interrupted" if getattr(result, "interruptions", None) else "incomplete")
+            interrupted = bool(getattr(result, "interruptions", None))
+            self._finish("interrupted" if interrupted else "incomplete")
         except Exception:
             self._failed("a run result")
+            return
+        if self._checkpoints and self._parent is None:
+            self._checkpoint(result, interrupted)
+
+    def _checkpoint(self, result: RunResultBase, interrupted: bool) -> None:
+        """Where the conversation stands after a run: what a host resumes from."""
+        try:
+            snapshot: dict[str, Any] = {
+                "framework": "openai-agents",
+                "agent": result.last_agent.name,
+                "input_items": len(result.to_input_list()),
+            }
+            if result.last_response_id is not None:
+                snapshot["last_response_id"] = result.last_response_id
+            if interrupted:
+                # Resume with result.to_state() after the approvals.
+                snapshot["interrupted"] = True
+            self._run.save_checkpoint(snapshot)
+        except Exception:
+            self._failed("a checkpoint")
 
     def record_error(self, error: BaseException) -> None:
         """Record a failed run: its guardrail results, tripwire, and ``error`` on what was open.

@@ -378,9 +378,17 @@ class LoopscribeCapability(AbstractCapability[Any]):
 
     Args:
         run: The open loopscribe Run to record into; the host opens and closes it.
+        checkpoints: After each top-level agent run that finishes, write a
+            loopscribe ``checkpoint`` (``Run.save_checkpoint``, which fsyncs)
+            saying where the conversation stands: how many messages its
+            history holds (``result.all_messages()``, every one committed in
+            the file by then), how many this run added, the agent, pydantic-ai's
+            ``run_id`` and ``conversation_id``. Off by default: each checkpoint
+            costs an fsync.
     """
 
     run: Run
+    checkpoints: bool = False
     _shared: _Shared = field(init=False, repr=False, compare=False)
     _active: _AgentRun | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -506,6 +514,26 @@ class LoopscribeCapability(AbstractCapability[Any]):
                 output=output,
             )
         )
+        if self.checkpoints and result is not None and state.agent.parent_id is None:
+            self._checkpoint(state, result)
+
+    def _checkpoint(self, state: _AgentRun, result: AgentRunResult[Any]) -> None:
+        """Where the conversation stands after a finished run: what a host resumes from."""
+        try:
+            snapshot: dict[str, Any] = {
+                "framework": "pydantic-ai",
+                "agent": state.name,
+                "execution": state.agent.id,
+                "messages": len(result.all_messages()),
+                "new_messages": len(result.new_messages()),
+            }
+            for key in ("run_id", "conversation_id"):
+                value = getattr(result, key, None)
+                if isinstance(value, str):
+                    snapshot[key] = value
+            self._shared.run.save_checkpoint(snapshot)
+        except Exception:
+            self._failed("a checkpoint")
 
     # -- turns and committed messages ------------------------------------------------------
 
