@@ -1402,3 +1402,57 @@ def test_checkpoints_say_where_each_run_left_the_conversation(tmp_path: Path) ->
 def test_checkpoints_are_off_by_default(recorded: list[Record]) -> None:
     """Without checkpoints=True nothing is fsynced per run."""
     assert not of_type(recorded, "checkpoint")
+
+
+def test_the_trace_processor_records_a_streamed_handoff(
+    tmp_path: Path, local_tracing: _Collect
+) -> None:
+    """run_streamed with a handoff, traced: both agents, each call once in its agent's turn."""
+    helper = Agent(
+        name="helper",
+        model=ScriptedModel([[assistant_message("The helper answers.")]], emit_traces=True),
+    )
+    triage = Agent(
+        name="triage",
+        model=ScriptedModel(
+            [[function_call("transfer_to_helper", {}, call_id="call_h")]], emit_traces=True
+        ),
+        handoffs=[helper],
+    )
+    path = tmp_path / "traced.jsonl"
+
+    async def stream() -> Any:
+        result = Runner.run_streamed(triage, "Help me.")
+        async for _event in result.stream_events():
+            pass
+        return result.final_output
+
+    with Session.create(path) as session, session.begin_run() as run:
+        processor = LoopscribeTraceProcessor(run)
+        add_trace_processor(processor)
+        final = asyncio.run(stream())
+        processor.close()
+    assert final == "The helper answers."
+    assert processor.errors == 0
+    records = list(loopscribe.read(path))
+    assert_each_call_once(records)
+    agents = [
+        (r.data["agent"], ex.parent_id)
+        for r in of_type(records, "agent_start")
+        if (ex := r.execution)
+    ]
+    assert agents == [("triage", None), ("helper", None)]
+    (handoff,) = of_type(records, "handoff")
+    assert handoff.data == {"from_agent": "triage", "to_agent": "helper"}
+    # Each model call sits in a turn of the agent that made it. (The SDK's scripted model
+    # traces no bodies, so this path has no messages to commit: see the module's limits.)
+    tree = executions(records)
+    agent_ids = [r.execution.id for r in of_type(records, "agent_start") if r.execution]
+    owners = []
+    for end in of_type(records, "model_exec_end"):
+        assert end.execution is not None
+        turn = end.execution.parent_id
+        assert turn is not None
+        assert tree[turn][0] == "turn"
+        owners.append(tree[turn][1])
+    assert owners == agent_ids
