@@ -11,6 +11,7 @@ Nothing reaches the network.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import socket
 import subprocess
@@ -39,6 +40,7 @@ from agents import (
     function_tool,
     input_guardrail,
     output_guardrail,
+    retry_policies,
     set_trace_provider,
 )
 from agents.agent_output import AgentOutputSchemaBase
@@ -1314,8 +1316,8 @@ def test_the_trace_processor_records_guardrails_and_each_retried_attempt(
         )
 
 
-def test_hooks_count_the_attempts_the_sdk_retried(tmp_path: Path) -> None:
-    """Hooks see one model call per turn; its end says how many attempts failed before it."""
+def test_hooks_record_each_attempt_the_sdk_retried(tmp_path: Path) -> None:
+    """The agent's retry policy retries a failed call: both attempts, the error between them."""
     model = ScriptedModel(
         [
             ModelStep.raise_error(ModelOverloadedError("overloaded")),
@@ -1326,10 +1328,103 @@ def test_hooks_count_the_attempts_the_sdk_retried(tmp_path: Path) -> None:
     path = tmp_path / "agent.jsonl"
     with Session.create(path) as session, session.begin_run() as run:
         hooks = LoopscribeHooks(run)
-        asyncio.run(hooks.run(agent, "weather?", run_config=OFFLINE))
+        result = asyncio.run(hooks.run(agent, "weather?", run_config=OFFLINE))
+    assert result.final_output == "Sunny."
     assert hooks.errors == 0
-    (end,) = of_type(list(loopscribe.read(path)), "model_exec_end")
-    assert end.data["failed_attempts"] == 1
+    records = list(loopscribe.read(path))
+    assert_each_call_once(records)
+    attempts = [
+        (r.type, r.execution.id, r.execution.attempt)
+        for r in records
+        if r.execution is not None and r.execution.kind == "model"
+    ]
+    assert attempts == [
+        ("model_exec_start", "model_1", 1),
+        ("model_request", "model_1", 1),
+        ("model_exec_end", "model_1", 1),
+        ("retry_scheduled", "model_1", 1),
+        ("model_exec_start", "model_1", 2),
+        ("model_request", "model_1", 2),
+        ("model_exec_end", "model_1", 2),
+        ("message_end", "model_1", 2),
+    ]
+    first_end, second_end = of_type(records, "model_exec_end")
+    assert first_end.data["error"]["type"] == "ModelOverloadedError"
+    assert "error" not in second_end.data
+    assert second_end.data["failed_attempts"] == 1
+    requests = [r.data for r in of_type(records, "model_request")]
+    assert requests[0] == requests[1]  # the same request, sent again
+    assert "policy" not in requests[0]["config"].get("retry", {})
+    (retry,) = of_type(records, "retry_scheduled")
+    assert retry.data["next_attempt"] == 2
+    assert first_end.ts <= retry.ts <= of_type(records, "model_exec_start")[1].ts
+    captured = captured_spans()
+    replay(path, captured.processor)
+    chats = [s for s in captured.spans if s.name.startswith("chat")]
+    assert [(s.attributes or {})["loopscribe.attempt"] for s in chats] == [1, 2]
+    assert chats[0].status.status_code is StatusCode.ERROR
+    assert (chats[0].attributes or {})["error.type"] == "ModelOverloadedError"
+    assert chats[1].status.status_code is StatusCode.UNSET
+
+
+@pytest.mark.parametrize("policy", [retry_policies.network_error(), retry_policies.never()])
+def test_the_watched_policy_keeps_what_the_sdk_reads_from_the_hosts(
+    tmp_path: Path, policy: Any
+) -> None:
+    """The SDK reads which failures a policy retries from the policy object; they stay the same."""
+    config = RunConfig(model_settings=ModelSettings(retry=ModelRetrySettings(policy=policy)))
+    with Session.create(tmp_path / "agent.jsonl") as session, session.begin_run() as run:
+        settings = LoopscribeHooks(run).run_config(config).model_settings
+    assert settings is not None
+    assert settings.retry is not None
+    wrapper = settings.retry.policy
+    assert wrapper is not policy
+    for attribute in (
+        "_openai_agents_retries_safe_transport_errors",
+        "_openai_agents_retries_all_transient_errors",
+    ):
+        assert getattr(wrapper, attribute) == getattr(policy, attribute, False)
+    copied = copy.deepcopy(settings).retry  # the SDK copies model settings
+    assert copied is not None
+    assert copied.policy is wrapper
+
+
+def test_a_retry_the_policy_refuses_ends_the_run_on_the_last_attempt(tmp_path: Path) -> None:
+    """A run-level policy retries once; the second failure is final: two failed attempts."""
+    model = ScriptedModel(
+        [
+            ModelStep.raise_error(ModelOverloadedError("overloaded")),
+            ModelStep.raise_error(ModelOverloadedError("still overloaded")),
+        ]
+    )
+    decisions: list[int] = []
+
+    def once(context: Any) -> bool:
+        decisions.append(context.attempt)
+        return True
+
+    config = RunConfig(
+        tracing_disabled=True,
+        model_settings=ModelSettings(
+            retry=ModelRetrySettings(max_retries=1, backoff={"initial_delay": 0.0}, policy=once)
+        ),
+    )
+    agent = Agent(name="weather", model=model)
+    path = tmp_path / "agent.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        hooks = LoopscribeHooks(run)
+        with pytest.raises(ModelOverloadedError):
+            asyncio.run(hooks.run(agent, "weather?", run_config=config))
+    assert decisions == [1]  # the host's policy decided, once
+    records = list(loopscribe.read(path))
+    assert_each_call_once(records)
+    ends = [
+        (ex.attempt, r.data["error"]["message"])
+        for r in of_type(records, "model_exec_end")
+        if (ex := r.execution)
+    ]
+    assert ends == [(1, "overloaded"), (2, "still overloaded")]
+    assert len(of_type(records, "retry_scheduled")) == 1
 
 
 def test_streamed_deltas_reach_live_subscribers_and_never_the_file(tmp_path: Path) -> None:

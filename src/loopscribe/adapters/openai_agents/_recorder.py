@@ -11,6 +11,7 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -21,7 +22,11 @@ from agents import (
     Handoff,
     InputGuardrailTripwireTriggered,
     ModelResponse,
+    ModelRetrySettings,
+    ModelSettings,
     OutputGuardrailTripwireTriggered,
+    RetryDecision,
+    RetryPolicyContext,
     RunConfig,
     RunContextWrapper,
     RunHooks,
@@ -356,6 +361,10 @@ class LoopscribeHooks(RunHooks[Any]):
         # Streamed model calls not yet reached by the consumer of stream_events, in order.
         self._streamed: deque[Execution] = deque()
         self._delta_target: Execution | None = None
+        # The records that began the current model call, re-recorded for each retry,
+        # and the failed attempts the SDK's retry policy chose to retry, with when.
+        self._model_starts: tuple[Event, ...] = ()
+        self._retries: list[tuple[Any, float | None, datetime]] = []
 
     # -- installing --------------------------------------------------------
 
@@ -387,8 +396,80 @@ class LoopscribeHooks(RunHooks[Any]):
             message = chained(args)
             return await message if inspect.isawaitable(message) else message
 
-        self._run_config = dataclasses.replace(config, tool_error_formatter=format_tool_error)
+        self._run_config = dataclasses.replace(
+            config,
+            tool_error_formatter=format_tool_error,
+            model_settings=self._watch_retries(config.model_settings),
+        )
         return self._run_config
+
+    def _watch_retries(self, settings: ModelSettings | None) -> ModelSettings:
+        """Run-level model settings whose retry policy also tells these hooks what it decided.
+
+        The SDK retries a failed model call inside one ``on_llm_start`` /
+        ``on_llm_end`` pair; only its retry policy sees each failure. The
+        policy installed here asks the one the run would have used (the
+        host's run-level policy, else the current agent's) and notes a retry
+        it grants, so the failed attempt is recorded with its error. Without
+        a retry configuration anywhere the SDK never calls it: nothing changes.
+        """
+        base = settings if settings is not None else ModelSettings()
+        host = base.retry
+        retry = ModelRetrySettings(
+            max_retries=host.max_retries if host is not None else None,
+            backoff=host.backoff if host is not None else None,
+            policy=_WatchedPolicy(self, host.policy if host is not None else None),
+        )
+        return dataclasses.replace(base, retry=retry)
+
+    def _agent_retry_policy(self) -> Any:
+        agent = self._agents[-1][0] if self._agents else self._starting_agent
+        retry = agent.model_settings.retry if agent is not None else None
+        return retry.policy if retry is not None else None
+
+    def _retry_decided(self, context: RetryPolicyContext, decision: Any) -> None:
+        """Note a failed attempt the SDK will retry (its own vetoes applied, as it applies them)."""
+        granted = decision.retry if isinstance(decision, RetryDecision) else bool(decision)
+        if not granted or self._model is None:
+            return
+        approves = bool(getattr(decision, "_approves_replay", False))
+        unsafe_ok = bool(getattr(decision, "approve_unsafe_replay", False))
+        safety = getattr(context, "replay_safety", None)
+        if getattr(context, "stateful_request", False) and not (
+            approves or safety == "safe" or (unsafe_ok and safety == "unsafe")
+        ):
+            return  # the SDK refuses to replay a stateful request: the run fails instead
+        if safety == "unsafe" and not (approves or unsafe_ok):
+            return
+        delay = decision.delay if isinstance(decision, RetryDecision) else None
+        self._retries.append((context.error, delay, datetime.now(UTC)))
+
+    def _record_retries(self, model: Execution) -> Execution:
+        """Write the failed attempts of ``model`` noted so far; return the attempt now running.
+
+        Written when the call ends (its attempts are known then), each
+        timestamped when it happened: the failed attempt's end and
+        ``retry_scheduled``, then the next attempt's start and request.
+        """
+        retries, self._retries = self._retries, []
+        for error, delay_s, failed_at in retries:
+            self._record(ev.model_exec_end(model, error=error, timestamp=failed_at))
+            nxt = Execution(model.id, model.kind, model.attempt + 1, model.parent_id)
+            delay_ms = None if delay_s is None else delay_s * 1000.0
+            self._record(
+                ev.retry_scheduled(
+                    model,
+                    next_attempt=nxt.attempt,
+                    delay_ms=delay_ms,
+                    error=error,
+                    timestamp=failed_at,
+                )
+            )
+            started = failed_at + timedelta(seconds=delay_s or 0.0)
+            for event in self._model_starts:
+                self._record(Event(event.type, nxt, event.data, started))
+            model = nxt
+        return model
 
     async def run(
         self,
@@ -630,12 +711,11 @@ class LoopscribeHooks(RunHooks[Any]):
             # each stream with its call (a run's calls, forgotten with the run).
             self._streamed.append(model)
             self._record(ev.turn_start(turn, self._turn_number))
-            self._record(
+            self._retries = []
+            self._model_starts = (
                 ev.model_exec_start(
                     model, name, provider=self._provider(agent), stream=self._stream
-                )
-            )
-            self._record(
+                ),
                 ev.model_request(
                     model,
                     messages,
@@ -643,8 +723,10 @@ class LoopscribeHooks(RunHooks[Any]):
                     self._model_settings(agent),
                     model=name,
                     codec=self._run.session.codec,
-                )
+                ),
             )
+            for event in self._model_starts:
+                self._record(event)
         except Exception:
             self._failed("on_llm_start")
 
@@ -656,6 +738,7 @@ class LoopscribeHooks(RunHooks[Any]):
             model, self._model = self._model, None
             if model is None:
                 return
+            model = self._record_retries(model)
             output = [_jsonable(item) for item in response.output]
             self._last_output = output
             usage = usage_of(response.usage)
@@ -865,6 +948,12 @@ class LoopscribeHooks(RunHooks[Any]):
         if config is not None and config.model_settings is not None:
             settings = settings.resolve(config.model_settings)
         fields = _jsonable(settings)
+        retry = fields.get("retry")
+        if isinstance(retry, dict):
+            # The policy is code (and, here, the hooks' own wrapper), not a setting.
+            retry.pop("policy", None)
+            if not any(v is not None for v in retry.values()):
+                del fields["retry"]
         return {k: v for k, v in fields.items() if v is not None}
 
     def _tool_error(self, call_id: str | None, result: object) -> Any:
@@ -931,6 +1020,7 @@ class LoopscribeHooks(RunHooks[Any]):
             )
         model, self._model = self._model, None
         if model is not None:
+            model = self._record_retries(model)
             self._record(ev.model_exec_end(model, error=error, stop_reason=stop_reason))
         self._end_turn(stop_reason, error)
         self._end_agent(stop_reason, error)
@@ -982,6 +1072,46 @@ class LoopscribeHooks(RunHooks[Any]):
                 output_info=_jsonable(getattr(output, "output_info", None)),
             )
         )
+
+
+class _WatchedPolicy:
+    """The retry policy a run would use, telling :class:`LoopscribeHooks` what it decided.
+
+    It asks the host's run-level policy, else the current agent's, and
+    returns that answer unchanged. The SDK reads capability markers from the
+    policy object (``_openai_agents_*``: which failures it retries); they are
+    read from the policy it stands for, so the SDK's own choices stay the same.
+    """
+
+    def __init__(self, hooks: LoopscribeHooks, chained: Any) -> None:
+        self._hooks = hooks
+        self._chained = chained
+
+    def _underlying(self) -> Any:
+        return self._chained if self._chained is not None else self._hooks._agent_retry_policy()
+
+    async def __call__(self, context: RetryPolicyContext) -> Any:
+        underlying = self._underlying()
+        decision: Any = underlying(context) if underlying is not None else False
+        if inspect.isawaitable(decision):
+            decision = await decision
+        try:
+            self._hooks._retry_decided(context, decision)
+        except Exception:
+            self._hooks._failed("a retry decision")
+        return decision
+
+    def __copy__(self) -> _WatchedPolicy:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _WatchedPolicy:
+        # The SDK copies model settings; like a function, the policy is shared, not copied.
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_openai_agents_"):
+            return getattr(self._underlying(), name, False)
+        raise AttributeError(name)
 
 
 def _tripped(error: BaseException) -> tuple[str, Any] | None:
