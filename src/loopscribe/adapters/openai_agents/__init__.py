@@ -72,10 +72,15 @@ only; never written). ``LoopscribeHooks(run, checkpoints=True)`` writes a
 ``checkpoint`` after each recorded run (agent, ``to_input_list()`` length,
 last response id, ``interrupted``).
 
-What hooks cannot show, and so is not recorded: the failed attempts of the
-SDK's model retry policy (one model execution per turn; its
-``model_exec_end`` says how many attempts failed first, ``failed_attempts``,
-and the trace processor records each attempt), the SDK's implicit
+Retries: each attempt of a model call the SDK's retry policy retried is an
+attempt of the turn's ``model_N`` (the failed one's error, ``retry_scheduled``,
+the next one's start and request). Hooks learn of them through the policy
+the run config of :meth:`LoopscribeHooks.run_config` carries: it asks the
+policy the run would have used and returns its answer unchanged.
+
+What hooks cannot show, and so is not recorded: failed retry attempts when
+the hooks are given to ``Runner`` without :meth:`LoopscribeHooks.run_config`
+(``model_exec_end.failed_attempts`` still counts them), the SDK's implicit
 model-setting defaults, tools listed at run time by MCP servers, hosted
 tools (they run at the provider and appear only as output items), and the
 response's model name (``ModelResponse`` has none). An output guardrail

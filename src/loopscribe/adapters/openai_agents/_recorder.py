@@ -373,8 +373,11 @@ class LoopscribeHooks(RunHooks[Any]):
 
         The copy's ``tool_error_formatter`` records the exception a function
         tool raised (its type becomes the span's ``error.type``) and then
-        defers to ``base``'s formatter, if any. ``base`` also tells the hooks
-        which model and model settings the run overrides.
+        defers to ``base``'s formatter, if any. Its model settings carry a
+        retry policy that asks the one the run would have used (``base``'s,
+        else the current agent's), returns its answer unchanged, and tells
+        the hooks which failed model attempts are retried. ``base`` also tells
+        the hooks which model and model settings the run overrides.
 
         Args:
             base: The run's configuration; ``None`` means ``RunConfig()``.
