@@ -21,8 +21,9 @@ written                      content
 ``tool_invoke_start``        actual arguments after middleware and authorization
 ``tool_exec_end``            result, rich content, details, error flag, disposition
 turn, agent, context, retry  lifecycle facts and summaries, never a full
-guardrail                    ``state`` snapshot (a guardrail: its name, kind,
-                             whether it tripped, its output info)
+                             ``state`` snapshot
+``guardrail_start``/end      a guardrail's name and kind; whether it tripped,
+                             its output info, its own failure
 ==========================  ===================================================
 
 Not written (transient): ``message_update`` (token deltas and partial
