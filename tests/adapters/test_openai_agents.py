@@ -49,6 +49,13 @@ from agents.items import TResponseOutputItem, TResponseStreamEvent
 from agents.models.interface import Model, ModelTracing
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from agents.tool import Tool
+from agents.tool_guardrails import (
+    ToolGuardrailFunctionOutput,
+    ToolInputGuardrailData,
+    ToolOutputGuardrailData,
+    tool_input_guardrail,
+    tool_output_guardrail,
+)
 from agents.tracing import (
     Span,
     Trace,
@@ -1551,3 +1558,78 @@ def test_the_trace_processor_records_a_streamed_handoff(
         assert tree[turn][0] == "turn"
         owners.append(tree[turn][1])
     assert owners == agent_ids
+
+
+def test_tool_guardrails_are_executions_with_their_behavior(tmp_path: Path) -> None:
+    """A tool input guardrail that rejects and an output guardrail that allows: both recorded."""
+
+    @tool_input_guardrail
+    def no_moon(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        return ToolGuardrailFunctionOutput.reject_content(
+            "Rockets stay home.", output_info={"target": "moon"}
+        )
+
+    @tool_output_guardrail
+    def checked(data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
+        return ToolGuardrailFunctionOutput.allow(output_info={"checked": True})
+
+    def launch(target: str) -> str:
+        """Launch a rocket at a target."""
+        return f"launched at {target}"
+
+    def weather(city: str) -> str:
+        """Current weather for a city."""
+        return f"sunny in {city}"
+
+    rocket = function_tool(launch, tool_input_guardrails=[no_moon])
+    sky = function_tool(weather, tool_output_guardrails=[checked])
+    model = ScriptedResponses(
+        [
+            [
+                tool_call("launch", {"target": "moon"}, "call_l"),
+                tool_call("weather", {"city": "Faro"}, "call_w"),
+            ],
+            [reply("No launch; sunny in Faro.")],
+        ]
+    )
+    agent = Agent(name="rockets", model=model, tools=[rocket, sky])
+    path = tmp_path / "agent.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        hooks = LoopscribeHooks(run)
+        asyncio.run(hooks.run(agent, "Launch, and the weather?", run_config=OFFLINE))
+    assert hooks.errors == 0
+    records = list(loopscribe.read(path))
+    kinds = {
+        r.execution.id: r.data["kind"] for r in of_type(records, "guardrail_start") if r.execution
+    }
+    ends = {
+        r.data["guardrail"]: (kinds[r.execution.id], r.execution.parent_id, r.data)
+        for r in of_type(records, "guardrail_end")
+        if r.execution
+    }
+    assert set(ends) == {"no_moon", "checked"}
+    kind, parent, data = ends["no_moon"]
+    assert (kind, parent) == ("tool_input", "agent_1")
+    assert data["triggered"] is True
+    assert data["behavior"] == "reject_content"
+    assert data["output_info"] == {"target": "moon"}
+    kind, parent, data = ends["checked"]
+    assert (kind, parent) == ("tool_output", "agent_1")
+    assert (data["triggered"], data["behavior"]) == (False, "allow")
+    # The rejected call never ran, yet it has its execution, with what the model was told,
+    # and its result is committed once like any other.
+    (launched,) = [
+        r for r in of_type(records, "tool_exec_end") if r.execution and r.execution.id == "call_l"
+    ]
+    assert launched.data["result"] == "Rockets stay home."
+    assert launched.data["disposition"] == "not_executed"
+    assert launched.execution is not None
+    assert launched.execution.parent_id == "turn_1"
+    results = [
+        r.data["message"].tool_call_id
+        for r in of_type(records, "message_end")
+        if isinstance(r.data["message"], ToolResultMessage)
+    ]
+    assert sorted(results) == ["call_l", "call_w"]
+    assert_each_call_once(records)
+    assert "?" not in show_lines(path)

@@ -353,6 +353,8 @@ class LoopscribeHooks(RunHooks[Any]):
         self._turn_tools = 0
         self._model: Execution | None = None
         self._last_output: list[Any] = []
+        # Call ids of the last response that reached a tool execution (ran, or a handoff).
+        self._ran: set[str] = set()
         self._handoff_pending = False
         self._tools: dict[str, _OpenTool] = {}
         self._anonymous_tools: dict[int, list[_OpenTool]] = {}
@@ -699,6 +701,7 @@ class LoopscribeHooks(RunHooks[Any]):
             if self._model is not None:
                 # The SDK started another call without reporting a response for this one.
                 self._record(ev.model_exec_end(self._model, error={"message": "no response"}))
+            self._calls_not_run(input_items)
             self._end_turn("continue" if self._turn_tools == 0 else "tool_calls")
             n = self._ids.number("turn")
             self._turn_number += 1
@@ -744,6 +747,7 @@ class LoopscribeHooks(RunHooks[Any]):
             model = self._record_retries(model)
             output = [_jsonable(item) for item in response.output]
             self._last_output = output
+            self._ran = set()
             usage = usage_of(response.usage)
             stop_reason = _stop_reason(output)
             message = assistant_message(
@@ -792,6 +796,7 @@ class LoopscribeHooks(RunHooks[Any]):
             open_tool = _OpenTool(ex, name, call_id)
             if call_id:
                 self._tools[call_id] = open_tool
+                self._ran.add(call_id)
             else:
                 self._anonymous_tools.setdefault(id(tool), []).append(open_tool)
             self._turn_tools += 1
@@ -899,6 +904,38 @@ class LoopscribeHooks(RunHooks[Any]):
         self._record(ev.tool_exec_end(ex, tool, result, disposition="handoff"))
         self._record(ev.message_end(ex, _tool_result(call_id, tool, result, False)))
         self._handed_off_by = ex.id
+        self._ran.add(call_id)
+
+    def _calls_not_run(self, input_items: Sequence[Any]) -> None:
+        """Function calls the SDK answered without running the tool: a tool execution each.
+
+        A tool input guardrail that rejects a call (or a tool the SDK could not
+        run) never reaches ``on_tool_start``, yet the model is told something
+        in the next request: the call gets its execution there, with that
+        output, ``disposition="not_executed"``.
+        """
+        outputs: dict[str, Any] = {}
+        for raw in input_items:
+            item = _jsonable(raw)
+            if isinstance(item, Mapping) and item.get("type") == "function_call_output":
+                outputs[str(item.get("call_id"))] = item.get("output")
+        parent = self._turn or self._agent
+        for call in self._last_output:
+            if not (isinstance(call, Mapping) and call.get("type") == "function_call"):
+                continue
+            call_id = call.get("call_id")
+            if not isinstance(call_id, str) or call_id in self._ran or call_id not in outputs:
+                continue
+            self._ran.add(call_id)
+            name = str(call.get("name"))
+            ex_id = self._ids.tool_id(call_id)
+            ex = Execution(ex_id, "tool", parent_id=parent.id if parent is not None else None)
+            self._turn_tools += 1
+            args = _arguments(str(call.get("arguments") or ""))
+            self._record(ev.tool_exec_start(ex, name, args, tool_type="function"))
+            body = outputs[call_id]
+            self._record(ev.tool_exec_end(ex, name, body, disposition="not_executed"))
+            self._record(ev.message_end(ex, _tool_result(call_id, name, body, False)))
 
     def _record(self, event: Event) -> None:
         try:
