@@ -1633,3 +1633,53 @@ def test_tool_guardrails_are_executions_with_their_behavior(tmp_path: Path) -> N
     assert sorted(results) == ["call_l", "call_w"]
     assert_each_call_once(records)
     assert "?" not in show_lines(path)
+
+
+def test_a_retry_inside_an_agent_used_as_a_tool_is_an_attempt_of_its_own_call(
+    tmp_path: Path,
+) -> None:
+    """The sub-run's agent retries with its own policy; the attempts nest under the tool call."""
+    inner_model = ScriptedModel(
+        [
+            ModelStep.raise_error(ModelOverloadedError("overloaded")),
+            [assistant_message("Faro: sunny.")],
+        ]
+    )
+    inner = Agent(name="researcher", model=inner_model, model_settings=retrying(inner_model))
+    outer = Agent(
+        name="planner",
+        model=ScriptedModel(
+            [
+                [function_call("research", {"input": "Faro?"}, call_id="o_research")],
+                [assistant_message("Sunny.")],
+            ]
+        ),
+        tools=[inner.as_tool(tool_name="research", tool_description="Research a city.")],
+    )
+    path = tmp_path / "as_tool.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        hooks = LoopscribeHooks(run)
+        result = asyncio.run(hooks.run(outer, "Weather in Faro?", run_config=OFFLINE))
+    assert result.final_output == "Sunny."
+    assert hooks.errors == 0
+    records = list(loopscribe.read(path))
+    assert_each_call_once(records)
+    tree = executions(records)
+    (sub,) = [
+        r.execution for r in of_type(records, "agent_start") if r.data["agent"] == "researcher"
+    ]
+    assert sub is not None
+    assert sub.parent_id == "o_research"
+    attempts = [
+        (ex.id, ex.attempt, "error" in r.data)
+        for r in of_type(records, "model_exec_end")
+        if (ex := r.execution) is not None and tree[ex.parent_id or ""][1] == sub.id
+    ]
+    (model_id, _, _) = attempts[0]
+    assert attempts == [(model_id, 1, True), (model_id, 2, False)]
+    outer_models = [
+        r.execution.attempt
+        for r in of_type(records, "model_exec_end")
+        if r.execution is not None and r.execution.id != model_id
+    ]
+    assert outer_models == [1, 1]  # the planner's calls were not retried

@@ -420,10 +420,15 @@ class LoopscribeHooks(RunHooks[Any]):
         """
         base = settings if settings is not None else ModelSettings()
         host = base.retry
+        chained = host.policy if host is not None else None
+        if isinstance(chained, _WatchedPolicy):
+            # An agent used as a tool inherits the outer run's config: watch the host's
+            # policy (or this run's agents') for this run, not through the outer hooks.
+            chained = chained._chained
         retry = ModelRetrySettings(
             max_retries=host.max_retries if host is not None else None,
             backoff=host.backoff if host is not None else None,
-            policy=_WatchedPolicy(self, host.policy if host is not None else None),
+            policy=_WatchedPolicy(self, chained),
         )
         return dataclasses.replace(base, retry=retry)
 
