@@ -11,6 +11,7 @@ rendering every message.
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
 import sys
 import warnings
@@ -529,3 +530,68 @@ def test_an_async_graph_references_its_checkpoints_too(tmp_path: Path) -> None:
     stored = [t.config["configurable"]["checkpoint_id"] for t in saver.list(thread)]
     snapshots = [r.data["snapshot"] for r in of_type(list(loopscribe.read(path)), "checkpoint")]
     assert [s["checkpoint_id"] for s in snapshots] == list(reversed(stored))
+
+
+CRASH_CHILD = """
+import sys, time, warnings
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.prebuilt import ToolNode, create_react_agent
+from loopscribe import Session
+from loopscribe.adapters.langchain import LoopscribeCallbackHandler, LoopscribeCheckpointer
+
+class Fake(FakeMessagesListChatModel):
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+@tool
+def wait() -> str:
+    '''Block until killed.'''
+    print("ready", flush=True)
+    time.sleep(60)
+    return "never"
+
+call = {"name": "wait", "args": {}, "id": "w1", "type": "tool_call"}
+session = Session.create(sys.argv[1])
+saver = LoopscribeCheckpointer(InMemorySaver(), session)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    graph = create_react_agent(
+        Fake(responses=[AIMessage("", tool_calls=[call])]), ToolNode([wait]), checkpointer=saver
+    )
+run = session.begin_run()
+graph.invoke(
+    {"messages": [("user", "wait")]},
+    {"configurable": {"thread_id": "crash"}, "callbacks": [LoopscribeCallbackHandler(run)]},
+)
+"""
+
+
+def test_checkpoint_references_survive_a_sigkill_mid_graph(tmp_path: Path) -> None:
+    """SIGKILL while a tool runs: the file reopens with every reference written before it."""
+    path = tmp_path / "crash.jsonl"
+    child = subprocess.Popen(
+        [sys.executable, "-c", CRASH_CHILD, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+        if child.stdout is not None:
+            child.stdout.close()
+    assert child.returncode == -signal.SIGKILL
+    records = list(loopscribe.read(path))
+    snapshots = [r.data["snapshot"] for r in of_type(records, "checkpoint")]
+    # The input, the start and the model's step were committed before the tool started.
+    assert [s["step"] for s in snapshots] == [-1, 0, 1]
+    assert {s["thread_id"] for s in snapshots} == {"crash"}
+    assert "run_close" not in {r.type for r in records}
+    with Session.open(path) as session:
+        assert session.load_checkpoint() == snapshots[-1]
+    (tool_start,) = of_type(records, "tool_exec_start")
+    assert ex(tool_start).id == "w1"
+    assert max(r.seq for r in of_type(records, "checkpoint")) < tool_start.seq
