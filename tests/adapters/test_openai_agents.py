@@ -1683,3 +1683,40 @@ def test_a_retry_inside_an_agent_used_as_a_tool_is_an_attempt_of_its_own_call(
         if r.execution is not None and r.execution.id != model_id
     ]
     assert outer_models == [1, 1]  # the planner's calls were not retried
+
+
+def test_stream_events_records_guardrails_as_the_run_reports_them(tmp_path: Path) -> None:
+    """A streamed run: each guardrail is recorded once, the input one before the agent ends."""
+    model = ScriptedModel(
+        [
+            [function_call("get_weather", {"city": "Lima"}, call_id="call_lima")],
+            [assistant_message("Sunny in Lima.")],
+        ]
+    )
+    agent = Agent(
+        name="weather",
+        model=model,
+        tools=[get_weather],
+        input_guardrails=[polite_input],
+        output_guardrails=[short_output],
+    )
+    path = tmp_path / "agent.jsonl"
+
+    async def stream(hooks: LoopscribeHooks) -> None:
+        result = hooks.run_streamed(agent, "Lima?", run_config=OFFLINE)
+        async for _event in hooks.stream_events(result):
+            pass
+
+    with Session.create(path) as session, session.begin_run() as run:
+        hooks = LoopscribeHooks(run)
+        asyncio.run(stream(hooks))
+    assert hooks.errors == 0
+    records = list(loopscribe.read(path))
+    ends = of_type(records, "guardrail_end")
+    assert sorted(r.data["guardrail"] for r in ends) == ["polite_input", "short_output"]
+    (agent_end,) = of_type(records, "agent_end")
+    (polite,) = [r for r in ends if r.data["guardrail"] == "polite_input"]
+    assert polite.seq < agent_end.seq  # recorded while the run went on
+    for end in ends:
+        assert end.execution is not None
+        assert end.execution.parent_id == "agent_1"

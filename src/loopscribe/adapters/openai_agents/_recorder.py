@@ -367,6 +367,7 @@ class LoopscribeHooks(RunHooks[Any]):
         # and the failed attempts the SDK's retry policy chose to retry, with when.
         self._model_starts: tuple[Event, ...] = ()
         self._retries: list[tuple[Any, float | None, datetime]] = []
+        self._guardrails_seen: dict[int, Any] = {}
 
     # -- installing --------------------------------------------------------
 
@@ -569,11 +570,26 @@ class LoopscribeHooks(RunHooks[Any]):
             async for event in result.stream_events():
                 if event.type == "raw_response_event":
                     self._publish(event.data)
+                else:
+                    self._streamed_guardrails(result)
                 yield event
         except BaseException as exc:
             self.record_error(exc)
             raise
         self.record_result(result)
+
+    def _streamed_guardrails(self, result: RunResultStreaming) -> None:
+        """Record the guardrails a streamed run has finished so far, close to when they did."""
+        try:
+            if self._agents:
+                self._guardrails(
+                    result.input_guardrail_results,
+                    result.output_guardrail_results,
+                    result.tool_input_guardrail_results,
+                    result.tool_output_guardrail_results,
+                )
+        except Exception:
+            self._failed("a streamed guardrail result")
 
     def _publish(self, raw: Any) -> None:
         """One raw Responses stream event: the start of a model call's stream, or a delta."""
@@ -1080,14 +1096,22 @@ class LoopscribeHooks(RunHooks[Any]):
     ) -> None:
         first = self._agents[0][1] if self._agents else None
         last = self._agents[-1][1] if self._agents else None
-        for result in inputs:
+        for result in self._unseen(inputs):
             self._guardrail(first, "input", result.guardrail, result.output)
-        for result in outputs:
+        for result in self._unseen(outputs):
             owner = next((ex for a, ex in reversed(self._agents) if a is result.agent), last)
             self._guardrail(owner, "output", result.guardrail, result.output)
         for kind, results in (("tool_input", tool_inputs), ("tool_output", tool_outputs)):
-            for result in results:
+            for result in self._unseen(results):
                 self._guardrail(last, kind, result.guardrail, result.output)
+
+    def _unseen(self, results: Iterable[Any]) -> list[Any]:
+        """The guardrail results not recorded yet (a streamed run reports them as they finish)."""
+        fresh = [r for r in results if self._guardrails_seen.get(id(r)) is not r]
+        for result in fresh:
+            # Kept, not just its id: a live object's id is never reused.
+            self._guardrails_seen[id(result)] = result
+        return fresh
 
     def _guardrail(self, owner: Execution | None, kind: str, guardrail: Any, output: Any) -> None:
         """A guardrail that ran, as a ``guardrail`` execution nested under its agent.
