@@ -61,7 +61,8 @@ under its agent: ``guardrail_start`` (name, ``kind``: input, output,
 tool_input, tool_output) and ``guardrail_end`` (``triggered``, a tool
 guardrail's ``behavior``, ``output_info``). The SDK has no guardrail hook:
 hooks learn the results from the run's result or exception, so both records
-are written when the run ends. Nothing here raises into the SDK: failures
+are written when the run ends (under :meth:`LoopscribeHooks.stream_events`,
+as soon as the streamed result lists them). Nothing here raises into the SDK: failures
 are logged on the ``loopscribe`` logger and counted in
 :attr:`LoopscribeHooks.errors`.
 

@@ -552,7 +552,8 @@ class LoopscribeHooks(RunHooks[Any]):
         Each text, reasoning and tool-argument delta of a streamed model call
         is recorded as a transient ``message_update`` of that call's model
         execution: a ``loopscribe.live.Bus`` attached to the Session delivers
-        it, the file never holds it. When the stream ends the run is recorded
+        it, the file never holds it. Guardrails are recorded as soon as the
+        streamed result lists them. When the stream ends the run is recorded
         (:meth:`record_result`, or :meth:`record_error` if it raised)::
 
             result = hooks.run_streamed(agent, "Hi")
