@@ -565,12 +565,13 @@ run = session.begin_run()
 graph.invoke(
     {"messages": [("user", "wait")]},
     {"configurable": {"thread_id": "crash"}, "callbacks": [LoopscribeCallbackHandler(run)]},
+    durability="sync",
 )
 """
 
 
 def test_checkpoint_references_survive_a_sigkill_mid_graph(tmp_path: Path) -> None:
-    """SIGKILL while a tool runs: the file reopens with every reference written before it."""
+    """SIGKILL while a tool runs: with sync durability every earlier step is referenced."""
     path = tmp_path / "crash.jsonl"
     child = subprocess.Popen(
         [sys.executable, "-c", CRASH_CHILD, str(path)], stdout=subprocess.PIPE, text=True
