@@ -768,6 +768,53 @@ class Session:
                     logger.exception("loopscribe observer %r failed on seq %d", observer, seq)
             return record
 
+    def _append_bulk(
+        self,
+        kind: str,
+        run_id: str,
+        execution: Execution | None,
+        data: Mapping[str, Any],
+        ts_text: str,
+    ) -> None:
+        """:meth:`_append` for a bulk load that nobody observes: the same line, no Record.
+
+        For the transcript importers, on a Session that buffers its writes
+        (so has no observers, see :meth:`_buffer_writes`). ``kind`` is a type
+        a run writes as it is (not in ``events.POLICY_TYPES``) and ``ts_text``
+        the stored form of its time (``format_ts(timestamp)[1]``), which the
+        caller reuses across the records of one source line.
+        """
+        with self._lock:
+            if self._closed or self._error is not None or _forks[0] != self._forks:
+                self._check_usable()  # raises the reason
+            if self._pending is None:
+                raise AssertionError("bulk appends need buffered writes (_buffer_writes)")
+            seq = self._next_seq
+            obj: dict[str, Any] = {
+                "session_id": self._id,
+                "seq": seq,
+                "type": kind,
+                "run_id": run_id,
+                "ts": ts_text,
+            }
+            if execution is not None:
+                obj["execution"] = execution.to_json()
+            obj["data"] = data
+            if self._chain_head is not None and seq > 0:
+                obj["prev"] = self._chain_head
+            try:
+                line = self._codec.dumps(obj, newline=True)
+            except EncodeError as exc:
+                raise type(exc)(f"{self._path}: seq {seq} ({kind}): {exc}") from None
+            if self._redact is not None:
+                line = self._redact(line)
+            offset = self._size
+            self._buffer(self._pending, line, offset)
+            self._next_seq = seq + 1
+            self._size = offset + len(line)
+            if self._chain_head is not None:
+                self._chain_head = hashlib.sha256(line).hexdigest()
+
     def _publish_transient(
         self,
         kind: str,
