@@ -214,7 +214,7 @@ def cmd_find(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_export(args: argparse.Namespace, out: Out) -> int:
     """Send the spans of session files, resuming from each file's cursor."""
-    from .._shipper import ExportResult, Shipper
+    from .._span_shipper import ExportResult, SpanShipper
 
     stop = StopFlag()
     stop.install()  # also without --follow: Ctrl-C saves the cursor and prints no traceback
@@ -230,7 +230,7 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
 
     def ship(index: int, path: Path) -> None:
         try:
-            shipper = Shipper(path, ref_base=args.ref_base)
+            shipper = SpanShipper(path, ref_base=args.ref_base)
             total = path.stat().st_size
             with out.progress(total) as bar:
                 task = bar.add_task(path.name, total=total)

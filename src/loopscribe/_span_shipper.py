@@ -138,7 +138,7 @@ class _Collect(SpanProcessor):
         self.spans.append(span)
 
 
-class Shipper:
+class SpanShipper:
     """Exports the spans of one session file, resuming from its cursor.
 
     Args:
