@@ -20,7 +20,8 @@ real files are small test fixtures, on which fixed costs would dominate;
 those are measured apart, per transcript).
 
 Where the time goes, to tell the importer's own work from the session
-writer's: the same import with ``Run._record`` and ``fsync`` stubbed out.
+writer's: the same import with ``Run._record``, ``Session._append_bulk``
+and ``fsync`` stubbed out.
 And a floor: each parsed line wrapped in a record envelope, encoded and
 written in blocks, with no mapping at all (``floor_pass``), which bounds
 what any importer that re-encodes the content it parses can reach.
@@ -56,7 +57,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from benchmarks._workload import median, scratch_dir
-from loopscribe import Run
+from loopscribe import Run, Session
 from loopscribe.importers import claude_code, codex
 from loopscribe.otel import replay
 
@@ -246,14 +247,16 @@ def import_one(path: Path, out: Path) -> tuple[int, int]:
 
 @contextmanager
 def _writer_stubbed() -> Iterator[None]:
-    """Run._record and fsync do nothing: what is left is the importer's own work."""
-    record, fsync = Run._record, os.fsync
+    """Run._record, the bulk writes and fsync do nothing: what is left is the importer's work."""
+    record, bulk, fsync = Run._record, Session._append_bulk, os.fsync
     Run._record = lambda self, *event: None  # type: ignore[method-assign]
+    Session._append_bulk = lambda self, *record: None  # type: ignore[method-assign]
     os.fsync = lambda fd: None
     try:
         yield
     finally:
         Run._record = record  # type: ignore[method-assign]
+        Session._append_bulk = bulk  # type: ignore[method-assign]
         os.fsync = fsync
 
 
@@ -331,7 +334,7 @@ def throughput(folder: Path, min_mib: float, reps: int) -> bool:
         f"{mb_s(totals['raw']):.1f} MB/s -> {ratio:.2f}x (target >= {TARGET_RATIO}x) {verdict}"
     )
     print(
-        f"  the importer alone (parse and map; Run._record and fsync stubbed): "
+        f"  the importer alone (parse and map; Run._record, bulk writes and fsync stubbed): "
         f"{mb_s(totals['own']):.1f} MB/s -> {totals['raw'] / totals['own']:.2f}x raw; "
         "the session writer takes the rest"
     )
