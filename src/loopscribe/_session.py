@@ -44,11 +44,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
 
+import orjson
 from opentelemetry import trace
 from opentelemetry.context import Context
 
 from . import events as ev
-from ._codec import DEFAULT_CODEC, Codec
+from ._codec import DEFAULT_CODEC, DUMPS_OPTIONS, TAG_KEY_BYTES, Codec
 from ._errors import (
     EncodeError,
     ForkedWriterError,
@@ -90,6 +91,7 @@ ACTIVE_SPAN: Final = _Join.ACTIVE_SPAN
 
 _SCAN_BUFFER_BYTES = 1 << 16
 _BLOCK_BYTES = 1 << 20
+_BULK_OPTIONS = DUMPS_OPTIONS | orjson.OPT_APPEND_NEWLINE
 _SESSION_ID = re.compile(r"[0-9a-f]{32}")
 
 # Bumped in every forked child: a handle created before the fork is the
@@ -802,10 +804,19 @@ class Session:
             obj["data"] = data
             if self._chain_head is not None and seq > 0:
                 obj["prev"] = self._chain_head
-            try:
-                line = self._codec.dumps(obj, newline=True)
-            except EncodeError as exc:
-                raise type(exc)(f"{self._path}: seq {seq} ({kind}): {exc}") from None
+            line = None
+            if type(self._codec) is Codec:
+                # Imported data is plain JSON: the codec's fast path without its type
+                # hook. Anything else (a typed value, the key "$ls") goes through it.
+                with contextlib.suppress(orjson.JSONEncodeError):
+                    line = orjson.dumps(obj, option=_BULK_OPTIONS)
+                if line is not None and line.find(b"$") >= 0 and TAG_KEY_BYTES in line:
+                    line = None
+            if line is None:
+                try:
+                    line = self._codec.dumps(obj, newline=True)
+                except EncodeError as exc:
+                    raise type(exc)(f"{self._path}: seq {seq} ({kind}): {exc}") from None
             if self._redact is not None:
                 line = self._redact(line)
             offset = self._size

@@ -746,7 +746,8 @@ class Mapper:
         """SHA-256 of the transcript up to where it was read."""
         self.title_from: str | None = None
         """What the session's title was taken from: ``summary``, ``user`` or nothing yet."""
-        self._ts_texts: dict[datetime, str] = {}
+        self._ts_at: datetime | None = None
+        self._ts_text_at = ""
 
     # -- for subclasses ------------------------------------------------------------
 
@@ -802,14 +803,10 @@ class Mapper:
         """The stored form of a record's time (``None``: now)."""
         if timestamp is None:
             return format_record_ts(None)[1]
-        texts = self._ts_texts
-        text = texts.get(timestamp)
-        if text is None:
-            # A few times recur across the records of a turn: format each once.
-            if len(texts) >= 64:
-                texts.clear()
-            text = texts[timestamp] = format_record_ts(timestamp)[1]
-        return text
+        if timestamp is not self._ts_at:
+            # The records of one source line share its time object: format it once.
+            self._ts_at, self._ts_text_at = timestamp, format_record_ts(timestamp)[1]
+        return self._ts_text_at
 
     def begin_run(self, timestamp: datetime | None) -> None:
         """Start a run (a turn of the agent) at ``timestamp``."""
