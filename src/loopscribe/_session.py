@@ -782,9 +782,10 @@ class Session:
 
         For the transcript importers, on a Session that buffers its writes
         (so has no observers, see :meth:`_buffer_writes`). ``kind`` is a type
-        a run writes as it is (not in ``events.POLICY_TYPES``) and ``ts_text``
-        the stored form of its time (``format_ts(timestamp)[1]``), which the
-        caller reuses across the records of one source line.
+        a run writes as it is (not in ``events.POLICY_TYPES``, or a
+        ``model_request`` whose config the caller froze as :meth:`Run.record`
+        does) and ``ts_text`` the stored form of its time
+        (``format_ts(timestamp)[1]``), which the caller may reuse.
         """
         with self._lock:
             if self._closed or self._error is not None or _forks[0] != self._forks:
