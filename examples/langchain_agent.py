@@ -1,7 +1,9 @@
 """Record a LangChain tool-calling agent with loopscribe and export its spans.
 
 Runs offline: the chat model is LangChain's ``GenericFakeChatModel`` playing
-a script. The agent asks for two tools, one of which fails, then answers.
+a script; like a provider's chat model it names its provider and reports
+token usage (``usage_metadata``) on every reply. The agent asks for two
+tools, one of which fails, then answers.
 Spans go to ``$OTEL_EXPORTER_OTLP_ENDPOINT`` if it is set, otherwise to an
 OTLP JSON file beside the session. LangSmith tracing stays off unless
 ``LANGSMITH_TRACING=true`` is set.
@@ -11,14 +13,20 @@ OTLP JSON file beside the session. LangSmith tracing stays off unless
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import LanguageModelInput
+from langchain_core.language_models.base import LangSmithParams
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.outputs import ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.tools import StructuredTool, ToolException
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -28,13 +36,49 @@ from loopscribe.adapters.langchain import LoopscribeCallbackHandler
 from loopscribe.otel import SpanBridge, default_export_path, default_processor
 
 
+def count_tokens(text: str) -> int:
+    """A rough token count (one per word or punctuation run), as a stand-in tokenizer."""
+    return len(re.findall(r"\w+|[^\w\s]+", text))
+
+
 class FakeToolModel(GenericFakeChatModel):
-    """GenericFakeChatModel that accepts tools the way real chat models do."""
+    """GenericFakeChatModel that behaves like a provider's chat model.
+
+    It accepts tools, names its provider in LangChain's tracing parameters
+    (``ls_provider``), and reports token usage on each reply
+    (``AIMessage.usage_metadata``), as ``ChatOpenAI`` or ``ChatAnthropic`` do.
+    """
 
     model_name: str = "fake-weather-1"
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params["ls_provider"] = "fake"
+        params["ls_model_name"] = self.model_name
+        return params
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        result = super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        reply = result.generations[0].message
+        prompt = sum(count_tokens(json.dumps(m.content)) + 4 for m in messages)
+        prompt += count_tokens(json.dumps(kwargs.get("tools", [])))
+        completion = count_tokens(json.dumps(reply.content)) + count_tokens(
+            json.dumps(getattr(reply, "tool_calls", []))
+        )
+        if isinstance(reply, AIMessage):
+            reply.usage_metadata = UsageMetadata(
+                input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion
+            )
+        return result
 
 
 def get_weather(city: str) -> str:

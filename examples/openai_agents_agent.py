@@ -1,6 +1,7 @@
 """Record an OpenAI Agents SDK run with loopscribe and export its spans.
 
-Runs offline: the models are the SDK's ``ScriptedModel`` playing a script.
+Runs offline: the models are the SDK's ``ScriptedModel`` playing a script,
+each step with the token usage a provider would report for it.
 The SDK's own tracing stays on (loopscribe does not need it off; without
 ``OPENAI_API_KEY`` it exports nothing). The agent asks, in one turn, for a
 tool that fails and for a forecaster agent used as a tool (whose own model
@@ -27,7 +28,8 @@ from agents import (
     function_tool,
     input_guardrail,
 )
-from agents.testing import ScriptedModel, assistant_message, function_call
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+from agents.usage import Usage
 
 from loopscribe import Session, read
 from loopscribe.adapters.openai_agents import LoopscribeHooks
@@ -54,13 +56,26 @@ def on_topic(
     return GuardrailFunctionOutput(output_info={"topic": "weather"}, tripwire_triggered=False)
 
 
+def usage(input_tokens: int, output_tokens: int) -> Usage:
+    """Token usage as a provider reports it with each response."""
+    return Usage(
+        requests=1,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        total_tokens=input_tokens + output_tokens,
+    )
+
+
 FORECASTER = Agent(
     name="forecaster",
     instructions="Look the weather up.",
     model=ScriptedModel(
         [
-            [function_call("get_weather", {"city": "Lisbon"}, call_id="call_f1")],
-            [assistant_message("21C and sunny in Lisbon.")],
+            ModelStep(
+                output=[function_call("get_weather", {"city": "Lisbon"}, call_id="call_f1")],
+                usage=usage(61, 18),
+            ),
+            ModelStep(output=[assistant_message("21C and sunny in Lisbon.")], usage=usage(94, 9)),
         ]
     ),
     tools=[get_weather],
@@ -71,11 +86,19 @@ AGENT = Agent(
     instructions="Answer weather questions with the tools.",
     model=ScriptedModel(
         [
-            [
-                function_call("forecast", {"input": "Lisbon today"}, call_id="call_1"),
-                function_call("get_alerts", {"region": "Lisbon"}, call_id="call_2"),
-            ],
-            [assistant_message("It is 21C and sunny in Lisbon; no alert feed right now.")],
+            ModelStep(
+                output=[
+                    function_call("forecast", {"input": "Lisbon today"}, call_id="call_1"),
+                    function_call("get_alerts", {"region": "Lisbon"}, call_id="call_2"),
+                ],
+                usage=usage(112, 41),
+            ),
+            ModelStep(
+                output=[
+                    assistant_message("It is 21C and sunny in Lisbon; no alert feed right now.")
+                ],
+                usage=usage(187, 16),
+            ),
         ]
     ),
     tools=[

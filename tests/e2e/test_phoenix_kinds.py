@@ -100,26 +100,51 @@ def test_no_span_is_unknown(sent: Sent) -> None:
     assert {"AGENT", "LLM", "TOOL", "CHAIN"} <= set(kinds), kinds
 
 
+def _session_of(span: ReadableSpan) -> str:
+    return str((span.attributes or {})["session.id"])
+
+
 def test_chat_spans_show_model_provider_and_tokens(sent: Sent) -> None:
-    """Phoenix reads model, provider and token counts off every chat span that carries them."""
+    """Every chat span of every example and of the import shows model, provider and tokens.
+
+    Phoenix reads them off loopscribe's GenAI attributes (``llm.model_name``,
+    ``llm.provider`` / ``llm.system``, ``llm.token_count.*``); a chat span
+    without any of them would show an LLM call of unknown model or cost.
+    """
     chats = [s for s in sent.stored if s["span_kind"] == "LLM"]
-    assert chats
-    with_everything = 0
+    sessions = {records[0].session_id: path.name for path, records in _files(sent)}
+    by_session: Counter[str] = Counter()
     for stored in chats:
         attrs = stored["attributes"]
-        ours = sent.ours[stored["context"]["span_id"]].attributes or {}
+        span = sent.ours[stored["context"]["span_id"]]
+        ours = span.attributes or {}
+        where = f"{sessions[_session_of(span)]}: {span.name}"
+        by_session[_session_of(span)] += 1
+        assert attrs.get("llm.model_name"), where
         assert attrs["llm.model_name"] in (
             ours.get("gen_ai.request.model"),
             ours.get("gen_ai.response.model"),
+        ), where
+        assert ours.get("gen_ai.provider.name"), where
+        shown = {attrs.get("llm.provider"), attrs.get("llm.system")} - {None}
+        assert ours["gen_ai.provider.name"] in shown, (where, shown)
+        prompt, completion = (
+            attrs.get("llm.token_count.prompt"),
+            attrs.get("llm.token_count.completion"),
         )
-        if "gen_ai.provider.name" in ours:
-            assert attrs["llm.system"] == ours["gen_ai.provider.name"]
-        if "gen_ai.usage.input_tokens" in ours:
-            assert attrs["llm.token_count.prompt"] == ours["gen_ai.usage.input_tokens"]
-            assert attrs["llm.token_count.completion"] == ours["gen_ai.usage.output_tokens"]
-            with_everything += "gen_ai.provider.name" in ours
-    # The imported Claude Code session records all three for every response.
-    assert with_everything >= 2
+        assert isinstance(prompt, int), (where, attrs)
+        assert isinstance(completion, int), (where, attrs)
+        assert prompt > 0, where
+        assert completion > 0, where
+        assert prompt == ours["gen_ai.usage.input_tokens"], where
+        assert completion == ours["gen_ai.usage.output_tokens"], where
+        assert attrs.get("llm.token_count.total") in (None, prompt + completion), where
+    # Each of the three examples and the import made chat spans, and all were checked.
+    assert set(by_session) == set(sessions), (by_session, sessions)
+
+
+def _files(sent: Sent) -> list[tuple[Path, list[Any]]]:
+    return [(path, list(read(path, decode=False))) for path in sent.files]
 
 
 def test_sessions_group_by_session_id(phoenix: Phoenix, sent: Sent) -> None:
@@ -128,7 +153,11 @@ def test_sessions_group_by_session_id(phoenix: Phoenix, sent: Sent) -> None:
     sessions = phoenix.get_json(path, [("limit", "100")])["data"]
     by_id = {s["session_id"]: len(s["traces"]) for s in sessions}
     expected = {}
-    for file in sent.files:
-        records = list(read(file, decode=False))
+    for _path, records in _files(sent):
         expected[records[0].session_id] = sum(r.type == "run_start" for r in records)
     assert by_id == expected
+    assert len(expected) == len(EXAMPLES) + 1  # every example, and the import
+    # Every span Phoenix stored is in the session of the file it came from.
+    for stored in sent.stored:
+        span = sent.ours[stored["context"]["span_id"]]
+        assert stored["attributes"].get("session.id") == _session_of(span)

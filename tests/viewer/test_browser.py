@@ -323,3 +323,74 @@ def test_timeline_zoom_pan_collapse_and_previews(
     assert all(b.is_displayed() and b.rect["width"] >= 5 for b in failed_bars)
     assert browser.find_element(By.CSS_SELECTOR, ".tl-errors").is_displayed()
     no_console_errors(browser)
+
+
+def test_an_imported_call_shows_the_context_derived_from_the_conversation(
+    tmp_path: Path, browser: Any, serve: Callable[[Path], Server]
+) -> None:
+    """An imported model call has no recorded messages; the page shows its derived context.
+
+    The same messages the call's ``gen_ai.input.messages_ref`` resolves to: the
+    compaction's summary, then what was committed after it, each linked to its
+    record; on the run page, the record page and in the report.
+    """
+    from selenium.webdriver.common.by import By
+
+    from loopscribe import read
+    from loopscribe.importers.claude_code import import_transcript
+    from loopscribe.otel import resolve_reference
+    from loopscribe.viewer._timeline import load_timeline
+
+    folder = tmp_path / "sessions"
+    transcript = Path(__file__).parents[1] / "data" / "transcripts" / "claude-code"
+    session = import_transcript(
+        transcript / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl", folder, finished=True
+    )
+    path = next(folder.glob("*.jsonl"))
+    records = list(read(path, decode=False))
+    compaction = next(r.seq for r in records if r.type == "compaction")
+    request = [r for r in records if r.type == "model_request"][-1]
+    assert request.seq > compaction
+    assert not request.data.get("messages")
+    resolved = resolve_reference(path, request.seq)["gen_ai.input.messages"]
+    committed = [
+        r.seq for r in records if r.type == "message_end" and compaction < r.seq < request.seq
+    ]
+    assert len(resolved) == len(committed) + 1
+    last_text = next(
+        p["content"] for p in reversed(resolved[-1]["parts"]) if p.get("type") == "text"
+    )
+    timeline = load_timeline(path)
+    run = timeline.runs[request.run_id or ""]
+    bar = next(b for b in run.bars.values() if request.seq in b.seqs)
+    span = f"{bar.span_id:016x}"
+
+    def context_shown(css: str) -> None:
+        context = wait_for(browser, css)
+        text = context.get_attribute("textContent")
+        assert "derived from the conversation" in text
+        assert f"compaction at record #{compaction}" in text
+        assert "continued from a previous conversation" in text  # the summary first
+        assert last_text[:60] in text  # ... up to the last message before the call
+        items = context.find_elements(By.CSS_SELECTOR, ".ctx-item")
+        assert [int(i.get_attribute("data-seq")) for i in items] == [compaction, *committed]
+
+    server = serve(folder)
+    browser.get(f"{server.url}/session/{session.session_id}/run/{request.run_id}?seq={request.seq}")
+    wait_for(browser, f'.bar.selected[data-span="{span}"]')
+    context_shown('#details .rec[data-type="model_request"] .field.context')
+    # Each message links to its record.
+    link = browser.find_element(
+        By.CSS_SELECTOR, f'#details .ctx-item[data-seq="{committed[-1]}"] a.mono'
+    )
+    assert link.get_attribute("href").endswith(f"/record/{committed[-1]}")
+    screenshot(browser, tmp_path, "viewer-derived-context.png")
+
+    browser.get(f"{server.url}/session/{session.session_id}/record/{request.seq}")
+    context_shown('.rec[data-type="model_request"] .field.context')
+    no_console_errors(browser)
+
+    report = write_report(path, tmp_path / "report.html")
+    browser.get(f"{report.as_uri()}#/trace/{run.trace_id:032x}/span/{span}")
+    context_shown('#details .rec[data-type="model_request"] .field.context')
+    no_console_errors(browser)

@@ -16,8 +16,10 @@ OpenAI, Anthropic or Gemini shapes.
 
 A model request recorded without messages (an imported transcript holds
 only the conversation) resolves to the committed messages (``message_end``)
-that formed the call's context: those since the session's last compaction
-(its summary first) up to the request.
+that formed the call's context: those of its own conversation (a nested
+agent, such as a Claude Code subagent, has its own: its prompt and its
+turns) since that conversation's last compaction (its summary first), up to
+the request.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import orjson
 
 from .. import events as ev
 from .._reader import read
+from .._scope import AgentScopes
 
 TAG: Final = "$ls"
 
@@ -125,17 +128,25 @@ def resolve_reference(ref: str | os.PathLike[str], seq: int | None = None) -> di
         path, seq = parse_reference(os.fspath(ref))
     else:
         path = Path(ref)
-    summary: Any = None
-    committed: list[Any] = []
+    # Per conversation scope (the top level, or a nested agent's own context).
+    scopes = AgentScopes()
+    summary: dict[str | None, Any] = {}
+    committed: dict[str | None, list[Any]] = {}
     for record in read(path, decode=False):
+        scope = scopes.scope(record.execution)
         if record.seq == seq:
             return _content(
-                record.type, record.data, record.seq, record.execution, summary, committed
+                record.type,
+                record.data,
+                record.seq,
+                record.execution,
+                summary.get(scope),
+                committed.get(scope, []),
             )
         if record.type == ev.COMPACTION:
-            summary, committed = record.data.get("summary"), []
+            summary[scope], committed[scope] = record.data.get("summary"), []
         elif record.type == ev.MESSAGE_END:
-            committed.append(record.data.get("message"))
+            committed.setdefault(scope, []).append(record.data.get("message"))
     raise MessageReferenceError(f"{path}: no record with seq {seq}")
 
 

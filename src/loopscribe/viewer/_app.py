@@ -17,7 +17,10 @@ JSON for scripts and for the page's own requests: ``/api/sessions``,
 ``/api/session/{id}``, ``/api/session/{id}/run/{run}`` (the timeline, never a
 body), ``/api/session/{id}/span/{span}`` (a bar's records, clipped),
 ``/api/session/{id}/record/{seq}``, ``/api/trace/{trace_id}`` and
-``/api/trace/{trace_id}/span/{span_id}``.
+``/api/trace/{trace_id}/span/{span_id}``. A ``model_request`` recorded
+without messages (an imported transcript's) carries ``context``: the
+committed messages that formed the call, derived from the conversation
+(see :func:`~loopscribe.viewer._context.derived_context`).
 
 An unknown ID is a 404 whose message says what was searched and where to
 look instead. Nothing here writes to a session file.
@@ -49,8 +52,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .. import events as ev
 from .._errors import FormatError
 from ..otel._genai import MessageReferenceError, resolve_reference
+from ._context import derived_context, has_messages
 from ._conversation import CONVERSATION_PAGE, conversation
 from ._page import LOOPBACK_HOSTS, render
 from ._store import (
@@ -292,6 +297,19 @@ class _Views:
             "runs": [r.run_id for r in timeline.iter_runs()],
         }
 
+    def _record(self, timeline: SessionTimeline, seq: int) -> dict[str, Any]:
+        """A record as the pages show it, its body clipped.
+
+        A model call recorded without messages (an imported transcript's) also
+        gets ``context``: the committed messages that formed it (see
+        :func:`derived_context`); that context's cuts join the record's.
+        """
+        record = self.catalog.record(timeline, seq)
+        if record["type"] == ev.MODEL_REQUEST and not has_messages(record["data"]):
+            record["context"] = context = derived_context(timeline, seq)
+            record["cuts"] = [*record["cuts"], *context.pop("cuts")]
+        return record
+
     @staticmethod
     def _select(run: RunTimeline, request: Request) -> str | None:
         """The bar a run page opens with: ``span``, ``seq``, or ``execution`` + ``attempt``."""
@@ -361,7 +379,7 @@ class _Views:
     def record(self, request: Request) -> Response:
         p = request.path_params
         timeline = self.catalog.session(p["session_id"])
-        record = self.catalog.record(timeline, p["seq"])
+        record = self._record(timeline, p["seq"])
         run, bar = timeline.run_of_seq(p["seq"])
         return _page(
             f"record {p['seq']} · {record['type']}",
@@ -471,7 +489,7 @@ class _Views:
                 **_bar_view(run, bar),
                 "total": len(seqs),
                 "offset": offset,
-                "records": [self.catalog.record(timeline, seq) for seq in page],
+                "records": [self._record(timeline, seq) for seq in page],
             }
         )
 
@@ -481,7 +499,7 @@ class _Views:
         timeline = self.catalog.session(p["session_id"])
         if request.query_params.get("format") == "genai":
             return JSONResponse(genai_record(timeline, p["seq"]))
-        return JSONResponse(self.catalog.record(timeline, p["seq"]))
+        return JSONResponse(self._record(timeline, p["seq"]))
 
     @_serialized
     def api_trace(self, request: Request) -> Response:

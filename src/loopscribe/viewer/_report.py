@@ -18,8 +18,10 @@ from typing import Any, TextIO
 
 import orjson
 
+from .. import events as ev
 from .._safeopen import open_session_file
 from ..workspace import Workspace
+from ._context import derived_context, has_messages
 from ._page import embed_json, shell
 from ._store import record_view, summary_json
 from ._timeline import SessionTimeline, iso, load_timeline
@@ -100,6 +102,8 @@ def stream_report(
         wanted.update(run.records)
         for bar in run.bars.values():
             wanted.update(bar.seqs)
+    # A compaction's summary opens the context an imported model call shows.
+    wanted.update(timeline.compaction_seqs)
     summary = Workspace(source.absolute().parent).summary_of_path(source.absolute())
     note = (
         "Every body is complete."
@@ -145,7 +149,11 @@ def _records(
                 continue
             offset, size = where
             raw = os.pread(fd, size, offset)
-            yield seq, record_view(orjson.loads(raw), offset, size, limit, _REPORT_BUDGET_CHARS)
+            record = record_view(orjson.loads(raw), offset, size, limit, _REPORT_BUDGET_CHARS)
+            if record["type"] == ev.MODEL_REQUEST and not has_messages(record["data"]):
+                # The report embeds those records anyway: name them, do not copy them.
+                record["context"] = derived_context(timeline, seq, seqs_only=True)
+            yield seq, record
             if on_progress is not None:
                 on_progress(offset + size)
 

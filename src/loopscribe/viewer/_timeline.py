@@ -24,6 +24,7 @@ size, so a record can be read back alone with ``os.pread``.
 
 from __future__ import annotations
 
+import bisect
 import os
 import threading
 from array import array
@@ -42,9 +43,10 @@ from .._format import Scanner
 from .._model import Execution, Record
 from .._reader import to_record
 from .._safeopen import open_session_file
+from .._scope import AgentScopes
 from ..otel._bridge import TERMINAL_TYPES, _error_type
 from ..otel._ids import parse_traceparent, run_span_id, span_id, trace_id
-from ._preview import error_text, preview
+from ._preview import error_text, preview, snippet
 
 __all__ = ["Bar", "BarState", "RunTimeline", "SessionTimeline", "load_timeline"]
 
@@ -55,6 +57,8 @@ MINIMAP_BUCKETS = 240
 """Time buckets of a run's minimap: attempts started, and failed attempts, per bucket."""
 _ERRORS_LISTED = 500
 """Failed attempts a timeline lists by name; the minimap still counts every one."""
+_PROMPT_LOOKBACK = 200
+"""Committed messages read back at most for an imported call's prompt preview."""
 _INPUT_TYPES = frozenset({ev.MODEL_REQUEST, ev.TOOL_EXEC_START, ev.TOOL_INVOKE_START})
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -190,6 +194,14 @@ class RunTimeline:
     """The run has ``message_end`` records: its host commits messages."""
     reader: Callable[[int], Mapping[str, Any] | None] | None = None
     """Reads one record (parsed) by seq, for the previews of the bars a page shows."""
+    committed: array[int] = field(default_factory=lambda: array("q"))
+    """Seqs of the run's ``message_end`` records: the prompt preview of a call recorded
+    without messages (an imported one) is the last user message committed before it."""
+    compactions: array[int] | None = None
+    """The session's ``compaction`` seqs: a context, and so that search, starts anew there."""
+    _prompts: dict[int, str | None] = field(default_factory=dict)
+    """``committed`` index → the prompt found searching back from there (one compaction
+    context per index: a search never crosses one, so the memo holds across them)."""
     _rows: tuple[tuple[int, int], list[tuple[int, str, list[Bar]]]] | None = None
     _derived: tuple[tuple[int, int, int], dict[str, Any]] | None = None
 
@@ -412,7 +424,10 @@ class RunTimeline:
             if bar.input_seq is not None:
                 record = self.reader(bar.input_seq)
                 if record is not None:
-                    bar.preview = preview(str(record.get("type")), _mapping(record.get("data")))
+                    kind, data = str(record.get("type")), _mapping(record.get("data"))
+                    bar.preview = preview(kind, data)
+                    if bar.preview is None and kind == ev.MODEL_REQUEST:
+                        bar.preview = self._committed_prompt(bar.input_seq)
             if bar.end_seq is not None:
                 record = self.reader(bar.end_seq)
                 if record is not None:
@@ -421,6 +436,43 @@ class RunTimeline:
                     if bar.state == "error":
                         bar.error_text = error_text(data) or bar.outcome
             bar.previewed = bar.end_seq is not None
+
+    def _committed_prompt(self, seq: int) -> str | None:
+        """The prompt of a call recorded without messages (an imported one).
+
+        As :func:`preview` gives a recorded request's last user message, this
+        is the last user message the run committed before record ``seq``, since
+        the session's last compaction. The search reads back at most
+        ``_PROMPT_LOOKBACK`` commits, and remembers what it found from each, so
+        the bars of one long turn share one search.
+        """
+        if self.reader is None:
+            return None
+        at = bisect.bisect_left(self.committed, seq)
+        bound = 0  # where this call's context starts among the run's commits
+        compacted = bisect.bisect_left(self.compactions or (), seq)
+        if compacted and self.compactions is not None:
+            bound = bisect.bisect_right(self.committed, self.compactions[compacted - 1])
+        stop = max(at - _PROMPT_LOOKBACK, bound)
+        visited: list[int] = []
+        found: str | None = None
+        for index in range(at - 1, stop - 1, -1):
+            if index in self._prompts:
+                found = self._prompts[index]
+                break
+            visited.append(index)
+            record = self.reader(self.committed[index])
+            data = _mapping(None if record is None else record.get("data"))
+            message = _mapping(data.get("message"))
+            if (message.get("role") or message.get("$ls")) in ("user", "human"):
+                found = snippet(message.get("content")) or None
+                break
+        else:
+            if stop > bound:
+                return None  # gave up early: nothing to remember for a longer search
+        for index in visited:
+            self._prompts[index] = found
+        return found
 
     def _errors(self, failed: list[Bar], t0: int, final: datetime) -> list[dict[str, Any]]:
         self._fill_previews(failed)
@@ -558,6 +610,17 @@ class SessionTimeline:
         self.session_records: list[int] = []
         self._offsets = array("q")
         self._sizes = array("q")
+        self.compaction_seqs = array("q")
+        """Seqs of ``compaction`` records, ascending (where a context starts anew)."""
+        self.scoped_commits: dict[str | None, array[int]] = {}
+        """Per conversation scope (``None``: the top level; else a nested agent's
+        execution id, see :class:`~loopscribe._scope.AgentScopes`): the seqs of its
+        ``message_end`` records, ascending."""
+        self.scoped_compactions: dict[str | None, array[int]] = {}
+        """Per conversation scope: the seqs of its ``compaction`` records."""
+        self.request_scopes: dict[int, str] = {}
+        """``model_request`` seq → its nested agent's scope (absent: the top level)."""
+        self._scopes = AgentScopes()
         self._scanner = Scanner(self.path)
         self._end = 0
         self._lines = 0
@@ -648,6 +711,19 @@ class SessionTimeline:
         self._offsets.append(record.offset)
         self._sizes.append(record.size)
         self.updated = record.ts
+        kind = record.type
+        if kind in (ev.MESSAGE_END, ev.COMPACTION, ev.MODEL_REQUEST):
+            scope = self._scopes.scope(record.execution)
+            if kind == ev.MODEL_REQUEST:
+                if scope is not None:
+                    self.request_scopes[record.seq] = scope
+            else:
+                index = self.scoped_commits if kind == ev.MESSAGE_END else self.scoped_compactions
+                index.setdefault(scope, array("q")).append(record.seq)
+                if kind == ev.COMPACTION:
+                    self.compaction_seqs.append(record.seq)
+        elif record.execution is not None:
+            self._scopes.scope(record.execution)
         if record.type == ev.SESSION_START:
             self.session_id, self.created = record.session_id, record.ts
             self.metadata.update(_mapping(record.data.get("metadata")))
@@ -665,6 +741,7 @@ class SessionTimeline:
         execution = record.execution
         if record.type == ev.MESSAGE_END:
             run.commits = True
+            run.committed.append(record.seq)
         if execution is None:
             run.records.append(record.seq)
             if record.type == ev.RUN_CLOSE:
@@ -702,6 +779,7 @@ class SessionTimeline:
         tid = trace_id(session_id, run_id) if host is None else host.trace_id
         return RunTimeline(
             reader=self.read_record,
+            compactions=self.compaction_seqs,
             session_id=session_id,
             run_id=run_id,
             trace_id=tid,

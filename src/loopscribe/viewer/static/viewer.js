@@ -118,7 +118,10 @@
         })
         .then(function (line) {
           var obj = JSON.parse(line);
-          return Object.assign({}, rec, { data: obj.data || {}, cuts: [] });
+          // The body is whole now; a derived context stays as it was sent (each of
+          // its messages links to its own record, which loads whole there).
+          var kept = (rec.cuts || []).filter(function (c) { return c.path[0] === "context"; });
+          return Object.assign({}, rec, { data: obj.data || {}, cuts: kept });
         });
     },
   };
@@ -306,8 +309,17 @@
     var data = rec.data || {};
     var keys = Object.keys(data);
     if (!keys.length) body.appendChild(h("span", { class: "note" }, "(no data)"));
+    var contextShown = false;
     keys.forEach(function (k) {
       var v = data[k], path = ["data", k], shown;
+      if (k === "messages" && rec.context && !(Array.isArray(v) && v.length)) {
+        // Nothing recorded here: the derived context takes the messages' place.
+        body.appendChild(h("div", { class: "field", "data-key": k }, h("div", { class: "fk" }, k),
+          h("span", { class: "note" }, "not recorded; the context below is derived from the conversation")));
+        body.appendChild(renderContext(rec, ctx));
+        contextShown = true;
+        return;
+      }
       if (k === "error" && v) shown = renderError(v, path, ctx);
       else if (k === "usage" && renderUsage(v)) shown = renderUsage(v);
       else if (k === "messages" && Array.isArray(v)) {
@@ -316,8 +328,57 @@
       body.appendChild(h("div", { class: "field", "data-key": k }, h("div", { class: "fk" }, k), shown));
     });
     add(body, ctx.cutNote(["data"]));
+    if (rec.context && !contextShown) body.appendChild(renderContext(rec, ctx));
     card.appendChild(body);
     return card;
+  }
+
+  // A model call recorded without its messages (an imported transcript's): the
+  // committed messages that formed its context, derived from the conversation.
+  function renderContext(rec, ctx) {
+    var c = rec.context, sid = rec.session_id;
+    var items = [];  // [seq, message, path]
+    if (c.messages) {
+      var seqs = (c.summary_seq === null ? [] : [c.summary_seq]).concat(c.seqs);
+      c.messages.forEach(function (m, i) { items.push([seqs[i], m, ["context", "messages", i]]); });
+    } else {
+      // The report embeds the records themselves: look each one up.
+      var missing = 0;
+      if (c.summary_seq !== null) {
+        var s = DATA.records && DATA.records[String(c.summary_seq)];
+        var summary = s && s.data ? s.data.summary : undefined;
+        if (summary === undefined) missing += 1;
+        else items.push([c.summary_seq, typeof summary === "string" ? { role: "system", content: summary } : summary,
+          ["records", c.summary_seq, "data", "summary"]]);
+      }
+      c.seqs.forEach(function (seq) {
+        var r = DATA.records && DATA.records[String(seq)];
+        if (!r || !r.data) { missing += 1; return; }
+        items.push([seq, r.data.message, ["records", seq, "data", "message"]]);
+      });
+    }
+    var first = c.summary_seq !== null ? c.summary_seq : c.seqs[0];
+    var last = c.seqs.length ? c.seqs[c.seqs.length - 1] : first;
+    var what = items.length || c.seqs.length
+      ? "This call was recorded without its messages (an imported transcript holds only the conversation). " +
+        "Shown: the committed messages that formed its context" +
+        (c.summary_seq !== null ? ", from the summary of the compaction at record #" + c.summary_seq : ", since the session began") +
+        " (records #" + first + "–#" + last + ")."
+      : "This call was recorded without its messages, and no message was committed before it.";
+    var list = h("div", { class: "ctx-messages" }, items.map(function (it) {
+      return h("div", { class: "ctx-item", "data-seq": it[0] },
+        h("div", { class: "ctx-from" }, REPORT
+          ? h("span", { class: "mono" }, "#" + it[0])
+          : link("/session/" + enc(sid) + "/record/" + it[0], "#" + it[0], { class: "mono" }),
+          it[0] === c.summary_seq ? " compaction summary" : " committed"),
+        renderValue(it[1], it[2], ctx));
+    }));
+    return h("div", { class: "field context", "data-key": "context", "data-derived-from": c.derived_from },
+      h("div", { class: "fk" }, "context ", chip("derived from the conversation", "derived")),
+      h("p", { class: "note" }, what,
+        c.omitted ? " " + num(c.omitted) + " earlier committed messages are not shown." : "",
+        !c.messages && missing ? " " + num(missing) + " of them are not in this report." : ""),
+      list);
   }
 
   // -- the run view: timeline + details -------------------------------------------------
