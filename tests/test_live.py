@@ -6,6 +6,7 @@ import asyncio
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -308,12 +309,18 @@ def test_many_followers_share_one_reader_and_each_gets_every_record(session_path
     threads = [threading.Thread(target=follower, args=(i,)) for i in range(20)]
     for t in threads:
         t.start()
+
+    def readers() -> list[Any]:
+        return [r for r in list(_readers.values()) if r.path == session_path.absolute()]
+
+    # A follower reads what is there on its own before it joins: wait for every join.
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not all(len(r) >= 6 for r in results):
+    while time.monotonic() < deadline and not (
+        all(len(r) >= 6 for r in results) and sum(len(r.channels) for r in readers()) == 20
+    ):
         time.sleep(0.01)
-    readers = [r for r in list(_readers.values()) if r.path == session_path.absolute()]
-    assert len(readers) == 1
-    assert len(readers[0].channels) == 20
+    assert len(readers()) == 1
+    assert len(readers()[0].channels) == 20
     for i in range(50):
         run.record(Event("turn_start", Execution(f"n{i}", "turn")))
     s.close()
@@ -323,7 +330,7 @@ def test_many_followers_share_one_reader_and_each_gets_every_record(session_path
     total = 6 + 1 + 50 + 1  # the first file, run_start, the turns, run_close
     assert all(r == list(range(total)) for r in results)
     time.sleep(0.05)
-    assert not [r for r in list(_readers.values()) if r.path == session_path.absolute()]
+    assert not readers()
 
 
 def test_a_follower_joining_late_resumes_exactly_where_it_asked(session_path: Path) -> None:

@@ -450,6 +450,11 @@ def _read_side(path: Path, codec: Codec) -> list[_SideFact]:
         raw = path.read_bytes()
     except FileNotFoundError:
         return []
+    return _parse_side(raw, path, codec)
+
+
+def _parse_side(raw: bytes, path: Path, codec: Codec) -> list[_SideFact]:
+    """The facts in a side log's bytes (``path`` names it in errors)."""
     out: list[_SideFact] = []
     end = raw.rfind(b"\n") + 1
     for number, line in enumerate(raw[:end].splitlines(), 1):
@@ -464,6 +469,17 @@ def _read_side(path: Path, codec: Codec) -> list[_SideFact]:
                 line=number,
             ) from None
     return out
+
+
+def _with_side(fold: _Fold, side: list[_SideFact]) -> _Fold:
+    """``fold`` with a side log's facts folded in (a copy; ``fold`` itself when none)."""
+    if not side:
+        return fold
+    fold = replace(fold, meta=dict(fold.meta), meta_at=dict(fold.meta_at))
+    for fact in side:
+        fold.fact(fact.kind, -1, fact.ts, fact.data)
+    fold.updated = max(fold.updated or fold.created or side[-1].ts, side[-1].ts)
+    return fold
 
 
 def _append_side(path: Path, codec: Codec, kind: str, data: Mapping[str, Any], offset: int) -> None:
@@ -879,13 +895,7 @@ class Workspace:
         else:
             status = "failed" if fold.last_run_failed else "idle"
         if cached.summary is None or cached.summary.status != status:
-            if cached.side:
-                fold = replace(fold, meta=dict(fold.meta), meta_at=dict(fold.meta_at))
-                for fact in cached.side:
-                    fold.fact(fact.kind, -1, fact.ts, fact.data)
-                fold.updated = max(
-                    fold.updated or fold.created or cached.side[-1].ts, cached.side[-1].ts
-                )
+            fold = _with_side(fold, cached.side)
             cached.summary = fold.summary(cached.path, status)
         return cached.summary
 

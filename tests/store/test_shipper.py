@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
-from loopscribe import Session, StoreError, Workspace, read
+from loopscribe import Execution, Session, StoreError, Workspace, read
+from loopscribe import events as ev
 from loopscribe.store import Shipper, ShipResult, cursor_path
 
 from .conftest import converse, shipped_bytes
@@ -203,6 +206,83 @@ def test_artifacts_are_shipped_when_new_or_changed(tmp_path: Path, folder_url: s
     result = shipper.ship_once()
     assert result.bytes_uploaded > len("second version")
     assert [(a.name, a.size) for a in store.artifacts(sid)] == [("plots/a.txt", 14)]
+
+
+HOLDER = """
+import sys
+from loopscribe import Session
+s = Session.open(sys.argv[1])
+run = s.begin_run()
+print("ready", flush=True)
+sys.stdin.readline()
+run.close()
+s.close()
+"""
+
+
+def test_facts_a_ui_wrote_while_the_agent_held_the_file_ship_with_it(
+    tmp_path: Path, folder_url: str
+) -> None:
+    """A rename, todos and a compaction from the side log reach the store's summary and pages."""
+    ws = Workspace(tmp_path / "src")
+    with ws.create(title="draft") as s:
+        converse(s, 3)
+        sid = s.id
+    path = ws.path(sid)
+    shipper = Shipper(ws.root, folder_url)
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as agent:
+        assert agent.stdin is not None
+        assert agent.stdout is not None
+        try:
+            assert agent.stdout.readline().strip() == "ready"
+            ws.update(sid, title="Trip to Lisbon")
+            ws.set_todos(sid, [{"id": "1", "text": "book a hotel", "status": "open"}])
+            ws.compact(sid, "they planned a trip", keep_last=2)
+            assert path.with_name(path.name + ".meta").exists()  # the facts went aside
+            shipper.ship_once()
+            shipped = Workspace(folder_url)
+            got, local = shipped.get(sid), ws.get(sid)
+            assert got.title == "Trip to Lisbon"
+            assert [t["text"] for t in got.todos] == ["book a hotel"]
+            assert got.compaction is not None
+            assert got.compaction.summary == "they planned a trip"
+            assert (got.message_count, got.messages_total) == (
+                local.message_count,
+                local.messages_total,
+            )
+            page, mine = shipped.messages(sid, last=50), ws.messages(sid, last=50)
+            assert page.messages == mine.messages
+            assert page.total == mine.total
+            assert shipper.ship_once().bytes_uploaded == 0  # nothing new: nothing put
+            ws.update(sid, title="Lisbon, final")  # still aside: the agent holds the file
+            assert shipper.ship_once().bytes_uploaded > 0
+            assert Workspace(folder_url).get(sid).title == "Lisbon, final"
+            agent.stdin.write("go\n")
+            agent.stdin.flush()
+            assert agent.wait(timeout=60) == 0
+        finally:
+            if agent.poll() is None:
+                agent.kill()
+    shipper.ship_once()
+    assert Workspace(folder_url).get(sid).status == "idle"
+    assert Workspace(folder_url).get(sid).title == "Lisbon, final"
+
+
+def test_a_session_whose_last_run_failed_ships_as_failed(tmp_path: Path, folder_url: str) -> None:
+    """The shipped status is the local one: ``failed`` when the last run ended in an error."""
+    ws = Workspace(tmp_path / "src")
+    with ws.create() as s, s.begin_run() as run:
+        agent = Execution("agent", "agent")
+        run.record(ev.agent_start(agent, "a"))
+        run.record(ev.agent_end(agent, "a", stop_reason="error", error="ModelError"))
+    assert ws.status(s.id) == "failed"
+    Shipper(ws.root, folder_url).ship_once()
+    assert Workspace(folder_url).get(s.id).status == "failed"
 
 
 def test_the_store_workspace_is_read_only(tmp_path: Path, folder_url: str) -> None:

@@ -34,6 +34,8 @@ LAYOUT_VERSION = 1
 MARKER = "loopscribe-store.json"
 SESSIONS = "sessions"
 ARTIFACTS = "artifacts"
+SIDE_LOG = "side.jsonl"
+"""A session's shipped side log (``FILE.meta``), beside its segments."""
 SEQ_DIGITS = 12
 _SEGMENT = re.compile(r"^(\d{12})-(\d{12})\.jsonl$")
 _SESSION_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -101,6 +103,8 @@ class Manifest:
             (``SessionSummary`` as JSON, ``status`` as the shipper saw it).
         runs: ``run_id`` to trace ID (32 hex digits), for ``find --trace-id``.
         artifacts: Shipped artifacts by name: ``{"size": ..., "mtime_ns": ...}``.
+        side_log: The shipped side log's ``{"size": ..., "mtime_ns": ...}`` (its
+            complete lines, as the object ``SIDE_LOG``), or ``None`` when none was.
         origin: Host and file the session was shipped from.
         shipped_at: When this manifest was written (ISO 8601, UTC).
     """
@@ -112,6 +116,7 @@ class Manifest:
     summary: dict[str, Any] = field(default_factory=dict)
     runs: dict[str, str] = field(default_factory=dict)
     artifacts: dict[str, dict[str, int]] = field(default_factory=dict)
+    side_log: dict[str, int] | None = None
     origin: dict[str, str] = field(default_factory=dict)
     shipped_at: str = ""
 
@@ -135,6 +140,7 @@ class Manifest:
                 "summary": self.summary,
                 "runs": self.runs,
                 "artifacts": self.artifacts,
+                "side_log": self.side_log,
                 "origin": self.origin,
                 "shipped_at": self.shipped_at,
             }
@@ -174,6 +180,12 @@ class Manifest:
                 artifacts={
                     str(k): {"size": int(v["size"]), "mtime_ns": int(v["mtime_ns"])}
                     for k, v in (obj.get("artifacts") or {}).items()
+                },
+                side_log=None
+                if obj.get("side_log") is None
+                else {
+                    "size": int(obj["side_log"]["size"]),
+                    "mtime_ns": int(obj["side_log"]["mtime_ns"]),
                 },
                 origin={str(k): str(v) for k, v in (obj.get("origin") or {}).items()},
                 shipped_at=str(obj.get("shipped_at") or ""),

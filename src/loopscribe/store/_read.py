@@ -22,6 +22,7 @@ from .._errors import StoreError
 from ._layout import (
     ARTIFACTS,
     SESSIONS,
+    SIDE_LOG,
     Manifest,
     Segment,
     chain_segments,
@@ -240,6 +241,21 @@ class ShippedSession:
             pos = stop
             i += 1
         return b"".join(parts)
+
+    def side_log(self) -> bytes:
+        """The shipped side log's complete lines (``b""`` when none was shipped)."""
+        if self.manifest.side_log is None:
+            return b""
+        try:
+            data: bytes = self.store.fs.cat_file(f"{self._folder}/{SIDE_LOG}")
+        except FileNotFoundError:
+            raise StoreError(
+                f"{self.url}: its manifest names a side log the store does not hold; the "
+                "store was changed outside loopscribe"
+            ) from None
+        self._fetched.bytes += len(data)
+        self._fetched.requests += 1
+        return data
 
     def complete_end(self) -> int:
         """Where the last complete line ends: the shipped size (only complete lines ship)."""

@@ -42,14 +42,26 @@ from typing import Any
 import orjson
 
 from .. import events as ev
+from .._codec import DEFAULT_CODEC
 from .._errors import FormatError, LoopscribeError, StoreError
 from .._format import Scanner
 from ..otel._ids import parse_traceparent, trace_id
-from ..workspace import SessionSummary, Status, _Fold, _is_locked, _locked_inodes, _Locks
+from ..workspace import (
+    SessionSummary,
+    Status,
+    _Fold,
+    _is_locked,
+    _locked_inodes,
+    _Locks,
+    _read_side,
+    _side_path,
+    _with_side,
+)
 from ._layout import (
     ARTIFACTS,
     LAYOUT_VERSION,
     MARKER,
+    SIDE_LOG,
     Manifest,
     Segment,
     manifest_path,
@@ -83,7 +95,13 @@ def summary_to_json(summary: SessionSummary) -> dict[str, Any]:
         if isinstance(value, datetime):
             value = value.isoformat()
         elif name == "compaction" and value is not None:
-            value = {"at": value.at.isoformat(), "seq": value.seq, "before": value.messages_before}
+            value = {
+                "at": value.at.isoformat(),
+                "seq": value.seq,
+                "before": value.messages_before,
+                "summary": value.summary,
+                "keep_last": value.keep_last,
+            }
         elif isinstance(value, tuple):
             value = list(value)
         out[name] = value
@@ -106,7 +124,13 @@ def summary_from_json(obj: dict[str, Any], path: Path | str) -> SessionSummary:
     fields["compaction"] = (
         None
         if not comp
-        else Compaction(datetime.fromisoformat(comp["at"]), int(comp["seq"]), int(comp["before"]))
+        else Compaction(
+            datetime.fromisoformat(comp["at"]),
+            int(comp["seq"]),
+            int(comp["before"]),
+            None if comp.get("summary") is None else str(comp["summary"]),
+            int(comp.get("keep_last") or 0),
+        )
     )
     fields["path"] = path
     return SessionSummary(**fields)
@@ -324,6 +348,7 @@ class Shipper:
         st = os.stat(path)
         running = _is_locked(path, st, locked)
         artifacts = _local_artifacts(path)
+        side = _side_signature(path)
         cursors = _read_cursor(cursor_fd)
         mine = cursors.get(self.url)
         signature = _signature(artifacts)
@@ -332,6 +357,7 @@ class Shipper:
             and mine.get("bytes") == st.st_size
             and mine.get("running") == running
             and mine.get("artifacts") == signature
+            and mine.get("side_log") == side
             and path not in self._states
         ):
             return  # nothing new since the last pass: no request at all
@@ -357,6 +383,14 @@ class Shipper:
             manifest.artifacts[name] = {"size": size, "mtime_ns": mtime_ns}
             tally.bytes_uploaded += len(data)
             dirty = True
+        if side is not None and manifest.side_log != side:
+            # Facts a UI wrote while the writer held the file: small, put whole.
+            data = _side_path(path).read_bytes()
+            data = data[: data.rfind(b"\n") + 1]
+            put_segment(self.fs, f"{folder}/{SIDE_LOG}", data)
+            manifest.side_log = side
+            tally.bytes_uploaded += len(data)
+            dirty = True
         # Each segment committed its manifest; commit again only for what came after.
         if dirty or manifest.summary.get("status") != _status(state, running):
             self._commit(path, state, running, tally)
@@ -366,6 +400,7 @@ class Shipper:
             "records": manifest.records,
             "running": running,
             "artifacts": signature,
+            "side_log": side,
         }
         if mine != mark:
             cursors[self.url] = mark
@@ -513,7 +548,8 @@ class Shipper:
     def _commit(self, path: Path, state: _State, running: bool, tally: _Tally) -> None:
         """Replace the manifest: from now on readers see the new segments."""
         manifest = state.manifest
-        summary = state.fold.summary(path, _status(state, running))
+        fold = _with_side(state.fold, _read_side(_side_path(path), DEFAULT_CODEC))
+        summary = fold.summary(path, _status(state, running))
         manifest.summary = summary_to_json(summary)
         manifest.origin = {"host": self._host, "file": str(path.absolute())}
         manifest.shipped_at = datetime.now(UTC).isoformat()
@@ -525,7 +561,20 @@ class Shipper:
 
 def _status(state: _State, running: bool) -> Status:
     """A shipped session's status as the shipper sees it (``running``: a writer holds it)."""
-    return "running" if running else "interrupted" if state.fold.run_open else "idle"
+    if running:
+        return "running"
+    if state.fold.run_open:
+        return "interrupted"
+    return "failed" if state.fold.last_run_failed else "idle"
+
+
+def _side_signature(path: Path) -> dict[str, int] | None:
+    """Size and mtime of a session's side log, or ``None`` when it has none."""
+    try:
+        st = _side_path(path).stat()
+    except FileNotFoundError:
+        return None
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
 def _session_id_of(path: Path) -> str:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
+from .. import events as ev
 from .._codec import DEFAULT_CODEC, Codec
 from .._errors import StoreError
 from ..workspace import (
@@ -24,6 +25,8 @@ from ..workspace import (
     Status,
     Workspace,
     _ByteSource,
+    _parse_side,
+    _SideFact,
 )
 from ._layout import Manifest, is_session_id
 from ._read import ShippedSession, Store, parse_session_url
@@ -135,9 +138,13 @@ class StoreWorkspace(Workspace):
             self._existing(sid)
         return super().messages_of_path(url, last, skip)  # type: ignore[arg-type]
 
-    def _side_compaction(self, path: Path) -> None:
-        """Side logs stay with the machine that recorded the session (not shipped)."""
-        del path
+    def _side_compaction(self, path: Path) -> _SideFact | None:
+        """The latest compaction in the session's shipped side log, if any."""
+        with self._views_lock:
+            view = self._views[str(path)]
+        facts = _parse_side(view.side_log(), path, self.codec)
+        compactions = [f for f in facts if f.kind == ev.COMPACTION]
+        return compactions[-1] if compactions else None
 
     def _open_source(self, path: Path) -> _ByteSource:
         with self._views_lock:
