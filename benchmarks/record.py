@@ -23,6 +23,11 @@ chunk across passes, summed. The thread's CPU time is printed as well: it
 does not count time spent descheduled, so it is the steadier figure when
 other processes compete for the cores.
 
+The events are built before timing, so request freezing (which
+``events.model_request`` does) is not in these figures; section 6 of
+``benchmarks/bridge.py`` times a model call with its events built, frozen,
+recorded and bridged.
+
 Run: ``.venv/bin/python benchmarks/record.py [--turns N] [--reps N] [--profile] [--strict]``
 """
 

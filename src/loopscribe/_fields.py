@@ -18,12 +18,15 @@ from typing import Any
 
 import orjson
 
+from ._messages import Usage
+
 _SCALARS = (str, bytes, int, float, bool, list, tuple)
+_Fragment = orjson.Fragment
 
 
 def plain(value: Any) -> Any:
     """The value itself, or the parsed JSON of an ``orjson.Fragment``."""
-    if isinstance(value, orjson.Fragment):
+    if type(value) is _Fragment:  # a final type: no subclass to look for
         # Pre-encoded JSON: what replay will see once it is parsed from the file.
         try:
             return orjson.loads(orjson.dumps(value))
@@ -34,6 +37,8 @@ def plain(value: Any) -> Any:
 
 def field(obj: Any, name: str) -> Any:
     """A field of a dataclass/object or a key of a mapping; ``None`` when absent."""
+    if type(obj) is dict:  # the common case first: no ABC check
+        return plain(obj.get(name))
     if obj is None or isinstance(obj, _SCALARS):
         return None
     if isinstance(obj, Mapping):
@@ -73,6 +78,16 @@ def token_usage(usage: Any) -> TokenUsage | None:
     """Token counts from loopscribe's Usage, OpenAI, Anthropic or Gemini shapes."""
     if usage is None:
         return None
+    if type(usage) is Usage:
+        # loopscribe's own: its fields are the names read first below.
+        counts = (
+            count(usage.input_tokens),
+            count(usage.output_tokens),
+            count(usage.cache_read_tokens),
+            count(usage.cache_write_tokens),
+            count(usage.reasoning_tokens),
+        )
+        return None if counts == (None,) * 5 else TokenUsage(*counts)
     inp = count(field(usage, "input_tokens"))
     if inp is None:
         inp = count(field(usage, "prompt_tokens"))
@@ -237,6 +252,40 @@ class RequestParams:
     choice_count: int | None = None
 
 
+_PARAM_FIELDS: dict[str, str] = {
+    "temperature": "temperature",
+    "max_tokens": "max_tokens",
+    "max_output_tokens": "max_tokens",
+    "max_completion_tokens": "max_tokens",
+    "max_new_tokens": "max_tokens",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "frequency_penalty": "frequency_penalty",
+    "presence_penalty": "presence_penalty",
+    "stop_sequences": "stop_sequences",
+    "stop": "stop_sequences",
+    "seed": "seed",
+    "n": "choice_count",
+    "candidate_count": "choice_count",
+    "choice_count": "choice_count",
+}
+"""Every config key :func:`request_params` reads, and the parameter it gives; where
+several name one parameter, the first given (in this order) wins."""
+_PARAM_RANK = {name: rank for rank, name in enumerate(_PARAM_FIELDS)}
+_PARAM_KINDS: dict[str, Any] = {
+    "temperature": number,
+    "max_tokens": integer,
+    "top_p": number,
+    "top_k": number,
+    "frequency_penalty": number,
+    "presence_penalty": number,
+    "stop_sequences": strings,
+    "seed": integer,
+    "choice_count": integer,
+}
+"""How each parameter's value is read."""
+
+
 def request_params(config: Any) -> RequestParams | None:
     """The parameters of a request's ``config`` (a mapping, a Fragment or an object).
 
@@ -248,30 +297,23 @@ def request_params(config: Any) -> RequestParams | None:
     config = plain(config)
     if config is None or isinstance(config, _SCALARS):
         return None
-
-    mapping = config if isinstance(config, Mapping) else None
-
-    def first(*names: str) -> Any:
-        for name in names:
-            value = plain(mapping.get(name)) if mapping is not None else field(config, name)
+    found: dict[str, Any] = {}
+    if isinstance(config, Mapping):
+        # Only the keys the config has: most configs name two or three of them.
+        for name in sorted(_PARAM_RANK.keys() & config.keys(), key=_PARAM_RANK.__getitem__):
+            value = plain(config[name])
             if value is not None:
-                return value
+                found.setdefault(_PARAM_FIELDS[name], value)
+    else:
+        for name, param in _PARAM_FIELDS.items():
+            if param not in found:
+                value = field(config, name)
+                if value is not None:
+                    found[param] = value
+    values = {param: _PARAM_KINDS[param](value) for param, value in found.items()}
+    if all(value is None or value == () for value in values.values()):
         return None
-
-    params = RequestParams(
-        temperature=number(first("temperature")),
-        max_tokens=integer(
-            first("max_tokens", "max_output_tokens", "max_completion_tokens", "max_new_tokens")
-        ),
-        top_p=number(first("top_p")),
-        top_k=number(first("top_k")),
-        frequency_penalty=number(first("frequency_penalty")),
-        presence_penalty=number(first("presence_penalty")),
-        stop_sequences=strings(first("stop_sequences", "stop")),
-        seed=integer(first("seed")),
-        choice_count=integer(first("n", "candidate_count", "choice_count")),
-    )
-    return None if params == RequestParams() else params
+    return RequestParams(**values)
 
 
 NAME_FIELDS: tuple[str, ...] = ("name", "node", "agent", "guardrail")

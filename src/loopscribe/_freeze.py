@@ -21,6 +21,7 @@ is published it is *frozen*:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -78,8 +79,12 @@ _PAIR_NAMES = ("name", "key", "header")
 """Keys under which ``{"name": ..., "value": ...}`` header mappings give the header's name."""
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_key(key: str) -> bool:
-    """Whether a config key names a credential (compared without case and separators)."""
+    """Whether a config key names a credential (compared without case and separators).
+
+    Cached: the same few config keys come back on every model call.
+    """
     norm = _SEPARATORS.sub("", key).lower()
     return norm in _SECRET_NAMES or norm.endswith(_SECRET_SUFFIXES)
 

@@ -113,6 +113,8 @@ def _transient_sinks(observers: Iterable[Observer]) -> tuple[Callable[[Transient
 
 def open_handle(path: str | os.PathLike[str]) -> Session | None:
     """The open Session this process holds on ``path``, if any."""
+    if not _OPEN_HANDLES:
+        return None  # the common case in a reader: no path to build
     session = _OPEN_HANDLES.get(Path(path).absolute())
     return None if session is None or session.closed else session
 

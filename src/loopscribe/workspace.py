@@ -42,6 +42,7 @@ import secrets
 import shutil
 import stat
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -422,6 +423,10 @@ class _Cached:
     summary: SessionSummary | None = None
     side_key: tuple[int, int] | None = None
     side: list[_SideFact] = field(default_factory=list)
+    steady: SessionSummary | None = None
+    """The summary while the file stays as it is: set when its status cannot change
+    without the file changing (no run open, or one left by a writer that is gone;
+    no side log), else ``None``."""
 
     def fresh(self, st: os.stat_result) -> bool:
         """Whether the file is exactly as it was when last folded."""
@@ -553,6 +558,45 @@ def _is_locked(path: Path, st: os.stat_result, locked: _Locks | None) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+_FOLDER_TRUST_NS = 2_000_000_000
+"""How much older than a listing the folder's mtime and ctime must be for it to be reused.
+
+A file system stamps changes with a coarse clock (a few ms; 1-2 s on some),
+so a change right after a listing could leave the folder's mtime as it was.
+Only times this far in the past prove that a later change would show."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Names:
+    """The session files and side logs of a folder, as one listing found them."""
+
+    key: tuple[int, int, int, int]  # the folder's device, inode, mtime and ctime (ns)
+    sessions: list[str]
+    sides: frozenset[str]  # session file names that have a side log
+    reusable: bool
+
+
+def _folder_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _list_names(folder: Path | int, key: tuple[int, int, int, int]) -> _Names:
+    """Scan a folder (a path or an open descriptor) for session files and side logs."""
+    started = time.time_ns()
+    sessions: list[str] = []
+    sides: set[str] = set()
+    with os.scandir(folder) as scan:
+        for entry in scan:
+            name = entry.name
+            if name.endswith(".jsonl"):
+                if not name.endswith(".otlp.jsonl"):
+                    sessions.append(name)
+            elif name.endswith(_SIDE_SUFFIX):
+                sides.add(name[: -len(_SIDE_SUFFIX)])
+    settled = max(key[2], key[3]) < started - _FOLDER_TRUST_NS
+    return _Names(key, sessions, frozenset(sides), settled)
 
 
 def session_status(path: str | os.PathLike[str]) -> Status:
@@ -717,6 +761,7 @@ class Workspace:
         self.codec = codec or DEFAULT_CODEC
         self._cache: dict[str, _Cached] = {}  # by file name
         self._listed: tuple[tuple[int, ...], builtins.list[SessionSummary]] = ((), [])
+        self._names: _Names | None = None
         self._lock = threading.Lock()
         self.files_read = 0
         """How many times a file was (re)read for a summary: 0 on a warm, unchanged listing."""
@@ -792,7 +837,9 @@ class Workspace:
 
         Files are read only when new or changed since the last call (one
         ``stat`` each tells); a file that grew is read from where the last
-        call stopped. An empty file (a session being created) is left out.
+        call stopped. The folder itself is scanned again only when its
+        mtime shows that files were created, removed or renamed in it. An
+        empty file (a session being created) is left out.
 
         Args:
             include_children: Also list sessions with a ``parent_id``.
@@ -804,32 +851,50 @@ class Workspace:
             NotASessionError: A ``.jsonl`` file in the folder is not a session.
             CorruptRecordError: A session file is damaged.
         """
-        locked = _locked_inodes()
         summaries: list[SessionSummary] = []
-        seen: set[str] = set()
-        see, keep, is_reg = seen.add, summaries.append, stat.S_ISREG
+        skipped: list[str] = []  # listed names with no session file (any more)
+        keep, skip, is_reg = summaries.append, skipped.append, stat.S_ISREG
         summarize = self._summary_locked
-        with self._lock, os.scandir(self.root) as scan:
-            entries = builtins.list(scan)
-            sides = {e.name[: -len(_SIDE_SUFFIX)] for e in entries if e.name.endswith(_SIDE_SUFFIX)}
-            for entry in entries:
-                name = entry.name
-                if not name.endswith(".jsonl") or name.endswith(".otlp.jsonl"):
-                    continue
+        locks: builtins.list[_Locks | None] = []
+        with self._lock, self._folder() as (names, fd):
+            sides = names.sides
+            cached_of = self._cache.get
+            stat_of, root = os.stat, self.root
+            for name in names.sessions:
                 try:
-                    st = entry.stat()
+                    st = stat_of(root / name) if fd is None else stat_of(name, dir_fd=fd)
                 except FileNotFoundError:
-                    continue  # deleted meanwhile
-                if not is_reg(st.st_mode) or st.st_size == 0:
+                    skip(name)  # deleted meanwhile
                     continue
-                see(name)
-                summary = summarize(name, st, locked, name in sides)
+                # The warm path: an unchanged file whose status cannot have changed
+                # costs its stat and these comparisons, nothing more.
+                cached = cached_of(name)
+                summary = None
+                if (
+                    cached is not None
+                    and st.st_mtime_ns == cached.mtime_ns
+                    and st.st_size == cached.size
+                    and st.st_ino == cached.inode
+                    and name not in sides
+                ):
+                    summary = cached.steady
+                if summary is None:
+                    if not is_reg(st.st_mode) or st.st_size == 0:
+                        skip(name)
+                        continue
+                    if not locks:
+                        # Read once, and only when a status has to be worked out.
+                        locks.append(_locked_inodes())
+                    summary = summarize(name, st, locks[0], name in sides)
                 if (include_children or summary.parent_id is None) and (
                     include_channels or summary.source != "channel"
                 ):
                     keep(summary)
-            for gone in self._cache.keys() - seen:
-                del self._cache[gone]
+            cache = self._cache
+            # Every file summarized is in the cache; anything more there is gone.
+            if len(cache) > len(names.sessions) - len(skipped):
+                for gone in cache.keys() - set(names.sessions).difference(skipped):
+                    del cache[gone]
             # Summaries are rebuilt only when something changed: the same
             # objects in the same scan order give the same sorted list.
             identity = tuple(map(id, summaries))
@@ -839,6 +904,30 @@ class Workspace:
         with self._lock:
             self._listed = (identity, summaries_sorted)
         return list(summaries_sorted)
+
+    @contextlib.contextmanager
+    def _folder(self) -> Iterator[tuple[_Names, int | None]]:
+        """The folder's session files, and the folder opened (``None`` where unsupported).
+
+        Where the platform allows, the folder is opened once and each file is
+        looked up by name in it, so a folder renamed meanwhile is not mixed
+        with the one that takes its place. The
+        folder is scanned only if it changed since the last scan (its mtime
+        moves whenever a file is created, removed or renamed in it), or when
+        that scan was too recent for its mtime to prove anything.
+        """
+        fd = None
+        if os.stat in os.supports_dir_fd and os.scandir in os.supports_fd:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            key = _folder_key(os.stat(self.root) if fd is None else os.fstat(fd))
+            names = self._names
+            if names is None or not names.reusable or names.key != key:
+                names = self._names = _list_names(self.root if fd is None else fd, key)
+            yield names, fd
+        finally:
+            if fd is not None:
+                os.close(fd)
 
     def get(self, session_id: str) -> SessionSummary:
         """The summary of one session.
@@ -871,9 +960,9 @@ class Workspace:
         side: bool = False,
     ) -> SessionSummary:
         """:meth:`_summary` with the lock held: the file read only if new or changed."""
-        cached = self._cache.get(name)
-        if cached is None or not cached.fresh(st):
-            cached = self._advance(self.root / name, st, cached)
+        known = self._cache.get(name)
+        read_now = known is None or not known.fresh(st)
+        cached = self._advance(self.root / name, st, known) if read_now or known is None else known
         if side or cached.side_key is not None:
             self._advance_side(cached, side)
         fold = cached.fold
@@ -897,6 +986,14 @@ class Workspace:
         if cached.summary is None or cached.summary.status != status:
             fold = _with_side(fold, cached.side)
             cached.summary = fold.summary(cached.path, status)
+        # A file's status can change while the file does not only from running to
+        # interrupted (its writer dies or detaches the run): a run is begun or
+        # resumed by writing a record, with the run lock already taken. So an
+        # interrupted status holds until the file changes, once it was worked out
+        # from locks seen after the records were read (not in the call that read them).
+        settled = not fold.run_open or (status == "interrupted" and not read_now)
+        steady = settled and not side and cached.side_key is None
+        cached.steady = cached.summary if steady else None
         return cached.summary
 
     def _advance_side(self, cached: _Cached, exists: bool) -> None:

@@ -57,6 +57,7 @@ a gap.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import logging
 import os
@@ -180,15 +181,41 @@ _OPENINFERENCE_KINDS: Final = {
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_INTERNAL, _CLIENT = SpanKind.INTERNAL, SpanKind.CLIENT
+# Status values never change: one of each serves every span.
+_UNSET_STATUS, _ERROR_STATUS = Status(StatusCode.UNSET), Status(StatusCode.ERROR)
 _URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
 
 
+@functools.cache
 def _scope() -> InstrumentationScope:
+    """The bridge's instrumentation scope, read from the package metadata once."""
     try:
         version = importlib.metadata.version("loopscribe")
     except importlib.metadata.PackageNotFoundError:  # pragma: no cover - source checkout
         version = "0+unknown"
     return InstrumentationScope("loopscribe", version)
+
+
+class _HashedResource(Resource):
+    """A Resource equal to the one it copies, hashed once instead of once per span.
+
+    OTLP encoders group a batch's spans by Resource, which hashes it for
+    every span, and ``Resource.__hash__`` serializes all its attributes to
+    JSON each time. A Resource never changes, so its hash is kept.
+    """
+
+    def __init__(self, resource: Resource) -> None:
+        super().__init__(resource.attributes, resource.schema_url)
+        self._hash = super().__hash__()
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
+def _hashed(resource: Resource) -> Resource:
+    """``resource`` as a :class:`_HashedResource` (itself if it is one already)."""
+    return resource if isinstance(resource, _HashedResource) else _HashedResource(resource)
 
 
 def default_resource() -> Resource:
@@ -449,12 +476,12 @@ class SpanBridge:
                     "configure the resource there instead of passing resource="
                 )
             self._processor = _provider_processor(provider)
-            self._resource = provider.resource
+            self._resource = _hashed(provider.resource)
             limits = getattr(provider, "_span_limits", None)
             if isinstance(limits, SpanLimits):
                 self._limits = limits
         else:
-            self._resource = default_resource() if resource is None else resource
+            self._resource = _hashed(default_resource() if resource is None else resource)
         self.tracer_provider = provider
         """The host's TracerProvider the bridge is bound to, or ``None``."""
         self._file = None if file_uri is None else to_file_uri(file_uri)
@@ -520,13 +547,16 @@ class SpanBridge:
             return f"{base}/sessions/{run.session_id}"
         return self._file_of(run)
 
-    def _ref(self, run: _Run, seq: int) -> str | None:
-        """A reference to one record: in the store, in a viewer, or in the local file."""
+    def _refs(self, run: _Run) -> Callable[[int], str | None]:
+        """References to a run's records, by seq: in the store, in a viewer, or in the file."""
         base = self._ref_base
-        if base is not None and self._viewer_refs:
-            return base.format(session_id=run.session_id, seq=seq)
+        if base is not None and "{" in base:
+            return lambda seq: base.format(session_id=run.session_id, seq=seq)
         location = self._location(run)
-        return None if location is None else f"{location}#seq={seq}"
+        if location is None:
+            return lambda seq: None
+        prefix = f"{location}#seq="
+        return lambda seq: f"{prefix}{seq}"
 
     def __call__(self, record: Record) -> None:
         """Observe one written Record; end the spans it completes."""
@@ -556,6 +586,9 @@ class SpanBridge:
                     len(spans),
                 )
             return
+        if not spans:
+            return
+        emitted = 0
         for span in spans:
             try:
                 processor.on_end(span)
@@ -564,8 +597,9 @@ class SpanBridge:
                     self.dropped_spans += 1
                 logger.exception("span processor %r failed on span %r", self._processor, span.name)
             else:
-                with self._lock:
-                    self.spans_emitted += 1
+                emitted += 1
+        with self._lock:
+            self.spans_emitted += emitted
 
     # -- state machine -------------------------------------------------------
 
@@ -691,10 +725,10 @@ class SpanBridge:
         operation = _OPERATIONS.get(ex.kind)
         attrs = self._common(run, operation)
         file = self._location(run)
-        kind = SpanKind.INTERNAL
+        kind = _INTERNAL
         if ex.kind == "model":
-            kind = SpanKind.CLIENT
-            name = _model_attrs(attrs, attempt, lambda seq: self._ref(run, seq))
+            kind = _CLIENT
+            name = _model_attrs(attrs, attempt, self._refs(run))
             refs = INPUT_MESSAGES_REF in attrs or OUTPUT_MESSAGES_REF in attrs
             if refs and not self._viewer_refs:
                 file = None  # the references name it already
@@ -747,7 +781,7 @@ class SpanBridge:
         end_ns: int,
         error_type: str | None,
         *,
-        kind: SpanKind = SpanKind.INTERNAL,
+        kind: SpanKind = _INTERNAL,
     ) -> ReadableSpan:
         # ReadableSpan skips the SDK's span limits; apply them here.
         # Every value is a str, int, float, bool or tuple of str the bridge
@@ -765,7 +799,7 @@ class SpanBridge:
                 max_value_len=limits.max_span_attribute_length,
             )
         # A description could only come from an error message; never set one.
-        status = Status(StatusCode.ERROR) if error_type else Status(StatusCode.UNSET)
+        status = _ERROR_STATUS if error_type else _UNSET_STATUS
         return ReadableSpan(
             name=name,
             context=context,
@@ -870,7 +904,12 @@ def _parent(run: _Run, attempt: _Attempt) -> SpanContext | None:
     parent_attempt = run.latest.get(parent_id)
     if parent_attempt is None:
         return None
-    sid = span_id(run.session_id, run.run_id, parent_id, parent_attempt)
+    running = run.attempts.get((parent_id, parent_attempt))
+    sid = (
+        span_id(run.session_id, run.run_id, parent_id, parent_attempt)
+        if running is None
+        else running.span_id  # derived already, when the parent started
+    )
     if sid == attempt.span_id:
         return run.span
     return SpanContext(run.trace_id, sid, False, _SAMPLED)
