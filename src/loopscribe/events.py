@@ -22,6 +22,8 @@ written                      content
 ``tool_exec_end``            result, rich content, details, error flag, disposition
 turn, agent, context, retry  lifecycle facts and summaries, never a full
                              ``state`` snapshot
+``guardrail_start``/end      a guardrail's name and kind; whether it tripped,
+                             its output info, its own failure
 ==========================  ===================================================
 
 Not written (transient): ``message_update`` (token deltas and partial
@@ -88,6 +90,8 @@ AGENT_END = "agent_end"
 CONTEXT_TRANSFORM_START = "context_transform_start"
 CONTEXT_TRANSFORM_END = "context_transform_end"
 RETRY_SCHEDULED = "retry_scheduled"
+GUARDRAIL_START = "guardrail_start"
+GUARDRAIL_END = "guardrail_end"
 
 TRANSIENT = frozenset({MESSAGE_UPDATE, MODEL_STREAM, TOOL_EXEC_UPDATE})
 LIFECYCLE = frozenset(
@@ -99,6 +103,8 @@ LIFECYCLE = frozenset(
         CONTEXT_TRANSFORM_START,
         CONTEXT_TRANSFORM_END,
         RETRY_SCHEDULED,
+        GUARDRAIL_START,
+        GUARDRAIL_END,
     }
 )
 POLICY_TYPES = RESERVED | TRANSIENT | LIFECYCLE | {MODEL_RESPONSE, MESSAGE_START, MODEL_REQUEST}
@@ -467,5 +473,47 @@ def retry_scheduled(
         timestamp,
         next_attempt=next_attempt,
         delay_ms=delay_ms,
+        error=_error(error),
+    )
+
+
+def guardrail_start(
+    execution: Execution,
+    guardrail: str,
+    *,
+    kind: str | None = None,
+    timestamp: datetime | None = None,
+) -> Event:
+    """A guardrail (input, output, tool input, tool output, ...) began checking."""
+    data: dict[str, Any] = {"guardrail": guardrail}
+    if kind is not None:
+        # ``kind`` names _event's own first parameter, so the data is built here.
+        data["kind"] = kind
+    return Event(GUARDRAIL_START, execution, data, timestamp)
+
+
+def guardrail_end(
+    execution: Execution,
+    guardrail: str,
+    *,
+    triggered: bool | None = None,
+    output_info: Any = None,
+    behavior: str | None = None,
+    error: BaseException | Mapping[str, Any] | str | None = None,
+    timestamp: datetime | None = None,
+) -> Event:
+    """A guardrail finished: whether its tripwire ``triggered``, and what it reported.
+
+    A tripped guardrail is a result, not a failure; ``error`` is set only when
+    the guardrail itself failed.
+    """
+    return _event(
+        GUARDRAIL_END,
+        execution,
+        timestamp,
+        guardrail=guardrail,
+        triggered=triggered,
+        behavior=behavior,
+        output_info=output_info,
         error=_error(error),
     )

@@ -121,8 +121,13 @@ def _source_file(file: str) -> str:
     return Path(file).stem if "/subagents/" in file else "main"
 
 
-def mapped(path: Path) -> tuple[Counter[tuple[Any, ...]], list[list[tuple[Any, ...]]]]:
-    """A session's mapped records (type, time, execution, data) and how they group into runs."""
+def mapped(
+    path: Path, *, lines: bool = True
+) -> tuple[Counter[tuple[Any, ...]], list[list[tuple[Any, ...]]]]:
+    """A session's mapped records (type, time, execution, data) and how they group into runs.
+
+    ``lines=False`` leaves out each record's source line number.
+    """
     everything: Counter[tuple[Any, ...]] = Counter()
     runs: dict[str | None, list[tuple[Any, ...]]] = defaultdict(list)
     for record in read(path, decode=False):
@@ -132,6 +137,8 @@ def mapped(path: Path) -> tuple[Counter[tuple[Any, ...]], list[list[tuple[Any, .
         source = data.get("source")
         if isinstance(source, dict):
             data["source"] = {**source, "file": _source_file(str(source.get("file")))}
+            if not lines:
+                del data["source"]["line"]
         execution = None if record.execution is None else record.execution.to_json()
         item = (
             record.type,
@@ -383,7 +390,9 @@ def test_a_new_process_continues_a_session_killed_mid_append(tmp_path: Path) -> 
             child.stderr.close()
 
     async def rest(store: LoopscribeSessionStore) -> None:
-        for key, batch in batches[confirmed + 1 :]:  # the SDK retries what was not confirmed
+        # The SDK retries what was not confirmed; the last confirmed batch is sent again
+        # too, as when a kill lands between storing a batch and acknowledging it.
+        for key, batch in batches[confirmed:]:
             await store.append(key, cast(list[SessionStoreEntry], batch))
 
     with LoopscribeSessionStore(tmp_path / "store") as store:
@@ -394,7 +403,18 @@ def test_a_new_process_continues_a_session_killed_mid_append(tmp_path: Path) -> 
     assert [e for e in loaded if "uuid" in e] == [e for e in main if "uuid" in e]
     assert {orjson.dumps(e) for e in loaded} == {orjson.dumps(e) for e in main}
     path = store.path(KEY["project_key"], KEY["session_id"])
-    assert mapped(path) == mapped(imported(BIG, tmp_path / "import"))
+    # Batches the child stored after its last confirmation are sent again, and their
+    # entries without a uuid are stored twice (the protocol): the main transcript's
+    # line numbers then count the stored entries, so each names its loaded entry.
+    assert mapped(path, lines=False) == mapped(imported(BIG, tmp_path / "import"), lines=False)
+    sources = [r.data.get("source") for r in read(path, decode=False)]
+    main_lines = [
+        s for s in sources if isinstance(s, dict) and "/subagents/" not in str(s.get("file"))
+    ]
+    assert main_lines
+    for source in main_lines:
+        if source.get("uuid"):
+            assert loaded[source["line"] - 1].get("uuid") == source["uuid"], source
     assert len({r.session_id for r in read(path, decode=False)}) == 1
 
 

@@ -11,6 +11,7 @@ rendering every message.
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
 import sys
 import warnings
@@ -46,7 +47,8 @@ from loopscribe import (
     ToolResultMessage,
     UserMessage,
 )
-from loopscribe.adapters.langchain import LoopscribeCallbackHandler
+from loopscribe.adapters.langchain import LoopscribeCallbackHandler, LoopscribeCheckpointer
+from loopscribe.live import Bus, Transient
 
 
 class ToolCallingFake(FakeMessagesListChatModel):
@@ -392,11 +394,13 @@ def assert_streamed_run(path: Path) -> None:
 
 
 def test_a_streamed_graph_records_each_reply_once(tmp_path: Path) -> None:
-    """graph.stream(stream_mode="messages"): whole replies, once each; no token records."""
+    """graph.stream(stream_mode="messages"): whole replies once each; tokens go live only."""
     graph = streamed_graph()
     path = tmp_path / "stream.jsonl"
     thread: RunnableConfig = {"configurable": {"thread_id": "s"}}
-    with Session.create(path) as session:
+    bus = Bus()
+    with Session.create(path, observers=[bus]) as session:
+        subscription = bus.subscribe(session.id)
         for question in ("Weather?", "Tomorrow?"):
             with session.begin_run() as run:
                 handler = LoopscribeCallbackHandler(run)
@@ -411,6 +415,25 @@ def test_a_streamed_graph_records_each_reply_once(tmp_path: Path) -> None:
                 assert tokens
                 assert handler.errors == 0
     assert_streamed_run(path)
+    subscription.close()
+    deltas = [item for item in subscription if isinstance(item, Transient)]
+    assert {d.type for d in deltas} == {"message_update"}
+    texts: dict[str, str] = {}
+    tool_calls: list[str] = []
+    for d in deltas:
+        assert d.execution is not None
+        assert d.execution.kind == "model"
+        delta = d.data["delta"]
+        if isinstance(delta, str):
+            texts[d.execution.id] = texts.get(d.execution.id, "") + delta
+        else:
+            assert delta["type"] == "tool_call"
+            tool_calls.append(delta["id"])
+    replies = [r for r in loopscribe.read(path) if r.type == "model_exec_end"]
+    assert tool_calls == ["c1", "c2", "c3"]
+    for reply in replies:
+        assert reply.execution is not None
+        assert texts.get(reply.execution.id, "") == reply.data["message"].text
 
 
 def test_an_async_streamed_graph_records_the_same(tmp_path: Path) -> None:
@@ -434,3 +457,142 @@ def test_an_async_streamed_graph_records_the_same(tmp_path: Path) -> None:
     with Session.create(path) as session:
         asyncio.run(converse(session))
     assert_streamed_run(path)
+
+
+def test_each_committed_checkpoint_is_referenced_and_resumes_the_graph(tmp_path: Path) -> None:
+    """LoopscribeCheckpointer: one checkpoint record per saved super-step, a reference only."""
+    path = tmp_path / "thread.jsonl"
+    thread: RunnableConfig = {"configurable": {"thread_id": "t-9"}}
+    with Session.create(path) as session:
+        saver = LoopscribeCheckpointer(InMemorySaver(), session)
+        graph = react_agent(
+            ToolCallingFake(responses=weather_script()),
+            [get_weather, get_alerts],
+            checkpointer=saver,
+        )
+        for question in ("Weather in Lisbon and Porto?", "And tomorrow?"):
+            with session.begin_run() as run:
+                handler = LoopscribeCallbackHandler(run)
+                graph.invoke({"messages": [("user", question)]}, {**thread, "callbacks": [handler]})
+                assert handler.errors == 0
+        # Between runs no run is open: a checkpoint then is stored but not referenced.
+        graph.update_state(thread, {"messages": [("user", "a note")]})
+    assert saver.errors == 0
+    stored = [t.config["configurable"]["checkpoint_id"] for t in saver.list(thread)]
+    records = list(loopscribe.read(path))
+    checkpoints = of_type(records, "checkpoint")
+    snapshots = [r.data["snapshot"] for r in checkpoints]
+    assert [s["checkpoint_id"] for s in snapshots] == list(reversed(stored))[:-1]
+    assert {s["thread_id"] for s in snapshots} == {"t-9"}
+    assert [s["step"] for s in snapshots] == sorted(s["step"] for s in snapshots)
+    assert snapshots[0]["source"] == "input"
+    for snapshot in snapshots:
+        assert set(snapshot) <= {
+            "framework",
+            "thread_id",
+            "checkpoint_ns",
+            "checkpoint_id",
+            "step",
+            "source",
+        }
+    # Each reference follows the records of its super-step: the last one of a run
+    # comes after that run's final model reply.
+    runs = {r.run_id for r in checkpoints}
+    assert len(runs) == 2
+    for run_id in runs:
+        last_reply = max(
+            r.seq for r in records if r.run_id == run_id and r.type == "model_exec_end"
+        )
+        last_checkpoint = max(r.seq for r in checkpoints if r.run_id == run_id)
+        assert last_checkpoint > last_reply
+    # The reference is what LangGraph needs to load that state again.
+    resumed = graph.get_state({"configurable": {"thread_id": "t-9", **_ids(snapshots[-1])}})
+    assert resumed.values["messages"][-1].content == "Tomorrow too."
+
+
+def _ids(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """The configurable keys a checkpoint reference gives back to LangGraph."""
+    return {k: snapshot[k] for k in ("checkpoint_ns", "checkpoint_id") if k in snapshot}
+
+
+def test_an_async_graph_references_its_checkpoints_too(tmp_path: Path) -> None:
+    """ainvoke stores through aput: the same references as a sync run."""
+    path = tmp_path / "async.jsonl"
+    thread: RunnableConfig = {"configurable": {"thread_id": "t-a"}}
+    with Session.create(path) as session, session.begin_run() as run:
+        saver = LoopscribeCheckpointer(InMemorySaver(), run)
+        graph = react_agent(
+            ToolCallingFake(responses=weather_script()),
+            [get_weather, get_alerts],
+            checkpointer=saver,
+        )
+        asyncio.run(graph.ainvoke({"messages": [("user", "Weather?")]}, thread))
+    stored = [t.config["configurable"]["checkpoint_id"] for t in saver.list(thread)]
+    snapshots = [r.data["snapshot"] for r in of_type(list(loopscribe.read(path)), "checkpoint")]
+    assert [s["checkpoint_id"] for s in snapshots] == list(reversed(stored))
+
+
+CRASH_CHILD = """
+import sys, time, warnings
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.prebuilt import ToolNode, create_react_agent
+from loopscribe import Session
+from loopscribe.adapters.langchain import LoopscribeCallbackHandler, LoopscribeCheckpointer
+
+class Fake(FakeMessagesListChatModel):
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+@tool
+def wait() -> str:
+    '''Block until killed.'''
+    print("ready", flush=True)
+    time.sleep(60)
+    return "never"
+
+call = {"name": "wait", "args": {}, "id": "w1", "type": "tool_call"}
+session = Session.create(sys.argv[1])
+saver = LoopscribeCheckpointer(InMemorySaver(), session)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    graph = create_react_agent(
+        Fake(responses=[AIMessage("", tool_calls=[call])]), ToolNode([wait]), checkpointer=saver
+    )
+run = session.begin_run()
+graph.invoke(
+    {"messages": [("user", "wait")]},
+    {"configurable": {"thread_id": "crash"}, "callbacks": [LoopscribeCallbackHandler(run)]},
+    durability="sync",
+)
+"""
+
+
+def test_checkpoint_references_survive_a_sigkill_mid_graph(tmp_path: Path) -> None:
+    """SIGKILL while a tool runs: with sync durability every earlier step is referenced."""
+    path = tmp_path / "crash.jsonl"
+    child = subprocess.Popen(
+        [sys.executable, "-c", CRASH_CHILD, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+        if child.stdout is not None:
+            child.stdout.close()
+    assert child.returncode == -signal.SIGKILL
+    records = list(loopscribe.read(path))
+    snapshots = [r.data["snapshot"] for r in of_type(records, "checkpoint")]
+    # The input, the start and the model's step were committed before the tool started.
+    assert [s["step"] for s in snapshots] == [-1, 0, 1]
+    assert {s["thread_id"] for s in snapshots} == {"crash"}
+    assert "run_close" not in {r.type for r in records}
+    with Session.open(path) as session:
+        assert session.load_checkpoint() == snapshots[-1]
+    (tool_start,) = of_type(records, "tool_exec_start")
+    assert ex(tool_start).id == "w1"
+    assert max(r.seq for r in of_type(records, "checkpoint")) < tool_start.seq

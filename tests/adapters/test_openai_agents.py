@@ -11,6 +11,7 @@ Nothing reaches the network.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import socket
 import subprocess
@@ -26,6 +27,7 @@ from agents import (
     GuardrailFunctionOutput,
     InputGuardrailTripwireTriggered,
     ModelResponse,
+    ModelRetrySettings,
     ModelSettings,
     OpenAIResponsesModel,
     OutputGuardrailTripwireTriggered,
@@ -38,14 +40,22 @@ from agents import (
     function_tool,
     input_guardrail,
     output_guardrail,
+    retry_policies,
     set_trace_provider,
 )
 from agents.agent_output import AgentOutputSchemaBase
 from agents.handoffs import Handoff
 from agents.items import TResponseOutputItem, TResponseStreamEvent
 from agents.models.interface import Model, ModelTracing
-from agents.testing import ScriptedModel, assistant_message, function_call
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from agents.tool import Tool
+from agents.tool_guardrails import (
+    ToolGuardrailFunctionOutput,
+    ToolInputGuardrailData,
+    ToolOutputGuardrailData,
+    tool_input_guardrail,
+    tool_output_guardrail,
+)
 from agents.tracing import (
     Span,
     Trace,
@@ -84,6 +94,7 @@ from loopscribe.adapters.openai_agents import (
 )
 from loopscribe.adapters.openai_agents import assistant_message as assistant_message_of
 from loopscribe.adapters.openai_agents._messages import usage_of
+from loopscribe.live import Bus, Transient
 from loopscribe.otel import SpanBridge, replay
 from loopscribe.testing import captured_spans, span_tree
 
@@ -370,7 +381,7 @@ def test_responses_tool_results_and_committed_items_have_bodies(recorded: list[R
 
 
 def test_executions_nest_as_the_sdk_ran_them(recorded: list[Record]) -> None:
-    """Agents contain turns, turns contain one model call and that turn's tool calls."""
+    """Agents contain turns and guardrails, turns one model call and that turn's tool calls."""
     parents: dict[str, tuple[str, str | None]] = {}
     for r in recorded:
         if r.execution is not None:
@@ -391,6 +402,10 @@ def test_executions_nest_as_the_sdk_ran_them(recorded: list[Record]) -> None:
         "agent_3": ("agent", None),
         "turn_4": ("turn", "agent_3"),
         "model_4": ("model", "turn_4"),
+        "guardrail_1": ("guardrail", "agent_1"),
+        "guardrail_2": ("guardrail", "agent_1"),
+        "guardrail_3": ("guardrail", "agent_2"),
+        "guardrail_4": ("guardrail", "agent_3"),
     }
     turns = [(r.execution.id, r.data) for r in of_type(recorded, "turn_end") if r.execution]
     assert turns == [
@@ -407,8 +422,8 @@ def test_executions_nest_as_the_sdk_ran_them(recorded: list[Record]) -> None:
     ]
 
 
-def test_handoffs_and_guardrails_are_lifecycle_events(recorded: list[Record]) -> None:
-    """A handoff names both agents and its tool call; guardrail results name their agent."""
+def test_handoffs_are_events_and_guardrails_executions(recorded: list[Record]) -> None:
+    """A handoff names both agents and its tool call; each guardrail is an execution."""
     (handoff,) = of_type(recorded, "handoff")
     assert handoff.execution is not None
     assert handoff.execution.id == "agent_2"
@@ -418,18 +433,25 @@ def test_handoffs_and_guardrails_are_lifecycle_events(recorded: list[Record]) ->
         "tool": "transfer_to_helper",
         "tool_call_id": "call_handoff",
     }
+    starts = {r.execution.id: r for r in of_type(recorded, "guardrail_start") if r.execution}
     guardrails = [
-        (r.execution.id if r.execution else None, r.data["kind"], r.data["guardrail"])
-        for r in of_type(recorded, "guardrail")
+        (
+            r.execution.kind,
+            r.execution.parent_id,
+            starts[r.execution.id].data["kind"],
+            r.data["guardrail"],
+        )
+        for r in of_type(recorded, "guardrail_end")
+        if r.execution
     ]
     assert guardrails == [
-        ("agent_1", "input", "polite_input"),
-        ("agent_1", "output", "short_output"),
-        ("agent_2", "input", "polite_input"),
-        ("agent_3", "output", "short_output"),
+        ("guardrail", "agent_1", "input", "polite_input"),
+        ("guardrail", "agent_1", "output", "short_output"),
+        ("guardrail", "agent_2", "input", "polite_input"),
+        ("guardrail", "agent_3", "output", "short_output"),
     ]
-    assert all(r.data["triggered"] is False for r in of_type(recorded, "guardrail"))
-    assert of_type(recorded, "guardrail")[0].data["output_info"] == {"rude": False}
+    assert all(r.data["triggered"] is False for r in of_type(recorded, "guardrail_end"))
+    assert of_type(recorded, "guardrail_end")[0].data["output_info"] == {"rude": False}
 
 
 def test_execution_ids_are_deterministic(tmp_path: Path) -> None:
@@ -479,13 +501,17 @@ def test_replayed_spans_nest_and_carry_no_bodies(tmp_path: Path) -> None:
             "      execute_tool launch_rocket",
             "    turn",
             "      chat ScriptedResponses",
+            "    polite_input",
+            "    short_output",
             "  invoke_agent weather",
             "    turn",
             "      chat ScriptedResponses",
             "      execute_tool transfer_to_helper",
+            "    polite_input",
             "  invoke_agent helper",
             "    turn",
             "      chat ScriptedResponses",
+            "    short_output",
         ]
     )
     by_id = {s.context.span_id: s for s in captured.spans if s.context is not None}
@@ -531,14 +557,14 @@ def test_live_bridge_emits_the_replayed_spans(tmp_path: Path) -> None:
         ]
 
     assert shape(live.spans) == shape(replayed.spans)
-    assert len(live.spans) == 15
+    assert len(live.spans) == 19  # 15 calls, turns and agents; 4 guardrails
 
 
 # -- failures ------------------------------------------------------------------------------
 
 
 def test_input_guardrail_tripwire_is_recorded_and_fails_the_run(tmp_path: Path) -> None:
-    """A tripped input guardrail is an event; the open agent ends with the tripwire error."""
+    """A tripped input guardrail is an execution; the open agent ends with the tripwire error."""
 
     @input_guardrail(run_in_parallel=False)
     def no_rockets(
@@ -554,13 +580,16 @@ def test_input_guardrail_tripwire_is_recorded_and_fails_the_run(tmp_path: Path) 
             asyncio.run(hooks.run(agent, "launch a rocket", run_config=OFFLINE))
     assert hooks.errors == 0
     records = list(loopscribe.read(path))
-    (guardrail,) = of_type(records, "guardrail")
+    (start,) = of_type(records, "guardrail_start")
+    (guardrail,) = of_type(records, "guardrail_end")
+    assert start.data == {"guardrail": "no_rockets", "kind": "input"}
     assert guardrail.data == {
         "guardrail": "no_rockets",
-        "kind": "input",
         "triggered": True,
         "output_info": {"topic": "rockets"},
     }
+    assert guardrail.execution is not None
+    assert (guardrail.execution.kind, guardrail.execution.parent_id) == ("guardrail", "agent_1")
     (end,) = of_type(records, "agent_end")
     assert end.data["stop_reason"] == "guardrail_tripwire"
     assert end.data["error"]["type"] == "InputGuardrailTripwireTriggered"
@@ -568,6 +597,9 @@ def test_input_guardrail_tripwire_is_recorded_and_fails_the_run(tmp_path: Path) 
     replay(path, captured.processor)
     run_span = captured.named("invoke_agent weather")[0]
     assert run_span.status.status_code is StatusCode.ERROR
+    (check,) = captured.named("no_rockets")  # a tripped tripwire is a result, not a failure
+    assert (check.attributes or {})["openinference.span.kind"] == "GUARDRAIL"
+    assert check.status.status_code is not StatusCode.ERROR
     assert (run_span.attributes or {})["error.type"] == "InputGuardrailTripwireTriggered"
     assert not any((s.attributes or {}).get("loopscribe.incomplete") for s in captured.spans)
 
@@ -598,9 +630,9 @@ def test_output_guardrail_tripwire_after_the_agent_ended_fails_the_run(tmp_path:
         if r.execution
     ]
     assert ends == [("agent_1", "final_output"), ("agent_2", "guardrail_tripwire")]
-    (guardrail,) = of_type(records, "guardrail")
+    (guardrail,) = of_type(records, "guardrail_end")
     assert guardrail.execution is not None
-    assert (guardrail.execution.id, guardrail.data["triggered"]) == ("agent_2", True)
+    assert (guardrail.execution.parent_id, guardrail.data["triggered"]) == ("agent_2", True)
     captured = captured_spans()
     replay(path, captured.processor)
     run_span = captured.named("invoke_agent weather")[-1]  # the run span ends last
@@ -819,8 +851,8 @@ def test_streamed_runs_are_recorded_with_the_sdk_scripted_model(tmp_path: Path) 
     types = [r.type for r in loopscribe.read(path) if r.execution is not None]
     assert types.count("model_exec_end") == 2
     assert types.count("tool_exec_end") == 1
-    assert types.count("guardrail") == 1
-    assert types[-2:] == ["agent_end", "guardrail"]
+    assert types.count("guardrail_end") == 1
+    assert types[-3:] == ["agent_end", "guardrail_start", "guardrail_end"]
 
 
 def test_importing_loopscribe_does_not_import_the_sdk() -> None:
@@ -1199,3 +1231,492 @@ def test_the_trace_processor_records_from_the_sdks_own_spans(
     assert sorted(results) == ["o1", "r1"]
     assert sum(isinstance(m, AssistantMessage) for m in committed) == 4
     assert "?" not in show_lines(path)
+
+
+class ModelOverloadedError(RuntimeError):
+    """A transient provider failure the retry policy retries."""
+
+
+def retrying(model: ScriptedModel) -> ModelSettings:
+    """Model settings whose runner-managed retry policy retries every failure once, at once."""
+    return ModelSettings(
+        retry=ModelRetrySettings(
+            max_retries=1, backoff={"initial_delay": 0.0}, policy=lambda context: True
+        )
+    )
+
+
+def test_the_trace_processor_records_guardrails_and_each_retried_attempt(
+    tmp_path: Path, local_tracing: _Collect
+) -> None:
+    """Guardrail spans become executions under their agent; each model attempt is recorded."""
+
+    @input_guardrail(run_in_parallel=False)
+    def topic_check(
+        ctx: RunContextWrapper[Any], agent: Agent[Any], items: str | list[TResponseInputItem]
+    ) -> GuardrailFunctionOutput:
+        return GuardrailFunctionOutput(output_info={"topic": "weather"}, tripwire_triggered=False)
+
+    model = ScriptedModel(
+        [
+            [function_call("get_weather", {"city": "Porto"}, call_id="call_porto")],
+            ModelStep.raise_error(ModelOverloadedError("overloaded, try again")),
+            [assistant_message("Sunny in Porto.")],
+        ],
+        emit_traces=True,
+    )
+    agent = Agent(
+        name="weather",
+        model=model,
+        model_settings=retrying(model),
+        tools=[get_weather],
+        input_guardrails=[topic_check],
+        output_guardrails=[short_output],
+    )
+    path = tmp_path / "traced.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        processor = LoopscribeTraceProcessor(run)
+        add_trace_processor(processor)
+        result = asyncio.run(Runner.run(agent, "Weather in Porto?"))
+        processor.close()
+    assert result.final_output == "Sunny in Porto."
+    assert processor.errors == 0
+    records = list(loopscribe.read(path))
+    (agent_start,) = of_type(records, "agent_start")
+    assert agent_start.execution is not None
+    ends = of_type(records, "guardrail_end")
+    assert [(r.data["guardrail"], r.data["triggered"]) for r in ends] == [
+        ("topic_check", False),
+        ("short_output", False),
+    ]
+    for end in ends:
+        assert end.execution is not None
+        assert (end.execution.kind, end.execution.parent_id) == (
+            "guardrail",
+            agent_start.execution.id,
+        )
+    attempts = [
+        (r.execution.id, r.execution.attempt, "error" in r.data)
+        for r in of_type(records, "model_exec_end")
+        if r.execution
+    ]
+    assert attempts == [("model_1", 1, False), ("model_2", 1, True), ("model_2", 2, False)]
+    (retry,) = of_type(records, "retry_scheduled")
+    assert retry.execution is not None
+    assert (retry.execution.id, retry.execution.attempt) == ("model_2", 1)
+    assert retry.data["next_attempt"] == 2
+    assert retry.data["error"]["type"] == "ModelOverloadedError"
+    assert "overloaded, try again" in retry.data["error"]["message"]
+    captured = captured_spans()
+    replay(path, captured.processor)
+    chats = [s for s in captured.spans if s.name.startswith("chat")]
+    assert [(s.attributes or {})["loopscribe.attempt"] for s in chats] == [1, 1, 2]
+    assert chats[1].status.status_code is StatusCode.ERROR
+    assert (chats[1].attributes or {})["error.type"] == "ModelOverloadedError"
+    guardrail_spans = [s for s in captured.spans if s.name in ("topic_check", "short_output")]
+    assert len(guardrail_spans) == 2
+    for span in guardrail_spans:
+        assert (span.attributes or {})["openinference.span.kind"] == "GUARDRAIL"
+        assert span.parent is not None
+        assert (span.attributes or {})["loopscribe.execution.parent_id"] == (
+            agent_start.execution.id
+        )
+
+
+def test_hooks_record_each_attempt_the_sdk_retried(tmp_path: Path) -> None:
+    """The agent's retry policy retries a failed call: both attempts, the error between them."""
+    model = ScriptedModel(
+        [
+            ModelStep.raise_error(ModelOverloadedError("overloaded")),
+            [assistant_message("Sunny.")],
+        ]
+    )
+    agent = Agent(name="weather", model=model, model_settings=retrying(model))
+    path = tmp_path / "agent.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        hooks = LoopscribeHooks(run)
+        result = asyncio.run(hooks.run(agent, "weather?", run_config=OFFLINE))
+    assert result.final_output == "Sunny."
+    assert hooks.errors == 0
+    records = list(loopscribe.read(path))
+    assert_each_call_once(records)
+    attempts = [
+        (r.type, r.execution.id, r.execution.attempt)
+        for r in records
+        if r.execution is not None and r.execution.kind == "model"
+    ]
+    assert attempts == [
+        ("model_exec_start", "model_1", 1),
+        ("model_request", "model_1", 1),
+        ("model_exec_end", "model_1", 1),
+        ("retry_scheduled", "model_1", 1),
+        ("model_exec_start", "model_1", 2),
+        ("model_request", "model_1", 2),
+        ("model_exec_end", "model_1", 2),
+        ("message_end", "model_1", 2),
+    ]
+    first_end, second_end = of_type(records, "model_exec_end")
+    assert first_end.data["error"]["type"] == "ModelOverloadedError"
+    assert "error" not in second_end.data
+    assert second_end.data["failed_attempts"] == 1
+    requests = [r.data for r in of_type(records, "model_request")]
+    assert requests[0] == requests[1]  # the same request, sent again
+    assert "policy" not in requests[0]["config"].get("retry", {})
+    (retry,) = of_type(records, "retry_scheduled")
+    assert retry.data["next_attempt"] == 2
+    assert first_end.ts <= retry.ts <= of_type(records, "model_exec_start")[1].ts
+    captured = captured_spans()
+    replay(path, captured.processor)
+    chats = [s for s in captured.spans if s.name.startswith("chat")]
+    assert [(s.attributes or {})["loopscribe.attempt"] for s in chats] == [1, 2]
+    assert chats[0].status.status_code is StatusCode.ERROR
+    assert (chats[0].attributes or {})["error.type"] == "ModelOverloadedError"
+    assert chats[1].status.status_code is StatusCode.UNSET
+
+
+@pytest.mark.parametrize("policy", [retry_policies.network_error(), retry_policies.never()])
+def test_the_watched_policy_keeps_what_the_sdk_reads_from_the_hosts(
+    tmp_path: Path, policy: Any
+) -> None:
+    """The SDK reads which failures a policy retries from the policy object; they stay the same."""
+    config = RunConfig(model_settings=ModelSettings(retry=ModelRetrySettings(policy=policy)))
+    with Session.create(tmp_path / "agent.jsonl") as session, session.begin_run() as run:
+        settings = LoopscribeHooks(run).run_config(config).model_settings
+    assert settings is not None
+    assert settings.retry is not None
+    wrapper = settings.retry.policy
+    assert wrapper is not policy
+    for attribute in (
+        "_openai_agents_retries_safe_transport_errors",
+        "_openai_agents_retries_all_transient_errors",
+    ):
+        assert getattr(wrapper, attribute) == getattr(policy, attribute, False)
+    copied = copy.deepcopy(settings).retry  # the SDK copies model settings
+    assert copied is not None
+    assert copied.policy is wrapper
+
+
+def test_a_retry_the_policy_refuses_ends_the_run_on_the_last_attempt(tmp_path: Path) -> None:
+    """A run-level policy retries once; the second failure is final: two failed attempts."""
+    model = ScriptedModel(
+        [
+            ModelStep.raise_error(ModelOverloadedError("overloaded")),
+            ModelStep.raise_error(ModelOverloadedError("still overloaded")),
+        ]
+    )
+    decisions: list[int] = []
+
+    def once(context: Any) -> bool:
+        decisions.append(context.attempt)
+        return True
+
+    config = RunConfig(
+        tracing_disabled=True,
+        model_settings=ModelSettings(
+            retry=ModelRetrySettings(max_retries=1, backoff={"initial_delay": 0.0}, policy=once)
+        ),
+    )
+    agent = Agent(name="weather", model=model)
+    path = tmp_path / "agent.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        hooks = LoopscribeHooks(run)
+        with pytest.raises(ModelOverloadedError):
+            asyncio.run(hooks.run(agent, "weather?", run_config=config))
+    assert decisions == [1]  # the host's policy decided, once
+    records = list(loopscribe.read(path))
+    assert_each_call_once(records)
+    ends = [
+        (ex.attempt, r.data["error"]["message"])
+        for r in of_type(records, "model_exec_end")
+        if (ex := r.execution)
+    ]
+    assert ends == [(1, "overloaded"), (2, "still overloaded")]
+    assert len(of_type(records, "retry_scheduled")) == 1
+
+
+def test_streamed_deltas_reach_live_subscribers_and_never_the_file(tmp_path: Path) -> None:
+    """hooks.stream_events publishes each call's deltas on its model execution, unwritten."""
+    model = ScriptedModel(
+        [
+            [function_call("get_weather", {"city": "Lima"}, call_id="call_lima")],
+            [assistant_message("Sunny in Lima.")],
+        ]
+    )
+    agent = Agent(name="weather", model=model, tools=[get_weather])
+    path = tmp_path / "agent.jsonl"
+    bus = Bus()
+
+    async def stream(hooks: LoopscribeHooks) -> list[str]:
+        result = hooks.run_streamed(agent, "Lima?", run_config=OFFLINE)
+        return [event.type async for event in hooks.stream_events(result)]
+
+    with Session.create(path, observers=[bus]) as session, session.begin_run() as run:
+        subscription = bus.subscribe(session.id)
+        hooks = LoopscribeHooks(run)
+        seen = asyncio.run(stream(hooks))
+    subscription.close()
+    assert hooks.errors == 0
+    assert "raw_response_event" in seen
+    deltas = [item for item in subscription if isinstance(item, Transient)]
+    assert {d.type for d in deltas} == {"message_update"}
+    by_call: dict[str, list[Any]] = {}
+    for d in deltas:
+        assert d.execution is not None
+        by_call.setdefault(d.execution.id, []).append(d.data["delta"])
+    assert by_call["model_1"] == [
+        {"type": "tool_call", "item_id": "call_lima", "arguments": '{"city":"Lima"}'}
+    ]
+    assert "".join(by_call["model_2"]) == "Sunny in Lima."
+    records = list(loopscribe.read(path))
+    assert not of_type(records, "message_update")
+    assert of_type(records, "model_exec_end")[0].data["message"] is not None
+    assert of_type(records, "agent_end")  # stream_events recorded the result
+
+
+def test_checkpoints_say_where_each_run_left_the_conversation(tmp_path: Path) -> None:
+    """checkpoints=True: after each run a checkpoint with the agent and the input-list length."""
+    path = tmp_path / "agent.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        hooks = LoopscribeHooks(run, checkpoints=True)
+        agent = weather_agents()
+        first = asyncio.run(hooks.run(agent, "Weather in Faro?", run_config=OFFLINE))
+        history = first.to_input_list()
+        follow_up: list[TResponseInputItem] = [{"role": "user", "content": "Something else."}]
+        second = asyncio.run(hooks.run(agent, history + follow_up, run_config=OFFLINE))
+        assert session.load_checkpoint() == {
+            "framework": "openai-agents",
+            "agent": "helper",
+            "input_items": len(second.to_input_list()),
+            "last_response_id": second.last_response_id,
+        }
+    assert hooks.errors == 0
+    records = list(loopscribe.read(path))
+    checkpoints = of_type(records, "checkpoint")
+    assert [c.data["snapshot"]["agent"] for c in checkpoints] == ["weather", "helper"]
+    assert checkpoints[0].data["snapshot"]["input_items"] == len(history)
+    # Each checkpoint follows everything its run committed.
+    ends = [r.seq for r in of_type(records, "agent_end")]
+    assert checkpoints[0].seq > ends[0]
+    assert checkpoints[1].seq > ends[-1]
+    assert max(r.seq for r in of_type(records, "message_end")) < checkpoints[1].seq
+
+
+def test_checkpoints_are_off_by_default(recorded: list[Record]) -> None:
+    """Without checkpoints=True nothing is fsynced per run."""
+    assert not of_type(recorded, "checkpoint")
+
+
+def test_the_trace_processor_records_a_streamed_handoff(
+    tmp_path: Path, local_tracing: _Collect
+) -> None:
+    """run_streamed with a handoff, traced: both agents, each call once in its agent's turn."""
+    helper = Agent(
+        name="helper",
+        model=ScriptedModel([[assistant_message("The helper answers.")]], emit_traces=True),
+    )
+    triage = Agent(
+        name="triage",
+        model=ScriptedModel(
+            [[function_call("transfer_to_helper", {}, call_id="call_h")]], emit_traces=True
+        ),
+        handoffs=[helper],
+    )
+    path = tmp_path / "traced.jsonl"
+
+    async def stream() -> Any:
+        result = Runner.run_streamed(triage, "Help me.")
+        async for _event in result.stream_events():
+            pass
+        return result.final_output
+
+    with Session.create(path) as session, session.begin_run() as run:
+        processor = LoopscribeTraceProcessor(run)
+        add_trace_processor(processor)
+        final = asyncio.run(stream())
+        processor.close()
+    assert final == "The helper answers."
+    assert processor.errors == 0
+    records = list(loopscribe.read(path))
+    assert_each_call_once(records)
+    agents = [
+        (r.data["agent"], ex.parent_id)
+        for r in of_type(records, "agent_start")
+        if (ex := r.execution)
+    ]
+    assert agents == [("triage", None), ("helper", None)]
+    (handoff,) = of_type(records, "handoff")
+    assert handoff.data == {"from_agent": "triage", "to_agent": "helper"}
+    # Each model call sits in a turn of the agent that made it. (The SDK's scripted model
+    # traces no bodies, so this path has no messages to commit: see the module's limits.)
+    tree = executions(records)
+    agent_ids = [r.execution.id for r in of_type(records, "agent_start") if r.execution]
+    owners = []
+    for end in of_type(records, "model_exec_end"):
+        assert end.execution is not None
+        turn = end.execution.parent_id
+        assert turn is not None
+        assert tree[turn][0] == "turn"
+        owners.append(tree[turn][1])
+    assert owners == agent_ids
+
+
+def test_tool_guardrails_are_executions_with_their_behavior(tmp_path: Path) -> None:
+    """A tool input guardrail that rejects and an output guardrail that allows: both recorded."""
+
+    @tool_input_guardrail
+    def no_moon(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        return ToolGuardrailFunctionOutput.reject_content(
+            "Rockets stay home.", output_info={"target": "moon"}
+        )
+
+    @tool_output_guardrail
+    def checked(data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
+        return ToolGuardrailFunctionOutput.allow(output_info={"checked": True})
+
+    def launch(target: str) -> str:
+        """Launch a rocket at a target."""
+        return f"launched at {target}"
+
+    def weather(city: str) -> str:
+        """Current weather for a city."""
+        return f"sunny in {city}"
+
+    rocket = function_tool(launch, tool_input_guardrails=[no_moon])
+    sky = function_tool(weather, tool_output_guardrails=[checked])
+    model = ScriptedResponses(
+        [
+            [
+                tool_call("launch", {"target": "moon"}, "call_l"),
+                tool_call("weather", {"city": "Faro"}, "call_w"),
+            ],
+            [reply("No launch; sunny in Faro.")],
+        ]
+    )
+    agent = Agent(name="rockets", model=model, tools=[rocket, sky])
+    path = tmp_path / "agent.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        hooks = LoopscribeHooks(run)
+        asyncio.run(hooks.run(agent, "Launch, and the weather?", run_config=OFFLINE))
+    assert hooks.errors == 0
+    records = list(loopscribe.read(path))
+    kinds = {
+        r.execution.id: r.data["kind"] for r in of_type(records, "guardrail_start") if r.execution
+    }
+    ends = {
+        r.data["guardrail"]: (kinds[r.execution.id], r.execution.parent_id, r.data)
+        for r in of_type(records, "guardrail_end")
+        if r.execution
+    }
+    assert set(ends) == {"no_moon", "checked"}
+    kind, parent, data = ends["no_moon"]
+    assert (kind, parent) == ("tool_input", "agent_1")
+    assert data["triggered"] is True
+    assert data["behavior"] == "reject_content"
+    assert data["output_info"] == {"target": "moon"}
+    kind, parent, data = ends["checked"]
+    assert (kind, parent) == ("tool_output", "agent_1")
+    assert (data["triggered"], data["behavior"]) == (False, "allow")
+    # The rejected call never ran, yet it has its execution, with what the model was told,
+    # and its result is committed once like any other.
+    (launched,) = [
+        r for r in of_type(records, "tool_exec_end") if r.execution and r.execution.id == "call_l"
+    ]
+    assert launched.data["result"] == "Rockets stay home."
+    assert launched.data["disposition"] == "not_executed"
+    assert launched.execution is not None
+    assert launched.execution.parent_id == "turn_1"
+    results = [
+        r.data["message"].tool_call_id
+        for r in of_type(records, "message_end")
+        if isinstance(r.data["message"], ToolResultMessage)
+    ]
+    assert sorted(results) == ["call_l", "call_w"]
+    assert_each_call_once(records)
+    assert "?" not in show_lines(path)
+
+
+def test_a_retry_inside_an_agent_used_as_a_tool_is_an_attempt_of_its_own_call(
+    tmp_path: Path,
+) -> None:
+    """The sub-run's agent retries with its own policy; the attempts nest under the tool call."""
+    inner_model = ScriptedModel(
+        [
+            ModelStep.raise_error(ModelOverloadedError("overloaded")),
+            [assistant_message("Faro: sunny.")],
+        ]
+    )
+    inner = Agent(name="researcher", model=inner_model, model_settings=retrying(inner_model))
+    outer = Agent(
+        name="planner",
+        model=ScriptedModel(
+            [
+                [function_call("research", {"input": "Faro?"}, call_id="o_research")],
+                [assistant_message("Sunny.")],
+            ]
+        ),
+        tools=[inner.as_tool(tool_name="research", tool_description="Research a city.")],
+    )
+    path = tmp_path / "as_tool.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        hooks = LoopscribeHooks(run)
+        result = asyncio.run(hooks.run(outer, "Weather in Faro?", run_config=OFFLINE))
+    assert result.final_output == "Sunny."
+    assert hooks.errors == 0
+    records = list(loopscribe.read(path))
+    assert_each_call_once(records)
+    tree = executions(records)
+    (sub,) = [
+        r.execution for r in of_type(records, "agent_start") if r.data["agent"] == "researcher"
+    ]
+    assert sub is not None
+    assert sub.parent_id == "o_research"
+    attempts = [
+        (ex.id, ex.attempt, "error" in r.data)
+        for r in of_type(records, "model_exec_end")
+        if (ex := r.execution) is not None and tree[ex.parent_id or ""][1] == sub.id
+    ]
+    (model_id, _, _) = attempts[0]
+    assert attempts == [(model_id, 1, True), (model_id, 2, False)]
+    outer_models = [
+        r.execution.attempt
+        for r in of_type(records, "model_exec_end")
+        if r.execution is not None and r.execution.id != model_id
+    ]
+    assert outer_models == [1, 1]  # the planner's calls were not retried
+
+
+def test_stream_events_records_guardrails_as_the_run_reports_them(tmp_path: Path) -> None:
+    """A streamed run: each guardrail is recorded once, the input one before the agent ends."""
+    model = ScriptedModel(
+        [
+            [function_call("get_weather", {"city": "Lima"}, call_id="call_lima")],
+            [assistant_message("Sunny in Lima.")],
+        ]
+    )
+    agent = Agent(
+        name="weather",
+        model=model,
+        tools=[get_weather],
+        input_guardrails=[polite_input],
+        output_guardrails=[short_output],
+    )
+    path = tmp_path / "agent.jsonl"
+
+    async def stream(hooks: LoopscribeHooks) -> None:
+        result = hooks.run_streamed(agent, "Lima?", run_config=OFFLINE)
+        async for _event in hooks.stream_events(result):
+            pass
+
+    with Session.create(path) as session, session.begin_run() as run:
+        hooks = LoopscribeHooks(run)
+        asyncio.run(stream(hooks))
+    assert hooks.errors == 0
+    records = list(loopscribe.read(path))
+    ends = of_type(records, "guardrail_end")
+    assert sorted(r.data["guardrail"] for r in ends) == ["polite_input", "short_output"]
+    (agent_end,) = of_type(records, "agent_end")
+    (polite,) = [r for r in ends if r.data["guardrail"] == "polite_input"]
+    assert polite.seq < agent_end.seq  # recorded while the run went on
+    for end in ends:
+        assert end.execution is not None
+        assert end.execution.parent_id == "agent_1"

@@ -66,6 +66,7 @@ from loopscribe import (
     UserMessage,
 )
 from loopscribe.adapters.pydantic_ai import LoopscribeCapability, from_pydantic_ai, to_pydantic_ai
+from loopscribe.live import Bus, Transient
 from loopscribe.otel import SpanBridge, replay
 from loopscribe.testing import captured_spans, span_tree
 
@@ -545,7 +546,7 @@ def test_a_failing_recorder_never_breaks_the_agent(
 
 
 def test_a_streamed_run_records_the_same_calls(tmp_path: Path) -> None:
-    """Under ``run_stream_events`` the streamed responses are recorded once they are complete."""
+    """Under ``run_stream_events`` responses are recorded once complete, deltas published live."""
 
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
         if len(messages) == 1:
@@ -568,12 +569,25 @@ def test_a_streamed_run_records_the_same_calls(tmp_path: Path) -> None:
         ) as events:
             return [event async for event in events]
 
-    with Session.create(path) as session, session.begin_run() as run:
+    bus = Bus()
+    with Session.create(path, observers=[bus]) as session, session.begin_run() as run:
+        subscription = bus.subscribe(session.id)
         events = asyncio.run(main(run))
+    subscription.close()
     assert events
     records = list(loopscribe.read(path))
+    assert not of_type(records, "message_update")
     ends = of_type(records, "model_exec_end")
     assert [text_of(r.data["message"]) for r in ends][1] == "Cloudy in Porto."
+    # The deltas went to live subscribers, each on the model execution that streamed it.
+    deltas = [item for item in subscription if isinstance(item, Transient)]
+    assert {d.type for d in deltas} == {"message_update"}
+    first = [d.data["delta"] for d in deltas if d.execution == ex(ends[0])]
+    second = [d.data["delta"] for d in deltas if d.execution == ex(ends[1])]
+    assert first == [
+        {"type": "tool_call", "id": "call_s", "name": "get_weather", "args": '{"city": "Porto"}'}
+    ]
+    assert second == ["Cloudy ", "in Porto."]
     assert all(r.data["usage"].output_tokens > 0 for r in ends)
     assert {r.data["stream"] for r in of_type(records, "model_exec_start")} == {True}
     assert of_type(records, "tool_exec_end")[0].data["result"]["city"] == "Porto"
@@ -622,6 +636,68 @@ def test_a_delegate_agent_nests_under_the_tool_call(tmp_path: Path) -> None:
         "    turn\n"
         "      chat boss-model"
     )
+
+
+def test_checkpoints_follow_each_top_level_run_and_resume_the_history(tmp_path: Path) -> None:
+    """checkpoints=True: a checkpoint per finished top-level run, none for the delegate inside."""
+    path = tmp_path / "session.jsonl"
+    helper = Agent(TestModel(custom_output_text="42"), name="helper")
+    boss = Agent(
+        FunctionModel(
+            Script(
+                [
+                    [ToolCallPart("ask_helper", {}, tool_call_id="call_d")],
+                    [TextPart("done")],
+                    [TextPart("still done")],
+                ]
+            ),
+            model_name="boss-model",
+        ),
+        name="boss",
+    )
+    with Session.create(path) as session, session.begin_run() as run:
+        recorder = LoopscribeCapability(run, checkpoints=True)
+
+        @boss.tool_plain
+        async def ask_helper() -> str:
+            """Delegate to the helper agent."""
+            return (await helper.run("What is it?", capabilities=[recorder])).output
+
+        first = asyncio.run(boss.run("Go.", capabilities=[recorder]))
+        # A host resumes from the checkpoint: the history it counts, then a new prompt.
+        saved = session.load_checkpoint()
+        history = first.all_messages()[: saved["messages"]]
+        second = asyncio.run(boss.run("Again.", message_history=history, capabilities=[recorder]))
+    assert recorder.errors == 0
+    records = list(loopscribe.read(path))
+    snapshots = [r.data["snapshot"] for r in of_type(records, "checkpoint")]
+    assert snapshots == [
+        {
+            "framework": "pydantic-ai",
+            "agent": "boss",
+            "execution": "boss_1",
+            "messages": len(first.all_messages()),
+            "new_messages": len(first.new_messages()),
+            "run_id": first.run_id,
+            "conversation_id": first.conversation_id,
+        },
+        {
+            "framework": "pydantic-ai",
+            "agent": "boss",
+            "execution": "boss_3",
+            "messages": len(second.all_messages()),
+            "new_messages": 2,
+            "run_id": second.run_id,
+            "conversation_id": second.conversation_id,
+        },
+    ]
+    # Every message a checkpoint counts was committed before it.
+    (first_checkpoint, _) = of_type(records, "checkpoint")
+    first_run_messages = [
+        r for r in of_type(records, "message_end") if r.seq < first_checkpoint.seq
+    ]
+    assert first_run_messages
+    assert max(r.seq for r in of_type(records, "agent_end")[:2]) < first_checkpoint.seq
 
 
 def test_a_failed_stream_keeps_its_partial_content(tmp_path: Path) -> None:

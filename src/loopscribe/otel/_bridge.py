@@ -6,7 +6,7 @@ ends a span when the record that finishes it is written:
 * one root span per run, ``invoke_agent {agent}``, ended by ``run_close``;
 * one span per execution attempt, started by the attempt's first record and
   ended by its terminal record (``model_exec_end``, ``tool_exec_end``,
-  ``turn_end``, ``agent_end``, ``context_transform_end``). An attempt still
+  ``turn_end``, ``agent_end``, ``context_transform_end``, ``guardrail_end``). An attempt still
   open at ``run_close`` ends there, before the run span, and is marked
   ``loopscribe.incomplete``; so does an execution of a host-defined kind
   whose records include none of these types.
@@ -106,7 +106,14 @@ from ._ids import parse_traceparent, run_span_id, span_id, trace_id
 logger = logging.getLogger("loopscribe.otel")
 
 TERMINAL_TYPES: Final = frozenset(
-    {ev.MODEL_EXEC_END, ev.TOOL_EXEC_END, ev.TURN_END, ev.AGENT_END, ev.CONTEXT_TRANSFORM_END}
+    {
+        ev.MODEL_EXEC_END,
+        ev.TOOL_EXEC_END,
+        ev.TURN_END,
+        ev.AGENT_END,
+        ev.CONTEXT_TRANSFORM_END,
+        ev.GUARDRAIL_END,
+    }
 )
 """Record types that end their execution attempt's span."""
 

@@ -55,10 +55,19 @@ for a second run on the same ``thread_id`` is not committed again. A
 sub-graph run inside a tool keeps its own conversation, recorded under its
 own execution.
 
-Not recorded: token streaming (``on_llm_new_token``, ``on_stream_event``:
-transient by the recording rules), chain inputs and outputs (intermediate
-state; the messages and tool calls they carry are recorded where they are
-produced), ``on_text`` and custom events.
+Streamed tokens (``on_llm_new_token``: text and tool-call chunks) are
+published as transient ``message_update`` events of their model execution:
+a ``loopscribe.live.Bus`` delivers them, the file never holds them.
+
+Checkpoints: compile a graph with ``LoopscribeCheckpointer(saver, session)``
+in place of its checkpointer and each checkpoint LangGraph commits (one per
+super-step) is also written as a loopscribe ``checkpoint`` that references
+it (``thread_id``, ``checkpoint_ns``, ``checkpoint_id``, ``step``); the
+state stays in the saver.
+
+Not recorded: chain inputs and outputs (intermediate state; the messages and
+tool calls they carry are recorded where they are produced), ``on_text``
+and custom events.
 
 The handler is synchronous with ``run_inline = True``: in async code
 LangChain calls it directly on the event loop thread (recording is one
@@ -68,7 +77,15 @@ raises into LangChain: a failure is logged on the ``loopscribe`` logger and
 counted in :attr:`LoopscribeCallbackHandler.errors`.
 """
 
+from ._checkpoint import LoopscribeCheckpointer, checkpoint_reference
 from ._messages import from_langchain, lower_message, to_langchain
 from ._recorder import LoopscribeCallbackHandler
 
-__all__ = ["LoopscribeCallbackHandler", "from_langchain", "lower_message", "to_langchain"]
+__all__ = [
+    "LoopscribeCallbackHandler",
+    "LoopscribeCheckpointer",
+    "checkpoint_reference",
+    "from_langchain",
+    "lower_message",
+    "to_langchain",
+]

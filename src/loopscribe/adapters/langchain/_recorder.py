@@ -10,7 +10,7 @@ import logging
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date, datetime, time
 from decimal import Decimal
 from pathlib import PurePath
@@ -21,7 +21,7 @@ import orjson
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage, ToolMessage, convert_to_messages
-from langchain_core.outputs import ChatGeneration, LLMResult
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, GenerationChunk, LLMResult
 from pydantic import BaseModel
 
 from ... import events as ev
@@ -131,6 +131,15 @@ def _usage(message: Any, llm_output: Mapping[str, Any] | None) -> Usage | None:
                 reasoning_tokens=int(reasoning or 0),
             )
     return None
+
+
+def _block_texts(blocks: Sequence[str | Mapping[str, Any]]) -> Iterator[str]:
+    """The text of streamed content blocks: strings and ``{"type": "text"}`` blocks."""
+    for block in blocks:
+        if isinstance(block, str):
+            yield block
+        elif block.get("type") == "text" and isinstance(block.get("text"), str):
+            yield block["text"]
 
 
 def _partial(response: LLMResult) -> Message | dict[str, Any] | None:
@@ -788,6 +797,38 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         )
         if isinstance(generation, ChatGeneration):
             self._commit(opened.conversation, execution, generation.message)
+
+    @_guarded
+    def on_llm_new_token(
+        self,
+        token: str | list[str | dict[str, Any]],
+        *,
+        chunk: GenerationChunk | ChatGenerationChunk | None = None,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A streamed delta: published to live subscribers (a ``Bus``), never written.
+
+        Text arrives as ``token`` (a string, or content blocks whose text
+        parts are joined); a tool call's name and argument fragments as the
+        chunk's ``tool_call_chunks``.
+        """
+        opened = self._open.get(run_id)
+        if opened is None:
+            return
+        text = token if isinstance(token, str) else "".join(_block_texts(token))
+        if text:
+            self._record(ev.message_update(opened.execution, None, delta=text))
+        message = getattr(chunk, "message", None)
+        for part in getattr(message, "tool_call_chunks", None) or ():
+            if not isinstance(part, Mapping):
+                continue
+            delta = {k: part.get(k) for k in ("id", "name", "args", "index") if part.get(k)}
+            if delta:
+                delta = {"type": "tool_call", **delta}
+                self._record(ev.message_update(opened.execution, None, delta=delta))
 
     @_guarded
     def on_llm_error(

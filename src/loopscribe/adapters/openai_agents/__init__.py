@@ -56,17 +56,37 @@ one ``AssistantMessage`` per model response (reasoning, text, tool calls),
 one ``ToolResultMessage`` per tool result. Output items loopscribe has no
 type for (hosted tool calls, citations) stay the SDK's dicts.
 
-Guardrail results are ``guardrail`` events on an agent execution. Nothing
-here raises into the SDK: failures are logged on the ``loopscribe`` logger
-and counted in :attr:`LoopscribeHooks.errors`.
+Each guardrail that ran is a ``guardrail_N`` execution (kind ``guardrail``)
+under its agent: ``guardrail_start`` (name, ``kind``: input, output,
+tool_input, tool_output) and ``guardrail_end`` (``triggered``, a tool
+guardrail's ``behavior``, ``output_info``). The SDK has no guardrail hook:
+hooks learn the results from the run's result or exception, so both records
+are written when the run ends (under :meth:`LoopscribeHooks.stream_events`,
+as soon as the streamed result lists them). Nothing here raises into the SDK: failures
+are logged on the ``loopscribe`` logger and counted in
+:attr:`LoopscribeHooks.errors`.
 
-What hooks cannot show, and so is not recorded: model retries inside the
-SDK's retry policy (one model execution per turn, attempt 1), the SDK's
-implicit model-setting defaults, tools listed at run time by MCP servers,
-hosted tools (they run at the provider and appear only as output items),
-and the response's model name (``ModelResponse`` has none). An output
-guardrail trips after ``on_agent_end``; :meth:`LoopscribeHooks.record_error`
-then records it on an agent execution of its own, which ends with the error.
+Streaming: :meth:`LoopscribeHooks.stream_events` iterates a streamed result
+for the host and publishes each text, reasoning and tool-argument delta as
+a transient ``message_update`` of its model execution (live subscribers
+only; never written). ``LoopscribeHooks(run, checkpoints=True)`` writes a
+``checkpoint`` after each recorded run (agent, ``to_input_list()`` length,
+last response id, ``interrupted``).
+
+Retries: each attempt of a model call the SDK's retry policy retried is an
+attempt of the turn's ``model_N`` (the failed one's error, ``retry_scheduled``,
+the next one's start and request). Hooks learn of them through the policy
+the run config of :meth:`LoopscribeHooks.run_config` carries: it asks the
+policy the run would have used and returns its answer unchanged.
+
+What hooks cannot show, and so is not recorded: failed retry attempts when
+the hooks are given to ``Runner`` without :meth:`LoopscribeHooks.run_config`
+(``model_exec_end.failed_attempts`` still counts them), the SDK's implicit
+model-setting defaults, tools listed at run time by MCP servers, hosted
+tools (they run at the provider and appear only as output items), and the
+response's model name (``ModelResponse`` has none). An output guardrail
+trips after ``on_agent_end``; :meth:`LoopscribeHooks.record_error` then
+records it on an agent execution of its own, which ends with the error.
 """
 
 from ._messages import assistant_message, from_chat_messages, from_items, to_items

@@ -9,7 +9,9 @@ import json
 import logging
 import threading
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -20,7 +22,11 @@ from agents import (
     Handoff,
     InputGuardrailTripwireTriggered,
     ModelResponse,
+    ModelRetrySettings,
+    ModelSettings,
     OutputGuardrailTripwireTriggered,
+    RetryDecision,
+    RetryPolicyContext,
     RunConfig,
     RunContextWrapper,
     RunHooks,
@@ -35,6 +41,7 @@ from agents import (
 from agents.models import get_default_model
 from agents.result import RunResultBase, RunResultStreaming
 from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_runner
+from agents.stream_events import StreamEvent
 from agents.tool import FunctionTool, default_tool_error_function
 from agents.tool_context import ToolContext
 from agents.tracing import get_current_span
@@ -55,7 +62,7 @@ logger = logging.getLogger(__name__)
 HANDOFF = "handoff"
 """Event type: the agent handed the conversation to another agent."""
 GUARDRAIL = "guardrail"
-"""Event type: an input, output or tool guardrail ran (``triggered`` says if it tripped)."""
+"""Execution kind: an input, output or tool guardrail ran (``guardrail_end`` says if it tripped)."""
 
 # Output items the SDK executes on the client; hosted calls (web search, ...) run at the provider.
 _CLIENT_CALLS = frozenset(
@@ -306,18 +313,28 @@ class LoopscribeHooks(RunHooks[Any]):
         errors: How many recording steps failed (each was logged, none raised).
     """
 
-    def __init__(self, run: Run, *, parent: Execution | None = None) -> None:
+    def __init__(
+        self, run: Run, *, parent: Execution | None = None, checkpoints: bool = False
+    ) -> None:
         """Record into ``run``; the host opens and closes the Session and the run.
 
         Args:
             run: The loopscribe run to record into.
             parent: The execution this run happens inside (the tool call that
                 runs an agent as a tool); ``None`` for a top-level run.
+            checkpoints: After each run :meth:`record_result` records, write a
+                loopscribe ``checkpoint`` (``Run.save_checkpoint``, which
+                fsyncs) with what a host needs to continue the conversation:
+                the agent to continue with, ``len(result.to_input_list())``
+                (every item of it committed in the file by then), the last
+                response id, and whether the run stopped for approvals. Off by
+                default: each checkpoint costs an fsync.
         """
         super().__init__()
         _install_runner()
         self._run = run
         self._parent = parent
+        self._checkpoints = checkpoints
         self._stream: bool | None = None
         self._ids = _counters(run)
         self._run_config: RunConfig | None = None
@@ -336,11 +353,21 @@ class LoopscribeHooks(RunHooks[Any]):
         self._turn_tools = 0
         self._model: Execution | None = None
         self._last_output: list[Any] = []
+        # Call ids of the last response that reached a tool execution (ran, or a handoff).
+        self._ran: set[str] = set()
         self._handoff_pending = False
         self._tools: dict[str, _OpenTool] = {}
         self._anonymous_tools: dict[int, list[_OpenTool]] = {}
         self._tool_errors: dict[str, BaseException] = {}
         self._handed_off_by: str | None = None
+        # Streamed model calls not yet reached by the consumer of stream_events, in order.
+        self._streamed: deque[Execution] = deque()
+        self._delta_target: Execution | None = None
+        # The records that began the current model call, re-recorded for each retry,
+        # and the failed attempts the SDK's retry policy chose to retry, with when.
+        self._model_starts: tuple[Event, ...] = ()
+        self._retries: list[tuple[Any, float | None, datetime]] = []
+        self._guardrails_seen: dict[int, Any] = {}
 
     # -- installing --------------------------------------------------------
 
@@ -349,8 +376,11 @@ class LoopscribeHooks(RunHooks[Any]):
 
         The copy's ``tool_error_formatter`` records the exception a function
         tool raised (its type becomes the span's ``error.type``) and then
-        defers to ``base``'s formatter, if any. ``base`` also tells the hooks
-        which model and model settings the run overrides.
+        defers to ``base``'s formatter, if any. Its model settings carry a
+        retry policy that asks the one the run would have used (``base``'s,
+        else the current agent's), returns its answer unchanged, and tells
+        the hooks which failed model attempts are retried. ``base`` also tells
+        the hooks which model and model settings the run overrides.
 
         Args:
             base: The run's configuration; ``None`` means ``RunConfig()``.
@@ -372,8 +402,85 @@ class LoopscribeHooks(RunHooks[Any]):
             message = chained(args)
             return await message if inspect.isawaitable(message) else message
 
-        self._run_config = dataclasses.replace(config, tool_error_formatter=format_tool_error)
+        self._run_config = dataclasses.replace(
+            config,
+            tool_error_formatter=format_tool_error,
+            model_settings=self._watch_retries(config.model_settings),
+        )
         return self._run_config
+
+    def _watch_retries(self, settings: ModelSettings | None) -> ModelSettings:
+        """Run-level model settings whose retry policy also tells these hooks what it decided.
+
+        The SDK retries a failed model call inside one ``on_llm_start`` /
+        ``on_llm_end`` pair; only its retry policy sees each failure. The
+        policy installed here asks the one the run would have used (the
+        host's run-level policy, else the current agent's) and notes a retry
+        it grants, so the failed attempt is recorded with its error. Without
+        a retry configuration anywhere the SDK never calls it: nothing changes.
+        """
+        base = settings if settings is not None else ModelSettings()
+        host = base.retry
+        chained = host.policy if host is not None else None
+        if isinstance(chained, _WatchedPolicy):
+            # An agent used as a tool inherits the outer run's config: watch the host's
+            # policy (or this run's agents') for this run, not through the outer hooks.
+            chained = chained._chained
+        retry = ModelRetrySettings(
+            max_retries=host.max_retries if host is not None else None,
+            backoff=host.backoff if host is not None else None,
+            policy=_WatchedPolicy(self, chained),
+        )
+        return dataclasses.replace(base, retry=retry)
+
+    def _agent_retry_policy(self) -> Any:
+        agent = self._agents[-1][0] if self._agents else self._starting_agent
+        retry = agent.model_settings.retry if agent is not None else None
+        return retry.policy if retry is not None else None
+
+    def _retry_decided(self, context: RetryPolicyContext, decision: Any) -> None:
+        """Note a failed attempt the SDK will retry (its own vetoes applied, as it applies them)."""
+        granted = decision.retry if isinstance(decision, RetryDecision) else bool(decision)
+        if not granted or self._model is None:
+            return
+        approves = bool(getattr(decision, "_approves_replay", False))
+        unsafe_ok = bool(getattr(decision, "approve_unsafe_replay", False))
+        safety = getattr(context, "replay_safety", None)
+        if getattr(context, "stateful_request", False) and not (
+            approves or safety == "safe" or (unsafe_ok and safety == "unsafe")
+        ):
+            return  # the SDK refuses to replay a stateful request: the run fails instead
+        if safety == "unsafe" and not (approves or unsafe_ok):
+            return
+        delay = decision.delay if isinstance(decision, RetryDecision) else None
+        self._retries.append((context.error, delay, datetime.now(UTC)))
+
+    def _record_retries(self, model: Execution) -> Execution:
+        """Write the failed attempts of ``model`` noted so far; return the attempt now running.
+
+        Written when the call ends (its attempts are known then), each
+        timestamped when it happened: the failed attempt's end and
+        ``retry_scheduled``, then the next attempt's start and request.
+        """
+        retries, self._retries = self._retries, []
+        for error, delay_s, failed_at in retries:
+            self._record(ev.model_exec_end(model, error=error, timestamp=failed_at))
+            nxt = Execution(model.id, model.kind, model.attempt + 1, model.parent_id)
+            delay_ms = None if delay_s is None else delay_s * 1000.0
+            self._record(
+                ev.retry_scheduled(
+                    model,
+                    next_attempt=nxt.attempt,
+                    delay_ms=delay_ms,
+                    error=error,
+                    timestamp=failed_at,
+                )
+            )
+            started = failed_at + timedelta(seconds=delay_s or 0.0)
+            for event in self._model_starts:
+                self._record(Event(event.type, nxt, event.data, started))
+            model = nxt
+        return model
 
     async def run(
         self,
@@ -439,6 +546,79 @@ class LoopscribeHooks(RunHooks[Any]):
             starting_agent, input, hooks=self, run_config=self.run_config(run_config), **kwargs
         )
 
+    async def stream_events(self, result: RunResultStreaming) -> AsyncIterator[StreamEvent]:
+        """``result.stream_events()``, publishing the model's deltas to live subscribers.
+
+        Each text, reasoning and tool-argument delta of a streamed model call
+        is recorded as a transient ``message_update`` of that call's model
+        execution: a ``loopscribe.live.Bus`` attached to the Session delivers
+        it, the file never holds it. Guardrails are recorded as soon as the
+        streamed result lists them. When the stream ends the run is recorded
+        (:meth:`record_result`, or :meth:`record_error` if it raised)::
+
+            result = hooks.run_streamed(agent, "Hi")
+            async for event in hooks.stream_events(result):
+                ...
+
+        Args:
+            result: What :meth:`run_streamed` (or ``Runner.run_streamed`` with
+                these hooks) returned.
+
+        Yields:
+            The SDK's stream events, unchanged.
+        """
+        try:
+            async for event in result.stream_events():
+                if event.type == "raw_response_event":
+                    self._publish(event.data)
+                else:
+                    self._streamed_guardrails(result)
+                yield event
+        except BaseException as exc:
+            self.record_error(exc)
+            raise
+        self.record_result(result)
+
+    def _streamed_guardrails(self, result: RunResultStreaming) -> None:
+        """Record the guardrails a streamed run has finished so far, close to when they did."""
+        try:
+            if self._agents:
+                self._guardrails(
+                    result.input_guardrail_results,
+                    result.output_guardrail_results,
+                    result.tool_input_guardrail_results,
+                    result.tool_output_guardrail_results,
+                )
+        except Exception:
+            self._failed("a streamed guardrail result")
+
+    def _publish(self, raw: Any) -> None:
+        """One raw Responses stream event: the start of a model call's stream, or a delta."""
+        try:
+            kind = getattr(raw, "type", None)
+            if kind == "response.created":
+                # Streams reach the consumer in the order the calls started.
+                self._delta_target = self._streamed.popleft() if self._streamed else None
+                return
+            target = self._delta_target
+            if target is None or not isinstance(kind, str) or not kind.endswith(".delta"):
+                return
+            delta: Any = getattr(raw, "delta", None)
+            if not isinstance(delta, str):
+                return
+            if kind == "response.output_text.delta":
+                update: Any = delta
+            elif kind.startswith("response.reasoning"):
+                update = {"type": "thinking", "text": delta}
+            elif kind == "response.function_call_arguments.delta":
+                update = {"type": "tool_call", "item_id": getattr(raw, "item_id", None)}
+                update["arguments"] = delta
+            else:
+                return
+            self._record(ev.message_update(target, None, delta=update))
+        except Exception:
+            self._failed("a stream delta")
+
     # -- after the run -----------------------------------------------------
 
     def record_result(self, result: RunResultBase) -> None:
@@ -454,9 +634,30 @@ class LoopscribeHooks(RunHooks[Any]):
                 result.tool_input_guardrail_results,
                 result.tool_output_guardrail_results,
             )
-            self._finish("interrupted" if getattr(result, "interruptions", None) else "incomplete")
+            interrupted = bool(getattr(result, "interruptions", None))
+            self._finish("interrupted" if interrupted else "incomplete")
         except Exception:
             self._failed("a run result")
+            return
+        if self._checkpoints and self._parent is None:
+            self._checkpoint(result, interrupted)
+
+    def _checkpoint(self, result: RunResultBase, interrupted: bool) -> None:
+        """Where the conversation stands after a run: what a host resumes from."""
+        try:
+            snapshot: dict[str, Any] = {
+                "framework": "openai-agents",
+                "agent": result.last_agent.name,
+                "input_items": len(result.to_input_list()),
+            }
+            if result.last_response_id is not None:
+                snapshot["last_response_id"] = result.last_response_id
+            if interrupted:
+                # Resume with result.to_state() after the approvals.
+                snapshot["interrupted"] = True
+            self._run.save_checkpoint(snapshot)
+        except Exception:
+            self._failed("a checkpoint")
 
     def record_error(self, error: BaseException) -> None:
         """Record a failed run: its guardrail results, tripwire, and ``error`` on what was open.
@@ -522,6 +723,7 @@ class LoopscribeHooks(RunHooks[Any]):
             if self._model is not None:
                 # The SDK started another call without reporting a response for this one.
                 self._record(ev.model_exec_end(self._model, error={"message": "no response"}))
+            self._calls_not_run(input_items)
             self._end_turn("continue" if self._turn_tools == 0 else "tool_calls")
             n = self._ids.number("turn")
             self._turn_number += 1
@@ -533,13 +735,15 @@ class LoopscribeHooks(RunHooks[Any]):
             name = self._model_name(agent)
             messages: list[Any] = [SystemMessage(system_prompt)] if system_prompt else []
             messages.extend(from_items(_jsonable(item) for item in input_items))
+            # Whether the call streams is the runner's business; stream_events pairs
+            # each stream with its call (a run's calls, forgotten with the run).
+            self._streamed.append(model)
             self._record(ev.turn_start(turn, self._turn_number))
-            self._record(
+            self._retries = []
+            self._model_starts = (
                 ev.model_exec_start(
                     model, name, provider=self._provider(agent), stream=self._stream
-                )
-            )
-            self._record(
+                ),
                 ev.model_request(
                     model,
                     messages,
@@ -547,8 +751,10 @@ class LoopscribeHooks(RunHooks[Any]):
                     self._model_settings(agent),
                     model=name,
                     codec=self._run.session.codec,
-                )
+                ),
             )
+            for event in self._model_starts:
+                self._record(event)
         except Exception:
             self._failed("on_llm_start")
 
@@ -560,8 +766,10 @@ class LoopscribeHooks(RunHooks[Any]):
             model, self._model = self._model, None
             if model is None:
                 return
+            model = self._record_retries(model)
             output = [_jsonable(item) for item in response.output]
             self._last_output = output
+            self._ran = set()
             usage = usage_of(response.usage)
             stop_reason = _stop_reason(output)
             message = assistant_message(
@@ -578,10 +786,16 @@ class LoopscribeHooks(RunHooks[Any]):
                 stop_reason=stop_reason,
                 response_id=response.response_id,
             )
+            extra: dict[str, Any] = {}
             if response.request_id:
-                end = Event(
-                    end.type, end.execution, {**end.data, "request_id": response.request_id}
-                )
+                extra["request_id"] = response.request_id
+            requests = getattr(response.usage, "requests", 1)
+            if isinstance(requests, int) and requests > 1:
+                # The SDK's retry policy counts each failed attempt as a request
+                # (apply_retry_attempt_usage); hooks see only the attempt that answered.
+                extra["failed_attempts"] = requests - 1
+            if extra:
+                end = Event(end.type, end.execution, {**end.data, **extra})
             self._record(end)
             for committed in message if isinstance(message, list) else [message]:
                 self._record(ev.message_end(model, committed))
@@ -604,6 +818,7 @@ class LoopscribeHooks(RunHooks[Any]):
             open_tool = _OpenTool(ex, name, call_id)
             if call_id:
                 self._tools[call_id] = open_tool
+                self._ran.add(call_id)
             else:
                 self._anonymous_tools.setdefault(id(tool), []).append(open_tool)
             self._turn_tools += 1
@@ -711,6 +926,38 @@ class LoopscribeHooks(RunHooks[Any]):
         self._record(ev.tool_exec_end(ex, tool, result, disposition="handoff"))
         self._record(ev.message_end(ex, _tool_result(call_id, tool, result, False)))
         self._handed_off_by = ex.id
+        self._ran.add(call_id)
+
+    def _calls_not_run(self, input_items: Sequence[Any]) -> None:
+        """Function calls the SDK answered without running the tool: a tool execution each.
+
+        A tool input guardrail that rejects a call (or a tool the SDK could not
+        run) never reaches ``on_tool_start``, yet the model is told something
+        in the next request: the call gets its execution there, with that
+        output, ``disposition="not_executed"``.
+        """
+        outputs: dict[str, Any] = {}
+        for raw in input_items:
+            item = _jsonable(raw)
+            if isinstance(item, Mapping) and item.get("type") == "function_call_output":
+                outputs[str(item.get("call_id"))] = item.get("output")
+        parent = self._turn or self._agent
+        for call in self._last_output:
+            if not (isinstance(call, Mapping) and call.get("type") == "function_call"):
+                continue
+            call_id = call.get("call_id")
+            if not isinstance(call_id, str) or call_id in self._ran or call_id not in outputs:
+                continue
+            self._ran.add(call_id)
+            name = str(call.get("name"))
+            ex_id = self._ids.tool_id(call_id)
+            ex = Execution(ex_id, "tool", parent_id=parent.id if parent is not None else None)
+            self._turn_tools += 1
+            args = _arguments(str(call.get("arguments") or ""))
+            self._record(ev.tool_exec_start(ex, name, args, tool_type="function"))
+            body = outputs[call_id]
+            self._record(ev.tool_exec_end(ex, name, body, disposition="not_executed"))
+            self._record(ev.message_end(ex, _tool_result(call_id, name, body, False)))
 
     def _record(self, event: Event) -> None:
         try:
@@ -763,6 +1010,12 @@ class LoopscribeHooks(RunHooks[Any]):
         if config is not None and config.model_settings is not None:
             settings = settings.resolve(config.model_settings)
         fields = _jsonable(settings)
+        retry = fields.get("retry")
+        if isinstance(retry, dict):
+            # The policy is code (and, here, the hooks' own wrapper), not a setting.
+            retry.pop("policy", None)
+            if not any(v is not None for v in retry.values()):
+                del fields["retry"]
         return {k: v for k, v in fields.items() if v is not None}
 
     def _tool_error(self, call_id: str | None, result: object) -> Any:
@@ -829,6 +1082,7 @@ class LoopscribeHooks(RunHooks[Any]):
             )
         model, self._model = self._model, None
         if model is not None:
+            model = self._record_retries(model)
             self._record(ev.model_exec_end(model, error=error, stop_reason=stop_reason))
         self._end_turn(stop_reason, error)
         self._end_agent(stop_reason, error)
@@ -843,26 +1097,91 @@ class LoopscribeHooks(RunHooks[Any]):
     ) -> None:
         first = self._agents[0][1] if self._agents else None
         last = self._agents[-1][1] if self._agents else None
-        for result in inputs:
+        for result in self._unseen(inputs):
             self._guardrail(first, "input", result.guardrail, result.output)
-        for result in outputs:
+        for result in self._unseen(outputs):
             owner = next((ex for a, ex in reversed(self._agents) if a is result.agent), last)
             self._guardrail(owner, "output", result.guardrail, result.output)
         for kind, results in (("tool_input", tool_inputs), ("tool_output", tool_outputs)):
-            for result in results:
+            for result in self._unseen(results):
                 self._guardrail(last, kind, result.guardrail, result.output)
 
+    def _unseen(self, results: Iterable[Any]) -> list[Any]:
+        """The guardrail results not recorded yet (a streamed run reports them as they finish)."""
+        fresh = [r for r in results if self._guardrails_seen.get(id(r)) is not r]
+        for result in fresh:
+            # Kept, not just its id: a live object's id is never reused.
+            self._guardrails_seen[id(result)] = result
+        return fresh
+
     def _guardrail(self, owner: Execution | None, kind: str, guardrail: Any, output: Any) -> None:
-        data: dict[str, Any] = {"guardrail": _guardrail_name(guardrail), "kind": kind}
+        """A guardrail that ran, as a ``guardrail`` execution nested under its agent.
+
+        Hooks learn guardrail results only from the run's result (or its
+        exception), so both records are written then: they say what the
+        guardrail decided, not how long it took.
+        """
+        parent = owner.id if owner is not None else None
+        ex = Execution(f"guardrail_{self._ids.number('guardrail')}", GUARDRAIL, parent_id=parent)
+        name = _guardrail_name(guardrail)
         behavior = getattr(output, "behavior", None)
+        kind_of_behavior: str | None = None
         if isinstance(behavior, Mapping):
             # A tool guardrail: allow, reject_content or raise_exception.
-            data["behavior"] = behavior.get("type")
-            data["triggered"] = behavior.get("type") != "allow"
+            kind_of_behavior = behavior.get("type")
+            triggered = kind_of_behavior != "allow"
         else:
-            data["triggered"] = bool(getattr(output, "tripwire_triggered", False))
-        data["output_info"] = _jsonable(getattr(output, "output_info", None))
-        self._record(Event(GUARDRAIL, owner, data))
+            triggered = bool(getattr(output, "tripwire_triggered", False))
+        self._record(ev.guardrail_start(ex, name, kind=kind))
+        self._record(
+            ev.guardrail_end(
+                ex,
+                name,
+                triggered=triggered,
+                behavior=kind_of_behavior,
+                output_info=_jsonable(getattr(output, "output_info", None)),
+            )
+        )
+
+
+class _WatchedPolicy:
+    """The retry policy a run would use, telling :class:`LoopscribeHooks` what it decided.
+
+    It asks the host's run-level policy, else the current agent's, and
+    returns that answer unchanged. The SDK reads capability markers from the
+    policy object (``_openai_agents_*``: which failures it retries); they are
+    read from the policy it stands for, so the SDK's own choices stay the same.
+    """
+
+    def __init__(self, hooks: LoopscribeHooks, chained: Any) -> None:
+        self._hooks = hooks
+        self._chained = chained
+
+    def _underlying(self) -> Any:
+        return self._chained if self._chained is not None else self._hooks._agent_retry_policy()
+
+    async def __call__(self, context: RetryPolicyContext) -> Any:
+        underlying = self._underlying()
+        decision: Any = underlying(context) if underlying is not None else False
+        if inspect.isawaitable(decision):
+            decision = await decision
+        try:
+            self._hooks._retry_decided(context, decision)
+        except Exception:
+            self._hooks._failed("a retry decision")
+        return decision
+
+    def __copy__(self) -> _WatchedPolicy:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _WatchedPolicy:
+        # The SDK copies model settings; like a function, the policy is shared, not copied.
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_openai_agents_"):
+            return getattr(self._underlying(), name, False)
+        raise AttributeError(name)
 
 
 def _tripped(error: BaseException) -> tuple[str, Any] | None:

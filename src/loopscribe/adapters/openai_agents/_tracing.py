@@ -21,7 +21,11 @@ agent                    ``agent_N`` execution, nested under its parent span's
 response / generation    ``model_N``: request (instructions and input as
                          messages, tools, settings), response, usage, id
 function                 a tool execution, id = the response's ``call_id``
-handoff, guardrail       ``handoff`` and ``guardrail`` events on the agent
+handoff                  a ``handoff`` event on the agent
+guardrail                ``guardrail_N``, kind ``guardrail``, under its agent
+                         (name, whether it tripped; the span has no output info)
+a retried model call     each response / generation span is one attempt of
+                         the turn's ``model_N``, with ``retry_scheduled``
 =======================  ===================================================
 
 Limits, and why hooks are the default: the processor sees model calls only
@@ -109,6 +113,8 @@ class LoopscribeTraceProcessor(TracingProcessor):
         # Function calls each agent's last response asked for: (name, arguments) -> call ids.
         self._calls: dict[str | None, list[tuple[str, Any, str]]] = {}
         self._committed: dict[str, set[str]] = {}
+        # The last failed model attempt of each turn, with its error, until a retry follows.
+        self._failed: dict[str, tuple[Execution, dict[str, Any]]] = {}
         self._closed = False
         self.errors = 0
 
@@ -192,6 +198,15 @@ class LoopscribeTraceProcessor(TracingProcessor):
             self._run.record(
                 ev.tool_exec_start(ex, data.name, args, tool_type="function", timestamp=when)
             )
+        elif isinstance(data, GuardrailSpanData):
+            owner = self._agent_of(span)
+            ex = Execution(
+                f"guardrail_{self._next('guardrail')}",
+                "guardrail",
+                parent_id=owner.id if owner is not None else None,
+            )
+            self._open[span.span_id] = ex
+            self._run.record(ev.guardrail_start(ex, data.name, timestamp=when))
         elif not isinstance(data, ResponseSpanData | GenerationSpanData):
             self._through[span.span_id] = parent
 
@@ -233,14 +248,41 @@ class LoopscribeTraceProcessor(TracingProcessor):
             handoff = {"from_agent": data.from_agent, "to_agent": data.to_agent}
             self._run.record(Event("handoff", owner, handoff, when))
         elif isinstance(data, GuardrailSpanData):
-            owner = self._agent_of(span)
-            guardrail = {"guardrail": data.name, "triggered": data.triggered}
-            self._run.record(Event("guardrail", owner, guardrail, when))
+            ex = self._open.pop(span.span_id, None)
+            if ex is not None:
+                failure = None if error is None else {"type": "Error", "message": error["message"]}
+                self._run.record(
+                    ev.guardrail_end(
+                        ex, data.name, triggered=data.triggered, error=failure, timestamp=when
+                    )
+                )
 
     def _model(self, span: Span[Any]) -> Execution:
+        """The model execution of a response or generation span: a new call, or a retry.
+
+        The SDK makes one model call per turn; a second model span in the same
+        turn after a failed one is the SDK's retry policy trying again (each
+        attempt is a span of its own), so it is the next attempt of that call.
+        """
         parent = self._parent(span)
+        parent_id = parent.id if parent else None
+        failed = self._failed.pop(parent_id, None) if parent_id is not None else None
+        if failed is not None:
+            ex, error = failed
+            retry = Execution(ex.id, ex.kind, ex.attempt + 1, ex.parent_id)
+            self._run.record(
+                ev.retry_scheduled(
+                    ex, next_attempt=retry.attempt, error=error, timestamp=_ts(span.started_at)
+                )
+            )
+            return retry
         number = self._next("model")
-        return Execution(f"model_{number}", "model", parent_id=parent.id if parent else None)
+        return Execution(f"model_{number}", "model", parent_id=parent_id)
+
+    def _model_failed(self, ex: Execution, error: dict[str, Any]) -> None:
+        """Remember a failed attempt: a model span that follows in its turn retries it."""
+        if ex.parent_id is not None:
+            self._failed[ex.parent_id] = (ex, error)
 
     def _commit_input(self, span: Span[Any], messages: list[Any]) -> None:
         """Commit input messages this trace has not committed: user input, tool results."""
@@ -295,8 +337,9 @@ class LoopscribeTraceProcessor(TracingProcessor):
         )
         self._commit_input(span, messages)
         if response is None:
-            failure = span.error or {"message": "no response"}
-            self._run.record(ev.model_exec_end(ex, error=dict(failure), timestamp=ended))
+            failure = _failure(span.error)
+            self._run.record(ev.model_exec_end(ex, error=failure, timestamp=ended))
+            self._model_failed(ex, failure)
             return
         output = [_dump(item) for item in response.output]
         types = {item.get("type") for item in output}
@@ -352,14 +395,35 @@ class LoopscribeTraceProcessor(TracingProcessor):
         output = from_chat_messages(data.output or [])
         usage_data = data.usage if isinstance(data.usage, Mapping) else {}
         usage = usage_of(_Usage(usage_data)) if usage_data else None
-        failure = span.error
-        if failure is not None:
-            self._run.record(ev.model_exec_end(ex, error=dict(failure), timestamp=ended))
+        if span.error is not None:
+            failure = _failure(span.error)
+            self._run.record(ev.model_exec_end(ex, error=failure, timestamp=ended))
+            self._model_failed(ex, failure)
             return
         message = output[0] if len(output) == 1 else output
         self._run.record(ev.model_exec_end(ex, message=message, usage=usage, timestamp=ended))
         for committed in output:
             self._run.record(ev.message_end(ex, committed, timestamp=ended))
+
+
+def _failure(error: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A span's error as a record's ``error``: its type when the span names it, and its message.
+
+    The SDK's spans carry ``{"message": ..., "data": {...}}``: the testing
+    models put the exception's class in ``data.name`` and its text in
+    ``data.message``; the OpenAI models put the text in ``data.error``.
+    """
+    if error is None:
+        return {"type": "Error", "message": "no response"}
+    data = error.get("data")
+    data = data if isinstance(data, Mapping) else {}
+    name = data.get("name")
+    kind = name if isinstance(name, str) and name.isidentifier() else "Error"
+    detail = data.get("message") or data.get("error")
+    message = str(error.get("message", ""))
+    if isinstance(detail, str) and detail:
+        message = f"{message}: {detail}" if message else detail
+    return {"type": kind, "message": message}
 
 
 class _Usage:

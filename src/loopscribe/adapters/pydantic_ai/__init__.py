@@ -74,8 +74,15 @@ committed by an earlier run and are not written again.
 Not mapped: output tools (``final_result``) and output functions are part
 of the response message, not tool executions; a call to an unknown tool
 never reaches the tool hooks (its retry feedback is in the next request);
-streaming deltas are transient by design; durable execution (Temporal,
-DBOS, Prefect) runs model calls in other processes and is not supported.
+durable execution (Temporal, DBOS, Prefect) runs model calls in other
+processes and is not supported.
+
+Streaming deltas (text, thinking and tool-call parts of a streamed response,
+read from the model's own stream as pydantic-ai reads it) are published as
+transient ``message_update`` events of the model attempt: a
+``loopscribe.live.Bus`` delivers them, the file never holds them. With
+``checkpoints=True`` each finished top-level run ends with a ``checkpoint``
+(message counts, agent, ``run_id``, ``conversation_id``).
 
 The capability never raises into pydantic-ai: a recording failure is logged
 on the ``loopscribe`` logger and counted in :attr:`LoopscribeCapability.errors`;

@@ -39,7 +39,15 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    ModelResponseStreamEvent,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+    ThinkingPart,
+    ThinkingPartDelta,
     ToolCallPart,
+    ToolCallPartDelta,
     ToolReturnPart,
     tool_return_ta,
 )
@@ -282,11 +290,66 @@ class _RecordingModel(WrapperModel):
             async with super().request_stream(
                 messages, model_settings, model_request_parameters, run_context
             ) as stream:
+                self._tap(stream)
                 yield stream
         except BaseException as exc:
             self._recorder._model_ended(self._attempt, _partial(stream), exc)
             raise
         self._recorder._model_ended(self._attempt, _partial(stream), None)
+
+    def _tap(self, stream: StreamedResponse) -> None:
+        """Publish the stream's deltas as it is read, without changing what it yields.
+
+        pydantic-ai builds the events it hands on from the response's own
+        ``_get_event_iterator()`` the first time the stream is iterated; the
+        instance's iterator is wrapped once, before that.
+        """
+        try:
+            if getattr(stream, "_event_iterator", None) is not None:
+                return  # already being read: its events are not ours to see
+            source = stream._get_event_iterator
+            recorder, execution = self._recorder, self._attempt.execution
+
+            async def tapped() -> AsyncIterator[ModelResponseStreamEvent]:
+                async for event in source():
+                    recorder._delta(execution, event)
+                    yield event
+
+            stream._get_event_iterator = tapped  # type: ignore[method-assign]
+        except Exception:
+            self._recorder._failed("a model stream")
+
+
+def _delta_of(event: ModelResponseStreamEvent) -> Any:
+    """A stream event's new content: text as a string, thinking and tool calls as dicts."""
+    if isinstance(event, PartStartEvent):
+        part: Any = event.part
+        if isinstance(part, TextPart):
+            return part.content or None
+        if isinstance(part, ThinkingPart):
+            return {"type": "thinking", "text": part.content} if part.content else None
+        if isinstance(part, ToolCallPart):
+            call = {"type": "tool_call", "id": part.tool_call_id, "name": part.tool_name}
+            args = part.args if isinstance(part.args, str) else _lower(part.args)
+            return {**call, "args": args} if args else call
+        return None
+    if isinstance(event, PartDeltaEvent):
+        change: Any = event.delta
+        if isinstance(change, TextPartDelta):
+            return change.content_delta or None
+        if isinstance(change, ThinkingPartDelta):
+            text = change.content_delta
+            return {"type": "thinking", "text": text} if text else None
+        if isinstance(change, ToolCallPartDelta):
+            args = change.args_delta
+            fields = {
+                "type": "tool_call",
+                "id": change.tool_call_id,
+                "name": change.tool_name_delta,
+                "args": args if isinstance(args, str) else _lower(args),
+            }
+            return {k: v for k, v in fields.items() if v}
+    return None
 
 
 def _partial(stream: StreamedResponse | None) -> ModelResponse | None:
@@ -315,9 +378,17 @@ class LoopscribeCapability(AbstractCapability[Any]):
 
     Args:
         run: The open loopscribe Run to record into; the host opens and closes it.
+        checkpoints: After each top-level agent run that finishes, write a
+            loopscribe ``checkpoint`` (``Run.save_checkpoint``, which fsyncs)
+            saying where the conversation stands: how many messages its
+            history holds (``result.all_messages()``, every one committed in
+            the file by then), how many this run added, the agent, pydantic-ai's
+            ``run_id`` and ``conversation_id``. Off by default: each checkpoint
+            costs an fsync.
     """
 
     run: Run
+    checkpoints: bool = False
     _shared: _Shared = field(init=False, repr=False, compare=False)
     _active: _AgentRun | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -351,6 +422,15 @@ class LoopscribeCapability(AbstractCapability[Any]):
         with self._shared.lock:
             self._shared.errors += 1
         logger.exception("loopscribe pydantic-ai adapter: recording failed in %s", where)
+
+    def _delta(self, execution: Execution, event: ModelResponseStreamEvent) -> None:
+        """Hand one streamed delta to live subscribers (transient: never written)."""
+        try:
+            delta = _delta_of(event)
+            if delta is not None and delta != {"type": "tool_call"}:
+                self._record(ev.message_update(execution, None, delta=delta))
+        except Exception:
+            self._failed("a stream delta")
 
     def _record(self, event: Event) -> None:
         self._shared.run.record(event)
@@ -434,6 +514,26 @@ class LoopscribeCapability(AbstractCapability[Any]):
                 output=output,
             )
         )
+        if self.checkpoints and result is not None and state.agent.parent_id is None:
+            self._checkpoint(state, result)
+
+    def _checkpoint(self, state: _AgentRun, result: AgentRunResult[Any]) -> None:
+        """Where the conversation stands after a finished run: what a host resumes from."""
+        try:
+            snapshot: dict[str, Any] = {
+                "framework": "pydantic-ai",
+                "agent": state.name,
+                "execution": state.agent.id,
+                "messages": len(result.all_messages()),
+                "new_messages": len(result.new_messages()),
+            }
+            for key in ("run_id", "conversation_id"):
+                value = getattr(result, key, None)
+                if isinstance(value, str):
+                    snapshot[key] = value
+            self._shared.run.save_checkpoint(snapshot)
+        except Exception:
+            self._failed("a checkpoint")
 
     # -- turns and committed messages ------------------------------------------------------
 
