@@ -44,11 +44,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
 
+import orjson
 from opentelemetry import trace
 from opentelemetry.context import Context
 
 from . import events as ev
-from ._codec import DEFAULT_CODEC, Codec
+from ._codec import DEFAULT_CODEC, DUMPS_OPTIONS, TAG_KEY_BYTES, Codec
 from ._errors import (
     EncodeError,
     ForkedWriterError,
@@ -90,6 +91,7 @@ ACTIVE_SPAN: Final = _Join.ACTIVE_SPAN
 
 _SCAN_BUFFER_BYTES = 1 << 16
 _BLOCK_BYTES = 1 << 20
+_BULK_OPTIONS = DUMPS_OPTIONS | orjson.OPT_APPEND_NEWLINE
 _SESSION_ID = re.compile(r"[0-9a-f]{32}")
 # Records that carry the file's committed-message count: a top-level "messages" key
 # (and, on message_end after a compaction, "compaction": that record's offset).
@@ -821,6 +823,63 @@ class Session:
                     self.observer_errors += 1
                     logger.exception("loopscribe observer %r failed on seq %d", observer, seq)
             return record
+
+    def _append_bulk(
+        self,
+        kind: str,
+        run_id: str,
+        execution: Execution | None,
+        data: Mapping[str, Any],
+        ts_text: str,
+    ) -> None:
+        """:meth:`_append` for a bulk load that nobody observes: the same line, no Record.
+
+        For the transcript importers, on a Session that buffers its writes
+        (so has no observers, see :meth:`_buffer_writes`). ``kind`` is a type
+        a run writes as it is (not in ``events.POLICY_TYPES``, or a
+        ``model_request`` whose config the caller froze as :meth:`Run.record`
+        does) and ``ts_text`` the stored form of its time
+        (``format_ts(timestamp)[1]``), which the caller may reuse.
+        """
+        with self._lock:
+            if self._closed or self._error is not None or _forks[0] != self._forks:
+                self._check_usable()  # raises the reason
+            if self._pending is None:
+                raise AssertionError("bulk appends need buffered writes (_buffer_writes)")
+            seq = self._next_seq
+            obj: dict[str, Any] = {
+                "session_id": self._id,
+                "seq": seq,
+                "type": kind,
+                "run_id": run_id,
+                "ts": ts_text,
+            }
+            if execution is not None:
+                obj["execution"] = execution.to_json()
+            obj["data"] = data
+            if self._chain_head is not None and seq > 0:
+                obj["prev"] = self._chain_head
+            line = None
+            if type(self._codec) is Codec:
+                # Imported data is plain JSON: the codec's fast path without its type
+                # hook. Anything else (a typed value, the key "$ls") goes through it.
+                with contextlib.suppress(orjson.JSONEncodeError):
+                    line = orjson.dumps(obj, option=_BULK_OPTIONS)
+                if line is not None and line.find(b"$") >= 0 and TAG_KEY_BYTES in line:
+                    line = None
+            if line is None:
+                try:
+                    line = self._codec.dumps(obj, newline=True)
+                except EncodeError as exc:
+                    raise type(exc)(f"{self._path}: seq {seq} ({kind}): {exc}") from None
+            if self._redact is not None:
+                line = self._redact(line)
+            offset = self._size
+            self._buffer(self._pending, line, offset)
+            self._next_seq = seq + 1
+            self._size = offset + len(line)
+            if self._chain_head is not None:
+                self._chain_head = hashlib.sha256(line).hexdigest()
 
     def _publish_transient(
         self,

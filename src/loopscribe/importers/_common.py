@@ -47,6 +47,8 @@ import orjson
 
 from .. import events as ev
 from .._errors import LoopscribeError
+from .._format import format_ts as format_record_ts
+from .._freeze import FrozenConfig, freeze_config
 from .._model import Event, Execution, Record
 from .._reader import read
 from .._session import Observer, Run, Session
@@ -67,6 +69,9 @@ _HEAD_BYTES = 1 << 20
 """Enough of a session file to hold its ``session_start`` line."""
 
 _PROGRESS_STEP = 1 << 20
+
+BulkAppend = Callable[[str, str, Execution | None, Mapping[str, Any], str], None]
+"""``Session._append_bulk``: kind, run ID, execution, data, stored time."""
 
 
 class ImportStateError(LoopscribeError, ValueError):
@@ -481,6 +486,8 @@ class Destination:
         self._skip = 0
         self.writing: Run | None = None
         """The open run while records are written (not matched after a crash): the fast path."""
+        self.bulk: BulkAppend | None = None
+        """``Session._append_bulk`` of an import that nobody observes: no Record is built."""
 
     @property
     def opened(self) -> bool:
@@ -540,6 +547,7 @@ class Destination:
             # An import can be done again from the cursor, which moves only after
             # the final fsync: lines go out in blocks, not one write each.
             session._buffer_writes()
+            self.bulk = session._append_bulk
         self._session = session
         self._update_writing()
         return session
@@ -738,6 +746,8 @@ class Mapper:
         """SHA-256 of the transcript up to where it was read."""
         self.title_from: str | None = None
         """What the session's title was taken from: ``summary``, ``user`` or nothing yet."""
+        self._ts_at: datetime | None = None
+        self._ts_text_at = ""
 
     # -- for subclasses ------------------------------------------------------------
 
@@ -773,7 +783,14 @@ class Mapper:
         """Record an event, opening a run first when none is open."""
         run = self.dest.writing
         if run is not None:
-            run._record(kind, execution, data, timestamp)
+            bulk = self.dest.bulk
+            if bulk is not None and (kind not in ev.POLICY_TYPES or kind == ev.MODEL_REQUEST):
+                if kind == ev.MODEL_REQUEST and type(data.get("config")) is not FrozenConfig:
+                    # What Run.record writes for a request: its config frozen.
+                    data = {**data, "config": freeze_config(data.get("config"), run.session.codec)}
+                bulk(kind, run.id, execution, data, self._ts_text(timestamp))
+            else:
+                run._record(kind, execution, data, timestamp)
             self.report.records += 1
         else:
             if not self.dest.run_open:
@@ -781,6 +798,15 @@ class Mapper:
             self.dest.record(Event(kind, execution, data, timestamp))
         if timestamp is not None and (self.record_ts is None or timestamp > self.record_ts):
             self.record_ts = timestamp
+
+    def _ts_text(self, timestamp: datetime | None) -> str:
+        """The stored form of a record's time (``None``: now)."""
+        if timestamp is None:
+            return format_record_ts(None)[1]
+        if timestamp is not self._ts_at:
+            # The records of one source line share its time object: format it once.
+            self._ts_at, self._ts_text_at = timestamp, format_record_ts(timestamp)[1]
+        return self._ts_text_at
 
     def begin_run(self, timestamp: datetime | None) -> None:
         """Start a run (a turn of the agent) at ``timestamp``."""

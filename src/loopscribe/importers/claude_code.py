@@ -511,9 +511,8 @@ class ClaudeCodeMapping(Mapper):
         if resp.request_id is not None:
             data["request_id"] = resp.request_id
         data["source"] = resp.source
-        self.emit(
-            ev.MODEL_EXEC_END, Execution(resp.exec_id, "model", 1, resp.parent), data, resp.ts
-        )
+        execution = resp.execution or Execution(resp.exec_id, "model", 1, resp.parent)
+        self.emit(ev.MODEL_EXEC_END, execution, data, resp.ts)
         self.report.model_calls += 1
         self.report.add_usage(resp.usage, anthropic=True)
 
