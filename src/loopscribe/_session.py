@@ -857,6 +857,10 @@ class Session:
             if execution is not None:
                 obj["execution"] = execution.to_json()
             obj["data"] = data
+            if kind in _COUNTED:
+                obj["messages"] = self._messages + (kind == ev.MESSAGE_END)
+                if kind == ev.MESSAGE_END and self._compaction_at is not None:
+                    obj["compaction"] = self._compaction_at
             if self._chain_head is not None and seq > 0:
                 obj["prev"] = self._chain_head
             line = None
@@ -878,6 +882,11 @@ class Session:
             self._buffer(self._pending, line, offset)
             self._next_seq = seq + 1
             self._size = offset + len(line)
+            if kind in _COUNTED:
+                if kind == ev.MESSAGE_END:
+                    self._messages += 1
+                else:
+                    self._compaction_at = offset
             if self._chain_head is not None:
                 self._chain_head = hashlib.sha256(line).hexdigest()
 
