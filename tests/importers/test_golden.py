@@ -36,16 +36,30 @@ SHIPPED = [
 ]
 _ID = re.compile(rb'("(?:session_id|run_id)":")([0-9a-f]{16,32})')
 _START_TS = re.compile(rb'^(\{[^\n]*?"ts":")[^"]*')
+_COMPACTION_AT = re.compile(rb'"compaction":(\d+)(?=,"prev"|\})')
 
 
 def normal_form(data: bytes, folder: Path) -> bytes:
-    """A session file without what differs between two imports of the same transcript."""
+    """A session file without what differs between two imports of the same transcript.
+
+    A ``message_end``'s ``compaction`` is a byte offset, which moves with the
+    length of the folder's path in earlier records: it becomes the seq there.
+    """
     found: dict[bytes, bytes] = {}
+    seq_at: dict[int, int] = {}
+    offset = 0
+    for line in data.splitlines(keepends=True):
+        seq_at[offset] = orjson.loads(line)["seq"]
+        offset += len(line)
 
     def number(match: re.Match[bytes]) -> bytes:
         name = found.setdefault(match.group(2), b"ID%04d" % len(found))
         return match.group(1) + name
 
+    def at_seq(match: re.Match[bytes]) -> bytes:
+        return b'"compaction":"seq %d"' % seq_at[int(match.group(1))]
+
+    data = _COMPACTION_AT.sub(at_seq, data)
     data = _ID.sub(number, data)
     data = _START_TS.sub(rb"\1NOW", data, count=1)
     return data.replace(str(folder).encode(), b"ROOT")
