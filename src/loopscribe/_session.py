@@ -770,21 +770,7 @@ class Session:
                 self._check_usable()  # raises the reason
             ts, ts_text = format_ts(timestamp)
             seq = self._next_seq
-            obj: dict[str, Any] = {"session_id": self._id, "seq": seq, "type": kind}
-            if run_id is not None:
-                obj["run_id"] = run_id
-            obj["ts"] = ts_text
-            if execution is not None:
-                obj["execution"] = execution.to_json()
-            obj["data"] = data
-            if kind in _COUNTED:
-                # The committed-message count through this record, and where the
-                # latest compaction is: a reader gets both from the file's end.
-                obj["messages"] = self._messages + (kind == ev.MESSAGE_END)
-                if kind == ev.MESSAGE_END and self._compaction_at is not None:
-                    obj["compaction"] = self._compaction_at
-            if self._chain_head is not None and seq > 0:
-                obj["prev"] = self._chain_head
+            obj = self._envelope(seq, kind, run_id, ts_text, execution, data)
             try:
                 # Data is not an error: the codec escapes and diagnoses what it
                 # cannot hold. Only a custom codec can still refuse, and then
@@ -804,15 +790,7 @@ class Session:
                 self._write(line, offset)
             else:
                 self._buffer(pending, line, offset)
-            self._next_seq = seq + 1
-            self._size = offset + len(line)
-            if kind in _COUNTED:
-                if kind == ev.MESSAGE_END:
-                    self._messages += 1
-                else:
-                    self._compaction_at = offset
-            if self._chain_head is not None:
-                self._chain_head = hashlib.sha256(line).hexdigest()
+            self._advance(seq, kind, line, offset)
             record = new_record(self._id, seq, kind, ts, run_id, execution, data, offset, len(line))
             if kind == ev.CHECKPOINT:
                 self._checkpoint = (offset, len(line))
@@ -847,22 +825,7 @@ class Session:
             if self._pending is None:
                 raise AssertionError("bulk appends need buffered writes (_buffer_writes)")
             seq = self._next_seq
-            obj: dict[str, Any] = {
-                "session_id": self._id,
-                "seq": seq,
-                "type": kind,
-                "run_id": run_id,
-                "ts": ts_text,
-            }
-            if execution is not None:
-                obj["execution"] = execution.to_json()
-            obj["data"] = data
-            if kind in _COUNTED:
-                obj["messages"] = self._messages + (kind == ev.MESSAGE_END)
-                if kind == ev.MESSAGE_END and self._compaction_at is not None:
-                    obj["compaction"] = self._compaction_at
-            if self._chain_head is not None and seq > 0:
-                obj["prev"] = self._chain_head
+            obj = self._envelope(seq, kind, run_id, ts_text, execution, data)
             line = None
             if type(self._codec) is Codec:
                 # Imported data is plain JSON: the codec's fast path without its type
@@ -880,15 +843,46 @@ class Session:
                 line = self._redact(line)
             offset = self._size
             self._buffer(self._pending, line, offset)
-            self._next_seq = seq + 1
-            self._size = offset + len(line)
-            if kind in _COUNTED:
-                if kind == ev.MESSAGE_END:
-                    self._messages += 1
-                else:
-                    self._compaction_at = offset
-            if self._chain_head is not None:
-                self._chain_head = hashlib.sha256(line).hexdigest()
+            self._advance(seq, kind, line, offset)
+
+    def _envelope(
+        self,
+        seq: int,
+        kind: str,
+        run_id: str | None,
+        ts_text: str,
+        execution: Execution | None,
+        data: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        """The line's object, keys in the format's order (called with the lock held)."""
+        obj: dict[str, Any] = {"session_id": self._id, "seq": seq, "type": kind}
+        if run_id is not None:
+            obj["run_id"] = run_id
+        obj["ts"] = ts_text
+        if execution is not None:
+            obj["execution"] = execution.to_json()
+        obj["data"] = data
+        if kind in _COUNTED:
+            # The committed-message count through this record, and where the
+            # latest compaction is: a reader gets both from the file's end.
+            obj["messages"] = self._messages + (kind == ev.MESSAGE_END)
+            if kind == ev.MESSAGE_END and self._compaction_at is not None:
+                obj["compaction"] = self._compaction_at
+        if self._chain_head is not None and seq > 0:
+            obj["prev"] = self._chain_head
+        return obj
+
+    def _advance(self, seq: int, kind: str, line: bytes, offset: int) -> None:
+        """Account for ``line``, written at ``offset`` (called with the lock held)."""
+        self._next_seq = seq + 1
+        self._size = offset + len(line)
+        if kind in _COUNTED:
+            if kind == ev.MESSAGE_END:
+                self._messages += 1
+            else:
+                self._compaction_at = offset
+        if self._chain_head is not None:
+            self._chain_head = hashlib.sha256(line).hexdigest()
 
     def _publish_transient(
         self,
