@@ -399,6 +399,25 @@ def test_session_ids_and_unique_prefixes_are_accepted(
     assert "no such file, and no session ID starting with it in ." in err
 
 
+def test_a_folder_named_like_a_prefix_does_not_hide_the_session(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a folder holding a sub-folder "a3", `show a3` is still the session starting "a3"."""
+    session = record_demo(tmp_path / "s.jsonl", turns=1)
+    prefix = session.id[:2]
+    (tmp_path / prefix).mkdir()
+    other = next(p for p in ("abc", "def") if not session.id.startswith(p))
+    (tmp_path / other).mkdir()
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    code, out, _ = run_cli(capsys, "show", prefix)
+    assert code == 0
+    assert out.startswith(session.id)
+    code, _, err = run_cli(capsys, "show", other)
+    assert code == 1
+    assert "is a folder" in err
+
+
 def test_an_ambiguous_prefix_lists_the_sessions(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -157,11 +157,9 @@ def resolve_session(target: str, base: Path) -> Path:
         if not kind.is_session:
             raise CliError(describe(path, kind))
         return path
-    if path.is_dir():
-        raise CliError(
-            f"{path}: is a folder; give one session file or session ID "
-            f"(`loopscribe ls {shlex.quote(target)}` lists them)"
-        )
+    folder = path.is_dir()
+    if folder and not (looks_like_id(target) and base.is_dir()):
+        raise _is_a_folder(path, target)
     if not looks_like_id(target):
         raise CliError(f"{target}: no such file, and not a session ID")
     if not base.is_dir():
@@ -175,6 +173,8 @@ def resolve_session(target: str, base: Path) -> Path:
             continue
         if kind.session_id is not None and kind.session_id.startswith(prefix):
             matches.setdefault(kind.session_id, []).append(candidate)
+    if folder and len(matches) != 1:
+        raise _is_a_folder(path, target)  # a folder named like a prefix ("a", "0b"): not an ID
     if not matches:
         raise CliError(
             f"{target}: no such file, and no session ID starting with it in {base} "
@@ -192,6 +192,13 @@ def resolve_session(target: str, base: Path) -> Path:
         listed = ", ".join(str(p) for p in paths)
         raise CliError(f"{target}: session {session_id} is in {len(paths)} files: {listed}")
     return paths[0]
+
+
+def _is_a_folder(path: Path, target: str) -> CliError:
+    return CliError(
+        f"{path}: is a folder; give one session file or session ID "
+        f"(`loopscribe ls {shlex.quote(target)}` lists them)"
+    )
 
 
 def resolve_targets(targets: Sequence[str], base: Path) -> Found:
