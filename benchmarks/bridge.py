@@ -558,18 +558,7 @@ def with_content(span: ReadableSpan, content: dict[str, AttributeValue]) -> Read
         if not key.startswith(_REF_PREFIX) and not key.endswith(_REF_SUFFIX) and key != "session.id"
     }
     attributes.update(content)
-    return ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=attributes,
-        kind=span.kind,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )
+    return with_attributes(span, attributes)
 
 
 def otlp_bytes(spans: Sequence[ReadableSpan]) -> int:
