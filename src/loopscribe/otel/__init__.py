@@ -32,6 +32,7 @@ from ._export import (
 )
 from ._genai import MessageReferenceError, parse_reference, resolve_reference
 from ._ids import run_span_id, span_context, span_id, trace_id
+from ._otlp import encode_otlp_protobuf
 
 __all__ = [
     "TERMINAL_TYPES",
@@ -44,6 +45,7 @@ __all__ = [
     "default_resource",
     "describe_destination",
     "encode_otlp_json",
+    "encode_otlp_protobuf",
     "parse_reference",
     "replay",
     "resolve_reference",
