@@ -215,7 +215,7 @@ class _Encoder:
             encoded_key = keys.get(key)
             if encoded_key is None:
                 try:
-                    encoded_key = _field(b"\x0a", key.encode())
+                    encoded_key = _key(key)
                 except Exception as exc:
                     logger.error("cannot encode the attribute key %r: %s", key, exc)
                     continue
@@ -228,6 +228,11 @@ class _Encoder:
                 continue
             parts.append(_field(tag, encoded_key + _field(b"\x12", encoded_value)))
         return b"".join(parts)
+
+
+def _key(key: str) -> bytes:
+    """``KeyValue.key`` (field 1); an empty key is the default, which protobuf leaves out."""
+    return _field(b"\x0a", key.encode()) if key != "" else b""
 
 
 def _remote(parent: SpanContext | None) -> bool:
@@ -254,8 +259,8 @@ def _value(value: Any) -> bytes:
         return b""
     if isinstance(value, bool):
         return b"\x10\x01" if value else b"\x10\x00"
-    if isinstance(value, str):
-        return _value(str(value))
+    if isinstance(value, str):  # str(value) of a (str, Enum) member is its name, not its value
+        return _field(b"\x0a", str.encode(value))
     if isinstance(value, int):
         return _value(int(value))
     if isinstance(value, float):
@@ -268,8 +273,7 @@ def _value(value: Any) -> bytes:
         return _field(
             b"\x32",
             b"".join(
-                _field(b"\x0a", _field(b"\x0a", str(k).encode()) + _field(b"\x12", _value(v)))
-                for k, v in value.items()
+                _field(b"\x0a", _key(str(k)) + _field(b"\x12", _value(v))) for k, v in value.items()
             ),
         )
     raise TypeError(f"a {type(value).__name__} is not an attribute value")
