@@ -770,18 +770,18 @@ def recorded_calls(
     chunks: list[list[ModelCall]],
     tools: list[Any],
     config: dict[str, Any],
-    encode: Callable[[Sequence[ReadableSpan]], bytes] = encode_otlp_protobuf,
+    encode: Callable[[Sequence[ReadableSpan]], bytes] | None = encode_otlp_protobuf,
 ) -> Iterator[CallTiming]:
     """Each call's events built, recorded and bridged to a batch processor, chunk by chunk.
 
     Spans are encoded as loopscribe's OTLP exporters encode them, unless ``encode``
-    says otherwise. Yields each chunk's timing, up to the processor's flush;
-    cleans up when exhausted.
+    says otherwise; with ``encode=None`` there is no bridge, only the recording.
+    Yields each chunk's timing, up to the processor's flush; cleans up when exhausted.
     """
-    exporter = EncodingExporter(encode)
+    exporter = EncodingExporter(sdk_encoding if encode is None else encode)
     processor: SpanProcessor = BatchSpanProcessor(exporter)
     bridge = SpanBridge(processor)
-    session = Session.create(path, observers=(bridge,))
+    session = Session.create(path, observers=() if encode is None else (bridge,))
     run = session.begin_run()
     record = run.record
     exec_start, request, exec_end = ev.model_exec_start, ev.model_request, ev.model_exec_end
@@ -808,7 +808,7 @@ def recorded_calls(
         yield clock() - start, cpu_clock() - cpu_start
     session.close()
     processor.shutdown()
-    if bridge.failed_records or exporter.spans != number + 1:
+    if encode is not None and (bridge.failed_records or exporter.spans != number + 1):
         raise RuntimeError(f"bridge made {exporter.spans} spans for {number} calls")
     path.unlink()
 
@@ -889,7 +889,7 @@ def bench_model_call(folder: Path, count: int, reps: int, *, profile: bool) -> b
     chunks = [calls[i : i + MODEL_CALL_CHUNK] for i in range(0, len(calls), MODEL_CALL_CHUNK)]
     path = folder / "calls.jsonl"
     conversation = "0" * 31 + "1"
-    names = ("recorded", "content", "content-json", "recorded-sdk")
+    names = ("recorded", "content", "content-json", "recorded-sdk", "record-only")
     walls: dict[str, list[list[int]]] = {name: [] for name in names}
     cpus: dict[str, list[list[int]]] = {name: [] for name in names}
     for rep in range(reps + 1):  # the first pass warms up
@@ -899,6 +899,9 @@ def bench_model_call(folder: Path, count: int, reps: int, *, profile: bool) -> b
             "content-json": content_calls(chunks, config, conversation, json_text),
             "recorded-sdk": recorded_calls(
                 path.with_name("sdk.jsonl"), chunks, tools, config, sdk_encoding
+            ),
+            "record-only": recorded_calls(
+                path.with_name("only.jsonl"), chunks, tools, config, None
             ),
         }
         took: dict[str, list[CallTiming]] = {name: [] for name in names}
@@ -950,6 +953,12 @@ def bench_model_call(folder: Path, count: int, reps: int, *, profile: bool) -> b
     print(
         f"  the same with our spans encoded by the SDK's encoder instead of loopscribe's: "
         f"{us(cpu_sdk)} us -> {cpu_sdk / cpu_theirs:.2f}x"
+    )
+    cpu_only, _ = _best_and_median(cpus["record-only"], count)
+    print(
+        f"  of which building and recording the events alone, with no bridge and no span: "
+        f"{us(cpu_only)} us -> {cpu_only / cpu_theirs:.2f}x; the bridge, its span and the "
+        f"encoding add {us(cpu_ours - cpu_only)} us -> {(cpu_ours - cpu_only) / cpu_theirs:.2f}x"
     )
     if profile:
         profiler = cProfile.Profile()
