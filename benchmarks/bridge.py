@@ -29,15 +29,19 @@
    by ``events.model_request``, and ``model_exec_end``), ``Run.record``
    them into a session file with a ``SpanBridge`` to a ``BatchSpanProcessor``
    whose exporter encodes each batch as the OTLP protobuf request (and sends
-   nothing). Against the same call made the "bodies in attributes" way: an
-   SDK tracer span with the same GenAI labels plus ``gen_ai.input.messages``
-   / ``gen_ai.output.messages`` JSON (messages converted and serialized by
-   the host, with orjson; and, for reference, with the standard library's
-   ``json.dumps``), to the same processor and encoder. They take
-   turns every 20 calls, each chunk timed until its processor is flushed;
-   the figures are the best (and the median) of each chunk across passes,
-   summed. Process CPU time (which counts the processor's worker thread and
-   not time spent descheduled) is the figure the target is checked on.
+   nothing), with ``encode_otlp_protobuf`` as loopscribe's OTLP exporters
+   do. Against the same call made the "bodies in attributes" way: an SDK
+   tracer span with the same GenAI labels plus ``gen_ai.input.messages`` /
+   ``gen_ai.output.messages`` JSON (messages converted and serialized by the
+   host, with orjson; and, for reference, with the standard library's
+   ``json.dumps``), to the same processor, encoded by the SDK's encoder as
+   the SDK's exporters do. For comparison, in the same passes: our call
+   with its span encoded by the SDK's encoder, and the recording alone (no
+   bridge, no span). They take turns every 20 calls, each chunk timed until
+   its processor is flushed; the figures are the best (and the median) of
+   each chunk across passes, summed. Process CPU time (which counts the
+   processor's worker thread and not time spent descheduled) is the figure
+   the target is checked on.
 
 Files live in a temporary folder; the only network traffic is connection
 attempts to a closed loopback port. Every processor, exporter and thread the
