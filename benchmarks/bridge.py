@@ -54,6 +54,7 @@ Run: ``.venv/bin/python benchmarks/bridge.py [--turns N] [--reps N] [--profile]
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import cProfile
 import gc
@@ -823,8 +824,18 @@ def orjson_text(value: Any) -> str:
 
 
 def json_text(value: Any) -> str:
-    """Compact JSON text by the standard library's encoder."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """JSON text as OpenTelemetry's GenAI instrumentation utility makes it.
+
+    ``opentelemetry-util-genai``'s ``gen_ai_json_dumps``: the standard
+    library's encoder, compact separators, bytes as base64.
+    """
+    return json.dumps(value, separators=(",", ":"), default=_base64_bytes)
+
+
+def _base64_bytes(value: Any) -> str:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def content_calls(
@@ -948,10 +959,12 @@ def bench_model_call(folder: Path, count: int, reps: int, *, profile: bool) -> b
     cpu_json, _ = _best_and_median(cpus["content-json"], count)
     json_ratio = cpu_ours / cpu_json
     print(
-        f"  the same vs bodies serialized by the standard library's json.dumps: "
-        f"{us(cpu_json)} us -> {json_ratio:.2f}x (target <= {MODEL_CALL_TARGET}x) "
-        f"{'PASS' if json_ratio <= MODEL_CALL_TARGET else 'FAIL'}; the verdict above, against "
-        "orjson (the cheapest way to put bodies in attributes), is the one that counts"
+        f"  the same vs bodies serialized as OpenTelemetry's GenAI utility does "
+        f"(json.dumps, as gen_ai_json_dumps): {us(cpu_json)} us -> {json_ratio:.2f}x "
+        f"(target <= {MODEL_CALL_TARGET}x) "
+        f"{'PASS' if json_ratio <= MODEL_CALL_TARGET else 'FAIL'}; "
+        "the verdict above, against orjson (the cheapest way to put bodies in attributes), "
+        "is the stricter one and the one that counts"
     )
     cpu_sdk, _ = _best_and_median(cpus["recorded-sdk"], count)
     print(
