@@ -18,9 +18,35 @@ from typing import Any
 
 import orjson
 
-from ._messages import Usage
+from ._messages import (
+    AssistantMessage,
+    FileContent,
+    ImageContent,
+    SystemMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 
 _SCALARS = (str, bytes, int, float, bool, list, tuple)
+_MESSAGE_TYPES = frozenset(
+    {
+        AssistantMessage,
+        FileContent,
+        ImageContent,
+        SystemMessage,
+        TextContent,
+        ThinkingContent,
+        ToolCall,
+        ToolResultMessage,
+        Usage,
+        UserMessage,
+    }
+)
+"""loopscribe's own message types: fields read as attributes, no ABC check."""
 _Fragment = orjson.Fragment
 
 
@@ -37,8 +63,11 @@ def plain(value: Any) -> Any:
 
 def field(obj: Any, name: str) -> Any:
     """A field of a dataclass/object or a key of a mapping; ``None`` when absent."""
-    if type(obj) is dict:  # the common case first: no ABC check
+    kind = type(obj)
+    if kind is dict:  # the common cases first: no ABC check
         return plain(obj.get(name))
+    if kind in _MESSAGE_TYPES:
+        return plain(getattr(obj, name, None))
     if obj is None or isinstance(obj, _SCALARS):
         return None
     if isinstance(obj, Mapping):
@@ -63,7 +92,7 @@ def count(value: Any) -> int | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TokenUsage:
     """Token counts of one model call; ``None`` where the provider gave none."""
 
@@ -122,7 +151,7 @@ def token_usage(usage: Any) -> TokenUsage | None:
     return TokenUsage(inp, out, cache_read, cache_creation, reasoning)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ResponseLabels:
     """What a ``model_exec_end`` record says about the response, never its body."""
 
@@ -237,7 +266,7 @@ def strings(value: Any) -> tuple[str, ...]:
     return ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RequestParams:
     """The sampling parameters of a model request: small labels, never a body."""
 
@@ -272,6 +301,7 @@ _PARAM_FIELDS: dict[str, str] = {
 """Every config key :func:`request_params` reads, and the parameter it gives; where
 several name one parameter, the first given (in this order) wins."""
 _PARAM_RANK = {name: rank for rank, name in enumerate(_PARAM_FIELDS)}
+_NO_RANK = len(_PARAM_RANK)
 _PARAM_KINDS: dict[str, Any] = {
     "temperature": number,
     "max_tokens": integer,
@@ -298,22 +328,33 @@ def request_params(config: Any) -> RequestParams | None:
     if config is None or isinstance(config, _SCALARS):
         return None
     found: dict[str, Any] = {}
-    if isinstance(config, Mapping):
-        # Only the keys the config has: most configs name two or three of them.
-        for name in sorted(_PARAM_RANK.keys() & config.keys(), key=_PARAM_RANK.__getitem__):
+    if isinstance(config, dict | Mapping):
+        # Only the keys the config has (most configs name two or three of them);
+        # where several spell one parameter, the first in _PARAM_FIELDS wins.
+        ranks: dict[str, int] = {}
+        for name in config:
+            rank = _PARAM_RANK.get(name) if type(name) is str else None
+            if rank is None:
+                continue
             value = plain(config[name])
-            if value is not None:
-                found.setdefault(_PARAM_FIELDS[name], value)
+            param = _PARAM_FIELDS[name]
+            if value is not None and rank < ranks.get(param, _NO_RANK):
+                ranks[param] = rank
+                found[param] = value
     else:
         for name, param in _PARAM_FIELDS.items():
             if param not in found:
                 value = field(config, name)
                 if value is not None:
                     found[param] = value
-    values = {param: _PARAM_KINDS[param](value) for param, value in found.items()}
-    if all(value is None or value == () for value in values.values()):
-        return None
-    return RequestParams(**values)
+    params = RequestParams()
+    empty = True
+    for param, raw in found.items():
+        value = _PARAM_KINDS[param](raw)
+        if value is not None and value != ():
+            empty = False
+        setattr(params, param, value)
+    return None if empty else params
 
 
 NAME_FIELDS: tuple[str, ...] = ("name", "node", "agent", "guardrail")

@@ -28,11 +28,10 @@ from ._export import (
     default_exporter,
     default_processor,
     describe_destination,
-    encode_otlp_json,
 )
 from ._genai import MessageReferenceError, parse_reference, resolve_reference
 from ._ids import run_span_id, span_context, span_id, trace_id
-from ._otlp import encode_otlp_protobuf
+from ._otlp import encode_otlp_json, encode_otlp_protobuf
 
 __all__ = [
     "TERMINAL_TYPES",

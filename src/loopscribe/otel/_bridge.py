@@ -175,6 +175,11 @@ LS_SOURCE_LINE = "loopscribe.source.line"
 OTHER_ERROR = "_OTHER"
 """``error.type`` when a failure carries no usable type (the conventions' fallback)."""
 
+_MODEL_LABELLED: Final = frozenset({ev.MODEL_EXEC_START, ev.MODEL_ROUTE, ev.MODEL_REQUEST})
+"""Records that name a call's model, provider and server."""
+_FIRST_CHUNK: Final = frozenset({ev.MODEL_STREAM, ev.MESSAGE_UPDATE})
+_TOOL_LABELLED: Final = frozenset({ev.TOOL_EXEC_START, ev.TOOL_INVOKE_START, ev.TOOL_EXEC_END})
+_AGENT_LABELLED: Final = frozenset({ev.AGENT_START, ev.AGENT_END})
 _OPERATIONS: Final = {"model": "chat", "tool": "execute_tool", "agent": "invoke_agent"}
 """Execution kinds that are GenAI operations, and the operation each one is."""
 
@@ -661,7 +666,7 @@ class SpanBridge:
         execution = record.execution
         if execution is None:
             return []
-        if record.type in (ev.AGENT_START, ev.AGENT_END) and execution.parent_id is None:
+        if record.type in _AGENT_LABELLED and execution.parent_id is None:
             # The top-level agent names the run and decides its status.
             run.agent = run.agent or _str(_plain(record.data.get("agent")))
             if record.type == ev.AGENT_END:
@@ -870,40 +875,62 @@ def _provider_processor(provider: TracerProvider) -> SpanProcessor:
 def _model_attrs(
     attrs: dict[str, AttributeValue], attempt: _Attempt, ref: Callable[[int], str | None]
 ) -> str:
-    """The chat span's GenAI attributes, ``ref(seq)`` naming a record; returns the span name."""
+    """The chat span's GenAI attributes, ``ref(seq)`` naming a record; returns the span name.
+
+    Written out rather than through :func:`_put`: this runs for every model call.
+    """
+    value: str | int | float | None
     model = attempt.request_model or attempt.response_model
-    _put(attrs, PROVIDER_NAME, attempt.provider)
-    _put(attrs, REQUEST_MODEL, attempt.request_model)
-    _put(attrs, RESPONSE_MODEL, attempt.response_model)
-    _put(attrs, RESPONSE_ID, attempt.response_id)
+    if (value := attempt.provider) is not None:
+        attrs[PROVIDER_NAME] = value
+    if (value := attempt.request_model) is not None:
+        attrs[REQUEST_MODEL] = value
+    if (value := attempt.response_model) is not None:
+        attrs[RESPONSE_MODEL] = value
+    if (value := attempt.response_id) is not None:
+        attrs[RESPONSE_ID] = value
     first, sent = attempt.first_chunk_ns, attempt.request_ns
     if first is not None and sent is not None and attempt.stream is not False:
         attrs[TIME_TO_FIRST_CHUNK] = max(0, first - sent) / 1e9
     if attempt.stream is not None:
         attrs[REQUEST_STREAM] = attempt.stream
-    _put(attrs, SERVER_ADDRESS, attempt.server_address)
-    if attempt.server_address is not None:
-        _put(attrs, SERVER_PORT, attempt.server_port)
+    if (address := attempt.server_address) is not None:
+        attrs[SERVER_ADDRESS] = address
+        if (value := attempt.server_port) is not None:
+            attrs[SERVER_PORT] = value
     params = attempt.params
     if params is not None:
-        _put(attrs, REQUEST_TEMPERATURE, params.temperature)
-        _put(attrs, REQUEST_MAX_TOKENS, params.max_tokens)
-        _put(attrs, REQUEST_TOP_P, params.top_p)
-        _put(attrs, REQUEST_TOP_K, params.top_k)
-        _put(attrs, REQUEST_FREQUENCY_PENALTY, params.frequency_penalty)
-        _put(attrs, REQUEST_PRESENCE_PENALTY, params.presence_penalty)
+        if (value := params.temperature) is not None:
+            attrs[REQUEST_TEMPERATURE] = value
+        if (value := params.max_tokens) is not None:
+            attrs[REQUEST_MAX_TOKENS] = value
+        if (value := params.top_p) is not None:
+            attrs[REQUEST_TOP_P] = value
+        if (value := params.top_k) is not None:
+            attrs[REQUEST_TOP_K] = value
+        if (value := params.frequency_penalty) is not None:
+            attrs[REQUEST_FREQUENCY_PENALTY] = value
+        if (value := params.presence_penalty) is not None:
+            attrs[REQUEST_PRESENCE_PENALTY] = value
         if params.stop_sequences:
             attrs[REQUEST_STOP_SEQUENCES] = params.stop_sequences
-        _put(attrs, REQUEST_SEED, params.seed)
+        if (value := params.seed) is not None:
+            attrs[REQUEST_SEED] = value
         if params.choice_count is not None and params.choice_count != 1:
             attrs[REQUEST_CHOICE_COUNT] = params.choice_count
     usage = attempt.usage
     if usage is not None:
-        _put(attrs, INPUT_TOKENS, usage.input_tokens)
-        _put(attrs, OUTPUT_TOKENS, usage.output_tokens)
-        _put(attrs, CACHE_READ_TOKENS, usage.cache_read or None)
-        _put(attrs, CACHE_CREATION_TOKENS, usage.cache_creation or None)
-        _put(attrs, REASONING_TOKENS, usage.reasoning or None)
+        if (value := usage.input_tokens) is not None:
+            attrs[INPUT_TOKENS] = value
+        if (value := usage.output_tokens) is not None:
+            attrs[OUTPUT_TOKENS] = value
+        # Zero counts of these are left out: most providers report 0 for "none".
+        if usage.cache_read:
+            attrs[CACHE_READ_TOKENS] = usage.cache_read
+        if usage.cache_creation:
+            attrs[CACHE_CREATION_TOKENS] = usage.cache_creation
+        if usage.reasoning:
+            attrs[REASONING_TOKENS] = usage.reasoning
     if attempt.finish_reasons:
         attrs[FINISH_REASONS] = attempt.finish_reasons
     request = None if attempt.request_seq is None else ref(attempt.request_seq)
@@ -970,7 +997,7 @@ def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
         _take_source(attempt, data)
     if attempt.name is None and attempt.execution.kind not in _OPERATIONS:
         attempt.name = node_name(data)
-    if kind in (ev.MODEL_EXEC_START, ev.MODEL_ROUTE, ev.MODEL_REQUEST):
+    if kind in _MODEL_LABELLED:
         # Later records refine earlier ones: a router's choice wins over the
         # model the call started with.
         attempt.request_model = _str(_plain(data.get("model"))) or attempt.request_model
@@ -989,7 +1016,7 @@ def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
             attempt.has_system = _has_system(data)
             tools = _plain(data.get("tools"))
             attempt.has_tools = isinstance(tools, list | tuple | Mapping) and bool(tools)
-    elif kind in (ev.MODEL_STREAM, ev.MESSAGE_UPDATE):
+    elif kind in _FIRST_CHUNK:
         if attempt.first_chunk_ns is None and attempt.request_ns is not None:
             attempt.first_chunk_ns = _ns(record.ts)
     elif kind == ev.MODEL_EXEC_END:
@@ -1000,11 +1027,11 @@ def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
         attempt.response_id = labels.response_id or attempt.response_id
         attempt.usage = labels.usage
         attempt.finish_reasons = _finish_reason(data, labels.message)
-    elif kind in (ev.TOOL_EXEC_START, ev.TOOL_INVOKE_START, ev.TOOL_EXEC_END):
+    elif kind in _TOOL_LABELLED:
         attempt.tool = _str(_plain(data.get("tool"))) or attempt.tool
         attempt.tool_type = _str(_plain(data.get("tool_type"))) or attempt.tool_type
         attempt.tool_description = _str(_plain(data.get("description"))) or attempt.tool_description
-    elif kind in (ev.AGENT_START, ev.AGENT_END):
+    elif kind in _AGENT_LABELLED:
         attempt.agent = attempt.agent or _str(_plain(data.get("agent")))
     if attempt.execution.kind == "model":
         known = (attempt.provider is not None, attempt.request_model is not None)

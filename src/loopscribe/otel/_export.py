@@ -13,9 +13,7 @@ processor or a JSON line is actually made.
 
 from __future__ import annotations
 
-import base64
 import errno
-import importlib
 import inspect
 import logging
 import os
@@ -25,12 +23,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from .._logsafe import install as install_log_filter
-from ._otlp import encode_otlp_protobuf
+from ._otlp import encode_otlp_json
 
 logger = logging.getLogger("loopscribe.otel")
 
@@ -43,7 +40,6 @@ TRACES_TIMEOUT = "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"
 
 _DEFAULT_PROTOCOL = "http/protobuf"  # the OTLP specification's default
 _DEFAULT_TIMEOUT_S = 10.0
-_ID_KEYS = ("traceId", "spanId", "parentSpanId")
 
 
 def default_export_path(session_path: str | os.PathLike[str]) -> Path:
@@ -54,51 +50,6 @@ def default_export_path(session_path: str | os.PathLike[str]) -> Path:
     """
     path = Path(session_path)
     return path.with_name(path.name + ".otlp.jsonl")
-
-
-def _hex_ids(span: dict[str, Any]) -> None:
-    # Protobuf's JSON mapping writes bytes as base64; OTLP/JSON wants hex IDs.
-    for key in _ID_KEYS:
-        if key in span:
-            span[key] = base64.b64decode(span[key]).hex()
-    for link in span.get("links", ()):
-        _hex_ids(link)
-
-
-def otlp_request(spans: Sequence[ReadableSpan]) -> Any:
-    """The ``ExportTraceServiceRequest`` message for ``spans``, parsed from our own encoding.
-
-    The same message the SDK's ``encode_spans`` builds, made faster: parsing
-    :func:`encode_otlp_protobuf`'s bytes in protobuf's C code costs less than
-    building one Python protobuf object per span, attribute and value.
-    """
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-    )
-
-    return ExportTraceServiceRequest.FromString(encode_otlp_protobuf(spans))
-
-
-def encode_otlp_json(spans: Sequence[ReadableSpan]) -> bytes:
-    """One ``ExportTraceServiceRequest`` in the OTLP/JSON encoding, as one line.
-
-    The encoding the Collector's ``otlpjsonfile`` receiver reads:
-    lowerCamelCase keys, hex trace and span IDs, enums as integers.
-
-    Args:
-        spans: The spans of one request.
-
-    Returns:
-        UTF-8 JSON ending in ``\\n``.
-    """
-    # Through importlib: protobuf ships no type stubs for json_format.
-    json_format: Any = importlib.import_module("google.protobuf.json_format")
-    request = json_format.MessageToDict(otlp_request(spans), use_integers_for_enums=True)
-    for resource_spans in request.get("resourceSpans", ()):
-        for scope_spans in resource_spans.get("scopeSpans", ()):
-            for span in scope_spans.get("spans", ()):
-                _hex_ids(span)
-    return orjson.dumps(request, option=orjson.OPT_APPEND_NEWLINE)
 
 
 class OTLPJsonFileExporter(SpanExporter):

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan
 
-from ._export import otlp_request
+from ._otlp import encode_otlp_protobuf
 
 
 class GrpcSpanExporter(OTLPSpanExporter):
@@ -26,4 +27,4 @@ class GrpcSpanExporter(OTLPSpanExporter):
     """
 
     def _translate_data(self, data: Sequence[ReadableSpan]) -> Any:
-        return otlp_request(data)
+        return ExportTraceServiceRequest.FromString(encode_otlp_protobuf(data))

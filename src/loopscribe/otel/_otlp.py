@@ -15,11 +15,14 @@ encoder does.
 
 from __future__ import annotations
 
+import base64
 import logging
+import math
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -39,6 +42,8 @@ _KIND = {
     SpanKind.CONSUMER: b"\x30\x05",
 }
 """``Span.kind`` (field 6) for each kind."""
+_KIND_NUMBER = {kind: encoded[1] for kind, encoded in _KIND.items()}
+"""``Span.kind`` as the number OTLP/JSON writes."""
 _HAS_IS_REMOTE = 0x100
 _IS_REMOTE = 0x200
 _SPAN_FLAGS = {  # Span.flags (field 16, fixed32): whether the parent is remote is known
@@ -53,6 +58,10 @@ _fixed64 = struct.Struct("<Q").pack
 _double = struct.Struct("<d").pack
 _KEY_CACHE_LIMIT = 4096
 """Encoded attribute keys kept; a host with more distinct keys only pays to encode them again."""
+_KEPT_KINDS = frozenset({str, int, bool})
+"""Values kept with their encoding: equal values of these types encode alike (0.0, -0.0 do not)."""
+_KEPT_BYTES = 512
+"""Only short values are kept (the encoding cache holds one value per key)."""
 
 
 def _varint(value: int) -> bytes:
@@ -76,30 +85,18 @@ class _Encoder:
     """Caches what repeats between spans: encoded keys, resources and scopes."""
 
     def __init__(self) -> None:
-        self._keys: dict[str, bytes] = {}
+        self._keys: dict[str, tuple[bytes, Any, bytes]] = {}
         self._resources: dict[int, tuple[Resource, bytes]] = {}
         self._scopes: dict[int, tuple[InstrumentationScope | None, bytes]] = {}
 
     def request(self, spans: Sequence[ReadableSpan]) -> bytes:
         """One ``ExportTraceServiceRequest``: spans grouped by resource, then by scope."""
-        groups: dict[Any, dict[Any, list[bytes]]] = {}
-        last_resource: Any = _NOTHING
-        last_scope: Any = _NOTHING
-        current: list[bytes] = []
-        for span in spans:
-            resource = span.resource
-            scope = span.instrumentation_scope or None
-            # The SDK groups by equal Resources and scopes; most batches have one of each.
-            if resource is not last_resource or scope is not last_scope:
-                current = groups.setdefault(resource, {}).setdefault(scope, [])
-                last_resource, last_scope = resource, scope
-            current.append(self.span(span))
         out = []
-        for resource, scopes in groups.items():
+        for resource, scopes in _grouped(spans).items():
             parts = [self._resource(resource)]
-            for scope, encoded in scopes.items():
+            for scope, members in scopes.items():
                 scope_spans = [self._scope(scope)]
-                scope_spans.extend(_field(b"\x12", body) for body in encoded)
+                scope_spans.extend(_field(b"\x12", self.span(span)) for span in members)
                 if scope is not None and scope.schema_url:
                     scope_spans.append(_field(b"\x1a", scope.schema_url.encode()))
                 parts.append(_field(b"\x12", b"".join(scope_spans)))
@@ -206,33 +203,90 @@ class _Encoder:
         return b"".join(parts)
 
     def attributes(self, tag: bytes, attributes: Mapping[str, Any] | None) -> bytes:
-        """Each attribute as a ``KeyValue`` field ``tag``; one that cannot be encoded is logged."""
+        """Each attribute as a ``KeyValue`` field ``tag``; one that cannot be encoded is logged.
+
+        Each key's encoding is kept with the last value it had and that pair's
+        encoding: a run's spans repeat most values (session, run, model).
+        """
         if not attributes:
             return b""
         keys = self._keys
+        small = _SMALL
         parts = []
         for key, value in attributes.items():
-            encoded_key = keys.get(key)
-            if encoded_key is None:
+            kind = type(value)
+            kept = keys.get(key)
+            if kept is not None:
+                last = kept[1]
+                if type(last) is kind and last == value:
+                    body = kept[2]
+                    size = len(body)
+                    parts.append(tag + (small[size] if size < 128 else _varint(size)) + body)
+                    continue
+                encoded_key = kept[0]
+            else:
                 try:
                     encoded_key = _key(key)
                 except Exception as exc:
                     logger.error("cannot encode the attribute key %r: %s", key, exc)
                     continue
-                if len(keys) < _KEY_CACHE_LIMIT:
-                    keys[key] = encoded_key
             try:
-                encoded_value = _value(value)
+                # The common values inline: a short string, a small count, a float.
+                if kind is str:
+                    text = value.encode()
+                    size = len(text)
+                    if size < 126:
+                        encoded = b"\x12" + small[size + 2] + b"\x0a" + small[size] + text
+                    else:
+                        encoded = _field(b"\x12", _field(b"\x0a", text))
+                elif kind is int and 0 <= value < 128:
+                    encoded = b"\x12\x02\x18" + small[value]
+                elif kind is bool:
+                    encoded = b"\x12\x02\x10\x01" if value else b"\x12\x02\x10\x00"
+                elif kind is float:
+                    encoded = b"\x12\x09\x21" + _double(value)
+                else:
+                    encoded = _field(b"\x12", _value(value))
             except Exception as exc:
                 logger.error("cannot encode the attribute %r: %s", key, exc)
                 continue
-            parts.append(_field(tag, encoded_key + _field(b"\x12", encoded_value)))
+            body = encoded_key + encoded
+            if (
+                kind in _KEPT_KINDS
+                and len(body) <= _KEPT_BYTES
+                and (kept is not None or len(keys) < _KEY_CACHE_LIMIT)
+            ):
+                # One tuple, replaced whole: another thread reads a consistent entry.
+                keys[key] = (encoded_key, value, body)
+            elif kept is None and len(keys) < _KEY_CACHE_LIMIT:
+                keys[key] = (encoded_key, _NOTHING, b"")
+            size = len(body)
+            parts.append(tag + (small[size] if size < 128 else _varint(size)) + body)
         return b"".join(parts)
 
 
 def _key(key: str) -> bytes:
     """``KeyValue.key`` (field 1); an empty key is the default, which protobuf leaves out."""
     return _field(b"\x0a", key.encode()) if key != "" else b""
+
+
+def _grouped(
+    spans: Sequence[ReadableSpan],
+) -> dict[Resource, dict[InstrumentationScope | None, list[ReadableSpan]]]:
+    """Spans by equal Resource, then by equal scope, in order, as the SDK's encoder groups them."""
+    groups: dict[Resource, dict[InstrumentationScope | None, list[ReadableSpan]]] = {}
+    last_resource: Any = _NOTHING
+    last_scope: Any = _NOTHING
+    current: list[ReadableSpan] = []
+    for span in spans:
+        resource = span.resource
+        scope = span.instrumentation_scope or None
+        # Most batches have one of each: hash a Resource only when it changes.
+        if resource is not last_resource or scope is not last_scope:
+            current = groups.setdefault(resource, {}).setdefault(scope, [])
+            last_resource, last_scope = resource, scope
+        current.append(span)
+    return groups
 
 
 def _remote(parent: SpanContext | None) -> bool:
@@ -248,32 +302,39 @@ def _value(value: Any) -> bytes:
     if kind is str:
         return _field(b"\x0a", value.encode())
     if kind is int:
-        if not -_INT64 <= value < _INT64:
-            raise ValueError(f"{value} does not fit in 64 bits")
-        return b"\x18" + _varint(value & _UINT64_MASK)
-    if kind is float:
-        return b"\x21" + _double(value)
+        if 0 <= value < _INT64:
+            return b"\x18" + _varint(value)
+        if value < 0 and value >= -_INT64:
+            return b"\x18" + _varint(value & _UINT64_MASK)
+        raise ValueError(f"{value} does not fit in 64 bits")
     if kind is bool:
         return b"\x10\x01" if value else b"\x10\x00"
+    if kind is float:
+        return b"\x21" + _double(value)
+    if kind is tuple or kind is list:
+        return _field(b"\x2a", b"".join([_field(b"\x0a", _value(item)) for item in value]))
     if value is None:
         return b""
-    if isinstance(value, bool):
-        return b"\x10\x01" if value else b"\x10\x00"
-    if isinstance(value, str):  # str(value) of a (str, Enum) member is its name, not its value
-        return _field(b"\x0a", str.encode(value))
+    # Subclasses, in the SDK encoder's order, as the plain values they hold
+    # (through the base class's method: a subclass may override __str__).
+    if isinstance(value, str):
+        return _value(str.__str__(value))
     if isinstance(value, int):
-        return _value(int(value))
+        return _value(int.__int__(value))
     if isinstance(value, float):
-        return _value(float(value))
+        return _value(float.__float__(value))
     if isinstance(value, bytes):
         return _field(b"\x3a", value)
     if isinstance(value, Sequence):
-        return _field(b"\x2a", b"".join(_field(b"\x0a", _value(item)) for item in value))
+        return _value(list(value))
     if isinstance(value, Mapping):
         return _field(
             b"\x32",
             b"".join(
-                _field(b"\x0a", _key(str(k)) + _field(b"\x12", _value(v))) for k, v in value.items()
+                [
+                    _field(b"\x0a", _key(str(k)) + _field(b"\x12", _value(v)))
+                    for k, v in value.items()
+                ]
             ),
         )
     raise TypeError(f"a {type(value).__name__} is not an attribute value")
@@ -290,3 +351,189 @@ def encode_otlp_protobuf(spans: Sequence[ReadableSpan]) -> bytes:
 
 
 _ENCODER = _Encoder()
+
+
+# -- OTLP/JSON -------------------------------------------------------------------
+
+
+def encode_otlp_json(spans: Sequence[ReadableSpan]) -> bytes:
+    """One ``ExportTraceServiceRequest`` in the OTLP/JSON encoding, as one line.
+
+    The encoding the Collector's ``otlpjsonfile`` receiver reads:
+    lowerCamelCase keys, hex trace and span IDs, enums as integers, 64-bit
+    integers as strings (protobuf's JSON mapping, as the SDK's protobuf
+    objects give it, built here directly).
+
+    Args:
+        spans: The spans of one request.
+
+    Returns:
+        UTF-8 JSON ending in ``\\n``.
+    """
+    resource_spans = []
+    for resource, scopes in _grouped(spans).items():
+        scope_spans = []
+        for scope, members in scopes.items():
+            entry: dict[str, Any] = {"scope": _json_scope(scope)}
+            if members:
+                entry["spans"] = [_json_span(span) for span in members]
+            if scope is not None and scope.schema_url:
+                entry["schemaUrl"] = scope.schema_url
+            scope_spans.append(entry)
+        attributes = _json_attributes(resource.attributes)
+        group: dict[str, Any] = {"resource": {"attributes": attributes} if attributes else {}}
+        group["scopeSpans"] = scope_spans
+        if resource.schema_url:
+            group["schemaUrl"] = resource.schema_url
+        resource_spans.append(group)
+    request = {"resourceSpans": resource_spans} if resource_spans else {}
+    return orjson.dumps(request, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def _json_scope(scope: InstrumentationScope | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if scope is not None:
+        if scope.name:
+            out["name"] = scope.name
+        if scope.version:
+            out["version"] = scope.version
+        attributes = _json_attributes(scope.attributes)
+        if attributes:
+            out["attributes"] = attributes
+    return out
+
+
+def _json_span(span: ReadableSpan) -> dict[str, Any]:
+    context = span.get_span_context()
+    if context is None:  # pragma: no cover - a finished SDK span always has one
+        raise ValueError(f"span {span.name!r} has no span context")
+    out: dict[str, Any] = {
+        "traceId": f"{context.trace_id:032x}",
+        "spanId": f"{context.span_id:016x}",
+    }
+    state = context.trace_state
+    if state:
+        out["traceState"] = ",".join(f"{k}={v}" for k, v in state.items())
+    parent = span.parent
+    if parent is not None:
+        out["parentSpanId"] = f"{parent.span_id:016x}"
+    if span.name:
+        out["name"] = span.name
+    out["kind"] = _KIND_NUMBER[span.kind]
+    if span.start_time:
+        out["startTimeUnixNano"] = str(span.start_time)
+    if span.end_time:
+        out["endTimeUnixNano"] = str(span.end_time)
+    attributes = _json_attributes(span.attributes)
+    if attributes:
+        out["attributes"] = attributes
+    if span.dropped_attributes:
+        out["droppedAttributesCount"] = span.dropped_attributes
+    if span.events:
+        events = []
+        for event in span.events:
+            encoded: dict[str, Any] = {}
+            if event.timestamp:
+                encoded["timeUnixNano"] = str(event.timestamp)
+            if event.name:
+                encoded["name"] = event.name
+            event_attributes = _json_attributes(event.attributes)
+            if event_attributes:
+                encoded["attributes"] = event_attributes
+            if event.dropped_attributes:
+                encoded["droppedAttributesCount"] = event.dropped_attributes
+            events.append(encoded)
+        out["events"] = events
+    if span.dropped_events:
+        out["droppedEventsCount"] = span.dropped_events
+    if span.links:
+        links = []
+        for link in span.links:
+            linked = link.context
+            encoded = {"traceId": f"{linked.trace_id:032x}", "spanId": f"{linked.span_id:016x}"}
+            link_attributes = _json_attributes(link.attributes)
+            if link_attributes:
+                encoded["attributes"] = link_attributes
+            if link.dropped_attributes:
+                encoded["droppedAttributesCount"] = link.dropped_attributes
+            encoded["flags"] = _HAS_IS_REMOTE | (_IS_REMOTE if linked.is_remote else 0)
+            links.append(encoded)
+        out["links"] = links
+    if span.dropped_links:
+        out["droppedLinksCount"] = span.dropped_links
+    status = span.status
+    if status is not None:
+        encoded = {}
+        if status.description:
+            encoded["message"] = status.description
+        if status.status_code.value:
+            encoded["code"] = status.status_code.value
+        out["status"] = encoded
+    out["flags"] = _HAS_IS_REMOTE | (_IS_REMOTE if _remote(parent) else 0)
+    return out
+
+
+def _json_attributes(attributes: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """``KeyValue`` objects; one the protocol cannot carry is logged and left out."""
+    if not attributes:
+        return []
+    out = []
+    for key, value in attributes.items():
+        try:
+            if not key.isascii():
+                key.encode()  # a lone surrogate cannot be sent
+            encoded = (
+                {"key": key, "value": _json_value(value)} if key else {"value": _json_value(value)}
+            )
+        except Exception as exc:
+            logger.error("cannot encode the attribute %r: %s", key, exc)
+            continue
+        out.append(encoded)
+    return out
+
+
+def _json_value(value: Any) -> dict[str, Any]:
+    """An ``AnyValue`` object; raises where :func:`_value` does."""
+    kind = type(value)
+    if kind is str:
+        if not value.isascii():
+            value.encode()  # a lone surrogate cannot be sent
+        return {"stringValue": value}
+    if kind is int:
+        if not -_INT64 <= value < _INT64:
+            raise ValueError(f"{value} does not fit in 64 bits")
+        return {"intValue": str(value)}
+    if kind is bool:
+        return {"boolValue": value}
+    if kind is float:
+        if math.isfinite(value):
+            return {"doubleValue": value}
+        return {
+            "doubleValue": "NaN" if math.isnan(value) else str(value).replace("inf", "Infinity")
+        }
+    if kind is tuple or kind is list:
+        values = [_json_value(item) for item in value]
+        return {"arrayValue": {"values": values} if values else {}}
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        return _json_value(str.__str__(value))
+    if isinstance(value, int):
+        return _json_value(int.__int__(value))
+    if isinstance(value, float):
+        return _json_value(float.__float__(value))
+    if isinstance(value, bytes):
+        return {"bytesValue": base64.b64encode(value).decode()} if value else {"bytesValue": ""}
+    if isinstance(value, Sequence):
+        return _json_value(list(value))
+    if isinstance(value, Mapping):
+        pairs = []
+        for k, v in value.items():
+            name = str(k)
+            if not name.isascii():
+                name.encode()
+            pairs.append(
+                {"key": name, "value": _json_value(v)} if name else {"value": _json_value(v)}
+            )
+        return {"kvlistValue": {"values": pairs} if pairs else {}}
+    raise TypeError(f"a {type(value).__name__} is not an attribute value")
