@@ -12,7 +12,9 @@ threads at once.
 
 from __future__ import annotations
 
+import base64
 import enum
+import importlib
 import itertools
 import logging
 import math
@@ -21,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -38,7 +41,7 @@ from opentelemetry.trace.span import TraceState
 from opentelemetry.trace.status import Status, StatusCode
 
 from loopscribe.importers import claude_code, codex
-from loopscribe.otel import encode_otlp_protobuf
+from loopscribe.otel import encode_otlp_json, encode_otlp_protobuf
 
 from .importers._support import DATA
 from .importers._support import spans as replayed_spans
@@ -267,14 +270,38 @@ def batches(draw: st.DrawFn) -> list[ReadableSpan]:
     return list(draw(st.permutations(found)))
 
 
+def sdk_json_line(spans: list[ReadableSpan]) -> bytes:
+    """The OTLP JSON line as loopscribe wrote it from the SDK's request (hex IDs)."""
+    json_format: Any = importlib.import_module("google.protobuf.json_format")
+    request = json_format.MessageToDict(encode_spans(spans), use_integers_for_enums=True)
+    for resource_spans in request.get("resourceSpans", ()):
+        for scope_spans in resource_spans.get("scopeSpans", ()):
+            for span in scope_spans.get("spans", ()):
+                _hex_ids(span)
+    return orjson.dumps(request, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def _hex_ids(span: dict[str, Any]) -> None:
+    for key in ("traceId", "spanId", "parentSpanId"):
+        if key in span:
+            span[key] = base64.b64decode(span[key]).hex()
+    for link in span.get("links", ()):
+        _hex_ids(link)
+
+
 # --- tests -----------------------------------------------------------------------------------
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches())
 def test_any_batch_encodes_to_the_sdks_bytes(spans: list[ReadableSpan]) -> None:
-    """Mixed Resources, scopes, values, events, links, statuses and limits: the SDK's bytes."""
+    """Mixed Resources, scopes, values, events, links, statuses and limits: the SDK's bytes.
+
+    And the OTLP JSON line of the embedded default is what protobuf's JSON
+    mapping makes of the SDK's request.
+    """
     assert_sdk_bytes(spans)
+    assert encode_otlp_json(spans) == sdk_json_line(spans)
 
 
 @settings(max_examples=300, deadline=None)
@@ -292,6 +319,7 @@ def test_any_attribute_value_encodes_to_the_sdks_bytes(attributes: dict[str, Any
         instrumentation_scope=InstrumentationScope("scope", attributes=attributes),
     )
     assert_sdk_bytes([span])
+    assert encode_otlp_json([span]) == sdk_json_line([span])
 
 
 @pytest.mark.parametrize(
@@ -326,6 +354,7 @@ def test_each_value_kind_encodes_to_the_sdks_bytes(value: Any) -> None:
     """The value kinds named one by one, so a failure names the kind."""
     span = ReadableSpan("s", context=SpanContext(1, 2, False), attributes={"k": value, "z": 1})
     assert_sdk_bytes([span])
+    assert encode_otlp_json([span]) == sdk_json_line([span])
 
 
 @pytest.mark.parametrize(
