@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from rich import box
@@ -183,29 +183,48 @@ def cmd_find(args: argparse.Namespace, out: Out) -> int:
     files = searched.sessions
     if not files:
         raise searched.error(args.dir)
-    found = 0
-    for path, record in find_records(files, trace, span, out):
-        found += 1
+    return show_found(
+        find_records(files, trace, span, out),
+        args,
+        out,
+        heading=lambda path, record: (path.name, f"session {record.session_id}"),
+        searched=f"{len(files)} session files searched",
+    )
+
+
+def show_found(
+    found: Iterable[tuple[Path, Record]],
+    args: argparse.Namespace,
+    out: Out,
+    *,
+    heading: Callable[[Path, Record], tuple[str, str]],
+    searched: str,
+) -> int:
+    """Print each found record (``heading`` gives its title and where it is); none is an error."""
+    count = 0
+    for path, record in found:
+        count += 1
         if out.json:
             out.emit(record_json(record, path))
             continue
+        title, where = heading(path, record)
         ex = record.execution
-        where = f"{ex.kind} {ex.id} attempt {ex.attempt}" if ex else "run"
-        out.stdout.rule(f"{path.name} · seq {record.seq} · {record.type} · {where}", style="cyan")
+        what = f"{ex.kind} {ex.id} attempt {ex.attempt}" if ex else "run"
+        out.stdout.rule(f"{title} · seq {record.seq} · {record.type} · {what}", style="cyan")
         out.stdout.print(
-            f"session {record.session_id}  run {record.run_id}  "
-            f"{record.ts.isoformat().replace('+00:00', 'Z')}",
+            f"{where}  run {record.run_id}  {record.ts.isoformat().replace('+00:00', 'Z')}",
             highlight=False,
             style="dim",
+            markup=False,
         )
         out.stdout.print_json(data=record.data)
-    if not found:
+    if not count:
         target = (
-            f"span {args.span_id} of trace {args.trace_id}" if span else f"trace {args.trace_id}"
+            f"span {args.span_id} of trace {args.trace_id}"
+            if args.span_id is not None
+            else f"trace {args.trace_id}"
         )
-        raise CliError(
-            f"no records for {target} in {args.dir} ({len(files)} session files searched)"
-        )
+        raise CliError(f"no records for {target} in {args.dir} ({searched})")
     return 0
 
 

@@ -18,8 +18,8 @@ from .._source import is_url
 from ..store._layout import is_session_id
 from ..store._read import Store, parse_session_url
 from ..store._shipper import SEGMENT_BYTES, Shipper, ShipResult
-from ._common import CliError, Out, StopFlag, parse_hex, record_json
-from ._otel import find_records
+from ._common import CliError, Out, StopFlag, parse_hex
+from ._otel import find_records, show_found
 from ._sessions import show_page, show_verify_report
 from ._sessions import summary_json as _summary_json
 
@@ -197,32 +197,13 @@ def cmd_find(args: argparse.Namespace, out: Out) -> int:
         searched = len(manifests)
         wanted = f"{trace:032x}"
         urls = [store.session_url(m.session_id) for m in manifests if wanted in m.runs.values()]
-    found = 0
-    for where, record in find_records(urls, trace, span, out):
-        found += 1
-        if out.json:
-            out.emit(record_json(record, where))
-            continue
-        ex = record.execution
-        what = f"{ex.kind} {ex.id} attempt {ex.attempt}" if ex else "run"
-        out.stdout.rule(
-            f"{record.session_id} · seq {record.seq} · {record.type} · {what}", style="cyan"
-        )
-        out.stdout.print(
-            f"{where}  run {record.run_id}  {record.ts.isoformat().replace('+00:00', 'Z')}",
-            highlight=False,
-            style="dim",
-            markup=False,
-        )
-        out.stdout.print_json(data=record.data)
-    if not found:
-        target = (
-            f"span {args.span_id} of trace {args.trace_id}" if span else f"trace {args.trace_id}"
-        )
-        raise CliError(
-            f"no records for {target} in {args.dir} ({searched} shipped sessions searched)"
-        )
-    return 0
+    return show_found(
+        find_records(urls, trace, span, out),
+        args,
+        out,
+        heading=lambda where, record: (record.session_id, str(where)),
+        searched=f"{searched} shipped sessions searched",
+    )
 
 
 def cmd_verify(args: argparse.Namespace, out: Out) -> int:
