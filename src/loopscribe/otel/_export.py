@@ -338,7 +338,8 @@ def default_processor(
       set: the OTLP exporter for ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` /
       ``OTEL_EXPORTER_OTLP_PROTOCOL`` (``grpc`` or ``http/protobuf``, the
       default), which reads endpoint, headers, compression and TLS settings
-      from the usual variables.
+      from the usual variables: the SDK's exporter sending
+      :func:`encode_otlp_protobuf`'s bytes (the SDK's request, made faster).
     * No endpoint set: an :class:`OTLPJsonFileExporter` writing to
       ``export_path``, by default :func:`default_export_path` beside the session.
 
