@@ -715,7 +715,7 @@ _CALL_PROVIDER = "provider-y"
 
 def sdk_encoding(spans: Sequence[ReadableSpan]) -> bytes:
     """The OTLP protobuf request the SDK's exporters send."""
-    return encode_spans(spans).SerializeToString()
+    return bytes(encode_spans(spans).SerializeToString())
 
 
 class EncodingExporter(SpanExporter):
