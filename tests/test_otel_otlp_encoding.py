@@ -292,7 +292,7 @@ def _hex_ids(span: dict[str, Any]) -> None:
 # --- tests -----------------------------------------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches())
 def test_any_batch_encodes_to_the_sdks_bytes(spans: list[ReadableSpan]) -> None:
     """Mixed Resources, scopes, values, events, links, statuses and limits: the SDK's bytes.
@@ -460,10 +460,10 @@ def test_many_threads_encoding_different_batches_get_their_own_bytes() -> None:
     results: dict[tuple[int, int], bytes] = {}
 
     def work(n: int) -> None:
-        for round_ in range(20):
+        for round_ in range(10):
             results[n, round_] = encode_otlp_protobuf(batches_by_thread[n])
 
     _in_threads(len(batches_by_thread), work)
     for (n, _), encoded in results.items():
         assert encoded == expected[n]
-    assert len(results) == 8 * 20
+    assert len(results) == 8 * 10
