@@ -9,8 +9,13 @@ same spans, compressed or not; the SDK's behaviour around the encoding
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import io
 import logging
 import os
+import textwrap
+import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -173,6 +178,29 @@ def test_grpc_sends_the_sdks_request(
     request = received.requests[0]
     assert request == sdk_request(spans)
     assert request.SerializeToString() == encode_otlp_protobuf(spans)
+
+
+SDK_EXPORT_FINGERPRINTS = {
+    # opentelemetry-exporter-otlp-proto-http 1.45.x
+    "92c470866586f5d4ff78e041bb0198e4b8326edf92a74bf4de72c98efb80d44f",
+}
+"""SHA-256 of the tokens of each SDK HTTP `export` that `HttpSpanExporter` mirrors."""
+
+
+def test_the_sdk_export_mirrored_is_the_installed_one() -> None:
+    """A new SDK ``export`` fails here: compare it with ``HttpSpanExporter.export``, then add it."""
+    source = inspect.getsource(sdk_http.OTLPSpanExporter.export)
+    skipped = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
+    code = [
+        token.string
+        for token in tokenize.generate_tokens(io.StringIO(textwrap.dedent(source)).readline)
+        if token.type not in skipped
+    ]
+    fingerprint = hashlib.sha256(" ".join(code).encode()).hexdigest()
+    assert fingerprint in SDK_EXPORT_FINGERPRINTS, (
+        f"the SDK's OTLP/HTTP export changed (fingerprint {fingerprint}): check that "
+        "loopscribe.otel._http_exporter.HttpSpanExporter.export still does what it does"
+    )
 
 
 def test_unknown_exporter_layout_falls_back_to_the_sdks_export(
