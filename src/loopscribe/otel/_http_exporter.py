@@ -6,7 +6,8 @@ serializes them inside ``export``; :class:`HttpSpanExporter` sends the bytes of
 made several times faster. Everything else is the SDK's: endpoint, headers,
 compression, TLS, retries, the internal metrics, the request size limit and
 the result. On an SDK whose exporter is not laid out as this module expects,
-``export`` is the SDK's own, so an upgrade costs speed, never spans.
+``export`` is the SDK's own, so an upgrade costs speed, never spans; and a
+test fails when the SDK's ``export`` is no longer the one mirrored here.
 """
 
 from __future__ import annotations
