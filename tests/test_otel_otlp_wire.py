@@ -371,3 +371,18 @@ def test_received_spans_match_what_was_recorded(
     ]
     assert sorted(got) == sorted(want)
     assert len(received.requests) >= len(bridge_spans) // 5
+
+
+def test_a_batch_that_cannot_be_encoded_fails_as_with_the_sdk(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A span name no protocol can carry: the export fails, is logged, and sends nothing."""
+    spans = [ReadableSpan("bad \ud800 name", context=SpanContext(1, 2, is_remote=False))]
+    for exporter_type in (sdk_http.OTLPSpanExporter, HttpSpanExporter):
+        with http_receiver() as received, caplog.at_level(logging.ERROR):
+            caplog.clear()
+            exporter: Any = exporter_type(endpoint=f"{received.endpoint}/v1/traces", timeout=5)
+            assert exporter.export(spans) is SpanExportResult.FAILURE
+            exporter.shutdown()
+        assert received.snapshot()[0] == []
+        assert "Failed to encode span batch" in caplog.text
