@@ -9,13 +9,8 @@ same spans, compressed or not; the SDK's behaviour around the encoding
 
 from __future__ import annotations
 
-import hashlib
-import inspect
-import io
 import logging
 import os
-import textwrap
-import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -180,27 +175,30 @@ def test_grpc_sends_the_sdks_request(
     assert request.SerializeToString() == encode_otlp_protobuf(spans)
 
 
-SDK_EXPORT_FINGERPRINTS = {
-    # opentelemetry-exporter-otlp-proto-http 1.45.x
-    "92c470866586f5d4ff78e041bb0198e4b8326edf92a74bf4de72c98efb80d44f",
-}
-"""SHA-256 of the tokens of each SDK HTTP `export` that `HttpSpanExporter` mirrors."""
+def test_the_installed_sdk_export_is_one_that_is_mirrored() -> None:
+    """A new SDK ``export`` fails here (and gets the SDK's own ``export`` at run time).
 
-
-def test_the_sdk_export_mirrored_is_the_installed_one() -> None:
-    """A new SDK ``export`` fails here: compare it with ``HttpSpanExporter.export``, then add it."""
-    source = inspect.getsource(sdk_http.OTLPSpanExporter.export)
-    skipped = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
-    code = [
-        token.string
-        for token in tokenize.generate_tokens(io.StringIO(textwrap.dedent(source)).readline)
-        if token.type not in skipped
-    ]
-    fingerprint = hashlib.sha256(" ".join(code).encode()).hexdigest()
-    assert fingerprint in SDK_EXPORT_FINGERPRINTS, (
-        f"the SDK's OTLP/HTTP export changed (fingerprint {fingerprint}): check that "
+    Compare it with ``HttpSpanExporter.export``, mend that, then add the digest.
+    """
+    digest = _http_exporter.export_digest()
+    assert digest in _http_exporter.MIRRORED_EXPORTS, (
+        f"the SDK's OTLP/HTTP export changed (digest {digest}): check that "
         "loopscribe.otel._http_exporter.HttpSpanExporter.export still does what it does"
     )
+
+
+def test_an_sdk_export_not_mirrored_gets_the_sdks_own_export(
+    monkeypatch: pytest.MonkeyPatch, bridge_spans: list[ReadableSpan]
+) -> None:
+    """An SDK whose ``export`` differs from the mirrored ones is used as it is."""
+    monkeypatch.setattr(_http_exporter, "MIRRORED_EXPORTS", frozenset())
+    monkeypatch.setattr(_http_exporter, "_HELPERS", _http_exporter._sdk_helpers())
+    with http_receiver() as received:
+        exporter = HttpSpanExporter(endpoint=f"{received.endpoint}/v1/traces", timeout=5)
+        assert not exporter.encodes_spans_itself
+        assert exporter.export(bridge_spans) is SpanExportResult.SUCCESS
+        exporter.shutdown()
+    assert received.snapshot()[0] == [encode_otlp_protobuf(bridge_spans)]
 
 
 def test_unknown_exporter_layout_falls_back_to_the_sdks_export(

@@ -5,15 +5,21 @@ serializes them inside ``export``; :class:`HttpSpanExporter` sends the bytes of
 :func:`~loopscribe.otel.encode_otlp_protobuf` instead, which are the same bytes
 made several times faster. Everything else is the SDK's: endpoint, headers,
 compression, TLS, retries, the internal metrics, the request size limit and
-the result. On an SDK whose exporter is not laid out as this module expects,
-``export`` is the SDK's own, so an upgrade costs speed, never spans; and a
-test fails when the SDK's ``export`` is no longer the one mirrored here.
+the result. ``export`` mirrors the SDK's own, so it is used only with an SDK
+whose ``export`` is one this module was written against (checked once, by a
+digest of its code); with any other, and with an exporter not laid out as
+expected, ``export`` is the SDK's own: an upgrade costs speed, never spans.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import inspect
+import io
 import logging
+import textwrap
+import tokenize
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,8 +34,36 @@ _SDK_COMMON = "opentelemetry.exporter.otlp.proto.http._common"
 _STATUS_CODE = "http.response.status_code"  # semconv HTTP_RESPONSE_STATUS_CODE
 
 
+MIRRORED_EXPORTS = frozenset(
+    {
+        # opentelemetry-exporter-otlp-proto-http 1.45
+        "92c470866586f5d4ff78e041bb0198e4b8326edf92a74bf4de72c98efb80d44f",
+    }
+)
+"""Digests (:func:`export_digest`) of the SDK ``export`` methods ``HttpSpanExporter`` mirrors."""
+_LAYOUT_TOKENS = frozenset(
+    {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
+)
+
+
+def export_digest() -> str | None:
+    """SHA-256 of the tokens of the installed SDK's ``OTLPSpanExporter.export`` (no comments)."""
+    try:
+        source = textwrap.dedent(inspect.getsource(OTLPSpanExporter.export))
+    except (OSError, TypeError):  # no source shipped
+        return None
+    code = [
+        token.string
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type not in _LAYOUT_TOKENS
+    ]
+    return hashlib.sha256(" ".join(code).encode()).hexdigest()
+
+
 def _sdk_helpers() -> tuple[Any, Any, logging.Logger] | None:
-    """The SDK's request size check, its error type and its logger, if they are where expected."""
+    """The SDK's request size check, its error type and its logger, if this is an SDK we mirror."""
+    if export_digest() not in MIRRORED_EXPORTS:
+        return None
     try:
         common = importlib.import_module(_SDK_COMMON)
     except ImportError:
