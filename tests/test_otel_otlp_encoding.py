@@ -292,7 +292,7 @@ def _hex_ids(span: dict[str, Any]) -> None:
 # --- tests -----------------------------------------------------------------------------------
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches())
 def test_any_batch_encodes_to_the_sdks_bytes(spans: list[ReadableSpan]) -> None:
     """Mixed Resources, scopes, values, events, links, statuses and limits: the SDK's bytes.
@@ -304,7 +304,7 @@ def test_any_batch_encodes_to_the_sdks_bytes(spans: list[ReadableSpan]) -> None:
     assert encode_otlp_json(spans) == sdk_json_line(spans)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.dictionaries(keys | st.just(""), raw_values, max_size=6))
 def test_any_attribute_value_encodes_to_the_sdks_bytes(attributes: dict[str, Any]) -> None:
     """Each attribute value alone, as the span, event, link, resource and scope attribute."""
