@@ -982,10 +982,9 @@ def _has_system(data: Mapping[str, Any]) -> bool:
     if not isinstance(messages, list | tuple) or not messages:
         return False
     first = messages[0]
-    if isinstance(first, Mapping):
-        role = first.get("role") or first.get("$ls")
-    else:
-        role = getattr(first, "role", None)
+    role = _get(first, "role")
+    if not role and isinstance(first, Mapping):
+        role = first.get("$ls")  # a typed message read back raw
     return role in ("system", "developer")
 
 
