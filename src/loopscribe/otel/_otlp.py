@@ -26,7 +26,7 @@ import orjson
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind
+from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 
 logger = logging.getLogger("loopscribe.otel")
 
@@ -42,6 +42,11 @@ _KIND = {
     SpanKind.CONSUMER: b"\x30\x05",
 }
 """``Span.kind`` (field 6) for each kind."""
+_STATUS = {
+    code: b"\x7a\x02\x18" + bytes((code.value,)) if code.value else b"\x7a\x00"
+    for code in StatusCode
+}
+"""``Span.status`` (field 15) without a description, for each code."""
 _KIND_NUMBER = {kind: encoded[1] for kind, encoded in _KIND.items()}
 """``Span.kind`` as the number OTLP/JSON writes."""
 _HAS_IS_REMOTE = 0x100
@@ -85,7 +90,7 @@ class _Encoder:
     """Caches what repeats between spans: encoded keys, resources and scopes."""
 
     def __init__(self) -> None:
-        self._keys: dict[str, tuple[bytes, Any, bytes]] = {}
+        self._keys: dict[str, tuple[bytes, Any, bytes, bytes, bytes]] = {}
         self._resources: dict[int, tuple[Resource, bytes]] = {}
         self._scopes: dict[int, tuple[InstrumentationScope | None, bytes]] = {}
 
@@ -192,14 +197,15 @@ class _Encoder:
             parts.append(b"\x70" + _varint(span.dropped_links))
         status = span.status
         if status is not None:
-            body = []
-            if status.description:
-                body.append(_field(b"\x12", status.description.encode()))
-            code = status.status_code.value
-            if code:
-                body.append(b"\x18" + _varint(code))
-            parts.append(_field(b"\x7a", b"".join(body)))
-        parts.append(_SPAN_FLAGS[_remote(parent)])
+            if not status.description:
+                parts.append(_STATUS[status.status_code])
+            else:
+                body = [_field(b"\x12", status.description.encode())]
+                code = status.status_code.value
+                if code:
+                    body.append(b"\x18" + _varint(code))
+                parts.append(_field(b"\x7a", b"".join(body)))
+        parts.append(_SPAN_FLAGS[parent is not None and parent.is_remote])
         return b"".join(parts)
 
     def attributes(self, tag: bytes, attributes: Mapping[str, Any] | None) -> bytes:
@@ -219,6 +225,9 @@ class _Encoder:
             if kept is not None:
                 last = kept[1]
                 if type(last) is kind and last == value:
+                    if kept[3] == tag:
+                        parts.append(kept[4])
+                        continue
                     body = kept[2]
                     size = len(body)
                     parts.append(tag + (small[size] if size < 128 else _varint(size)) + body)
@@ -239,8 +248,9 @@ class _Encoder:
                         encoded = b"\x12" + small[size + 2] + b"\x0a" + small[size] + text
                     else:
                         encoded = _field(b"\x12", _field(b"\x0a", text))
-                elif kind is int and 0 <= value < 128:
-                    encoded = b"\x12\x02\x18" + small[value]
+                elif kind is int and 0 <= value < _INT64:
+                    number = small[value] if value < 128 else _varint(value)
+                    encoded = b"\x12" + small[len(number) + 1] + b"\x18" + number
                 elif kind is bool:
                     encoded = b"\x12\x02\x10\x01" if value else b"\x12\x02\x10\x00"
                 elif kind is float:
@@ -251,17 +261,18 @@ class _Encoder:
                 logger.error("cannot encode the attribute %r: %s", key, exc)
                 continue
             body = encoded_key + encoded
+            size = len(body)
+            field = tag + (small[size] if size < 128 else _varint(size)) + body
+            parts.append(field)
             if (
                 kind in _KEPT_KINDS
-                and len(body) <= _KEPT_BYTES
+                and size <= _KEPT_BYTES
                 and (kept is not None or len(keys) < _KEY_CACHE_LIMIT)
             ):
                 # One tuple, replaced whole: another thread reads a consistent entry.
-                keys[key] = (encoded_key, value, body)
+                keys[key] = (encoded_key, value, body, tag, field)
             elif kept is None and len(keys) < _KEY_CACHE_LIMIT:
-                keys[key] = (encoded_key, _NOTHING, b"")
-            size = len(body)
-            parts.append(tag + (small[size] if size < 128 else _varint(size)) + body)
+                keys[key] = (encoded_key, _NOTHING, b"", b"", b"")
         return b"".join(parts)
 
 
