@@ -42,6 +42,11 @@
    each chunk across passes, summed. Process CPU time (which counts the
    processor's worker thread and not time spent descheduled) is the figure
    the target is checked on.
+7. loopscribe's OTLP encoders against the SDK's on the bridge's spans, in
+   requests of 512: ``encode_otlp_protobuf`` against
+   ``encode_spans(...).SerializeToString()``, and ``encode_otlp_json`` (the
+   embedded default's lines) against the SDK's request through protobuf's
+   JSON mapping; both pairs checked byte-identical first.
 
 Files live in a temporary folder; the only network traffic is connection
 attempts to a closed loopback port. Every processor, exporter and thread the
@@ -58,6 +63,7 @@ import base64
 import contextlib
 import cProfile
 import gc
+import importlib
 import json
 import logging
 import os
@@ -105,7 +111,13 @@ from loopscribe import (
     read,
 )
 from loopscribe import events as ev
-from loopscribe.otel import SpanBridge, default_processor, default_resource, encode_otlp_protobuf
+from loopscribe.otel import (
+    SpanBridge,
+    default_processor,
+    default_resource,
+    encode_otlp_json,
+    encode_otlp_protobuf,
+)
 
 SPAN_TARGET = 1.0
 """Bridge cost per span at most the SDK tracer's."""
@@ -664,12 +676,62 @@ def with_attributes(span: ReadableSpan, attributes: dict[str, AttributeValue]) -
     )
 
 
-def encode_ns(spans: Sequence[ReadableSpan]) -> float:
-    """Nanoseconds to encode ``spans`` as OTLP protobuf requests, as an exporter does."""
+def encode_ns(
+    spans: Sequence[ReadableSpan], encode: Callable[[Sequence[ReadableSpan]], bytes] | None = None
+) -> float:
+    """Nanoseconds to encode ``spans``, 512 a request, by the SDK's encoder unless ``encode``."""
     start = time.perf_counter_ns()
     for first in range(0, len(spans), BATCH_SPANS):
-        encode_spans(spans[first : first + BATCH_SPANS]).SerializeToString()
+        batch = spans[first : first + BATCH_SPANS]
+        if encode is None:
+            encode_spans(batch).SerializeToString()
+        else:
+            encode(batch)
     return float(time.perf_counter_ns() - start)
+
+
+def sdk_json_line(spans: Sequence[ReadableSpan]) -> bytes:
+    """The OTLP JSON line the SDK's objects give: its request through protobuf's JSON mapping."""
+    json_format: Any = importlib.import_module("google.protobuf.json_format")
+    request = json_format.MessageToDict(encode_spans(spans), use_integers_for_enums=True)
+    for resource_spans in request.get("resourceSpans", ()):
+        for scope_spans in resource_spans.get("scopeSpans", ()):
+            for span in scope_spans.get("spans", ()):
+                for item in (span, *span.get("links", ())):
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        if key in item:
+                            item[key] = base64.b64decode(item[key]).hex()
+    return orjson.dumps(request, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def bench_encoders(ref: Reference, reps: int) -> None:
+    """Section 7: loopscribe's OTLP encoders against the SDK's, on the bridge's spans."""
+    spans = ref.spans
+    if encode_otlp_protobuf(spans) != encode_spans(spans).SerializeToString():
+        raise RuntimeError("encode_otlp_protobuf differs from the SDK's bytes")
+    if encode_otlp_json(spans) != sdk_json_line(spans):
+        raise RuntimeError("encode_otlp_json differs from the SDK's request as JSON")
+    times: dict[str, list[float]] = {"sdk": [], "ours": [], "sdk-json": [], "json": []}
+    encoders: dict[str, Callable[[Sequence[ReadableSpan]], bytes] | None] = {
+        "sdk": None,
+        "ours": encode_otlp_protobuf,
+        "sdk-json": sdk_json_line,
+        "json": encode_otlp_json,
+    }
+    for _ in range(reps):  # interleaved
+        for name, encode in encoders.items():
+            times[name].append(encode_ns(spans, encode) / len(spans))
+    per = {name: median(values) for name, values in times.items()}
+    print(f"7. OTLP encoding of the bridge's spans ({len(spans)} spans, median of {reps})")
+    print(
+        f"encode_otlp_protobuf: {us(per['ours'])} vs the SDK's encoder {us(per['sdk'])} us/span "
+        f"-> {per['ours'] / per['sdk']:.2f}x (the same bytes)"
+    )
+    print(
+        f"encode_otlp_json (the embedded default): {us(per['json'])} vs the SDK's request "
+        f"through protobuf's JSON mapping {us(per['sdk-json'])} us/span -> "
+        f"{per['json'] / per['sdk-json']:.2f}x (the same line)"
+    )
 
 
 def bench_span_size(ref: Reference, reps: int) -> None:
@@ -1117,6 +1179,7 @@ def main() -> int:
             bench_collector_down(folder, events, args.down_reps, args.timeout),
         ]
         bench_span_size(ref, max(15, 2 * args.reps))
+        bench_encoders(ref, max(15, 2 * args.reps))
         passed.append(bench_model_call(folder, args.calls, args.reps, profile=args.profile))
     print(
         f"finished in {time.perf_counter() - started:.0f} s: "
