@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,3 +13,15 @@ import pytest
 def session_path(tmp_path: Path) -> Path:
     """A fresh, not yet existing session file path."""
     return tmp_path / "session.jsonl"
+
+
+@pytest.fixture
+def quiet_encoders() -> Iterator[None]:
+    """OTLP encoders log each attribute they leave out, with a traceback: keep it out of sight."""
+    names = ("loopscribe.otel", "opentelemetry")
+    levels = {name: logging.getLogger(name).level for name in names}
+    for name in names:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)

@@ -19,7 +19,7 @@ import itertools
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,8 @@ from .importers._support import spans as replayed_spans
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
+
+pytestmark = pytest.mark.usefixtures("quiet_encoders")
 
 
 class Colour(str, enum.Enum):  # noqa: UP042 - a StrEnum's str() is its value; this one's is not
@@ -94,18 +96,6 @@ def assert_sdk_bytes(spans: list[ReadableSpan]) -> bytes:
             f"ours:  {ours.hex()}\nSDK's: {theirs.hex()}"
         )
     return ours
-
-
-@pytest.fixture(autouse=True)
-def _quiet_encoders() -> Iterator[None]:
-    # Both encoders log every attribute they skip, with a traceback; hypothesis makes thousands.
-    names = ("loopscribe.otel", "opentelemetry")
-    levels = {name: logging.getLogger(name).level for name in names}
-    for name in names:
-        logging.getLogger(name).setLevel(logging.CRITICAL)
-    yield
-    for name, level in levels.items():
-        logging.getLogger(name).setLevel(level)
 
 
 # --- strategies ------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,18 +89,6 @@ def host_spans() -> list[ReadableSpan]:
         )
         for n in range(12)
     ]
-
-
-@pytest.fixture
-def quiet_encoders() -> Iterator[None]:
-    """Both encoders log the attribute they leave out, with a traceback: keep it out of sight."""
-    names = ("loopscribe.otel", "opentelemetry.exporter.otlp.proto.common._internal")
-    levels = {name: logging.getLogger(name).level for name in names}
-    for name in names:
-        logging.getLogger(name).setLevel(logging.CRITICAL)
-    yield
-    for name, level in levels.items():
-        logging.getLogger(name).setLevel(level)
 
 
 def sdk_request(spans: list[ReadableSpan]) -> Any:

@@ -18,34 +18,10 @@ from typing import Any
 
 import orjson
 
-from ._messages import (
-    AssistantMessage,
-    FileContent,
-    ImageContent,
-    SystemMessage,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    ToolResultMessage,
-    Usage,
-    UserMessage,
-)
+from ._messages import BUILTIN_TYPES, Usage
 
 _SCALARS = (str, bytes, int, float, bool, list, tuple)
-_MESSAGE_TYPES = frozenset(
-    {
-        AssistantMessage,
-        FileContent,
-        ImageContent,
-        SystemMessage,
-        TextContent,
-        ThinkingContent,
-        ToolCall,
-        ToolResultMessage,
-        Usage,
-        UserMessage,
-    }
-)
+_MESSAGE_TYPES = frozenset(BUILTIN_TYPES)
 """loopscribe's own message types: fields read as attributes, no ABC check."""
 _Fragment = orjson.Fragment
 
