@@ -1,4 +1,4 @@
-"""OTLP protobuf encoding of finished spans, written straight to wire bytes.
+"""OTLP encodings of finished spans, written straight from the spans.
 
 The SDK's encoder builds one protobuf object per span, attribute and value
 and then serializes them; for loopscribe's spans (twenty-odd small
@@ -7,6 +7,8 @@ attributes each) that costs more than recording the call they describe.
 directly: the same fields, in the same order, with the same defaults left
 out, so a receiver cannot tell the two apart (a test holds it to the SDK's
 bytes). It takes any ``ReadableSpan``, not only the bridge's.
+:func:`encode_otlp_json` writes the OTLP/JSON line that protobuf's JSON
+mapping makes of that request, also without building it.
 
 An attribute the protocol cannot carry (a string with a lone surrogate, an
 integer beyond 64 bits, an unknown type) is left out and logged, as the SDK's
