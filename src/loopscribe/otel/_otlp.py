@@ -28,7 +28,7 @@ import orjson
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, StatusCode
+from opentelemetry.trace import SpanKind, StatusCode
 
 logger = logging.getLogger("loopscribe.otel")
 
@@ -53,14 +53,17 @@ _KIND_NUMBER = {kind: encoded[1] for kind, encoded in _KIND.items()}
 """``Span.kind`` as the number OTLP/JSON writes."""
 _HAS_IS_REMOTE = 0x100
 _IS_REMOTE = 0x200
-_SPAN_FLAGS = {  # Span.flags (field 16, fixed32): whether the parent is remote is known
-    False: b"\x85\x01" + struct.pack("<I", _HAS_IS_REMOTE),
-    True: b"\x85\x01" + struct.pack("<I", _HAS_IS_REMOTE | _IS_REMOTE),
-}
-_LINK_FLAGS = {  # Link.flags (field 6, fixed32)
-    False: b"\x35" + struct.pack("<I", _HAS_IS_REMOTE),
-    True: b"\x35" + struct.pack("<I", _HAS_IS_REMOTE | _IS_REMOTE),
-}
+
+
+def _flags(remote: bool) -> int:
+    """``Span.flags`` / ``Link.flags``: whether the other end is remote, and that this is known."""
+    return _HAS_IS_REMOTE | (_IS_REMOTE if remote else 0)
+
+
+_SPAN_FLAGS = {r: b"\x85\x01" + struct.pack("<I", _flags(r)) for r in (False, True)}
+"""``Span.flags`` (field 16, fixed32), by whether the parent is remote."""
+_LINK_FLAGS = {r: b"\x35" + struct.pack("<I", _flags(r)) for r in (False, True)}
+"""``Link.flags`` (field 6, fixed32), by whether the linked span is remote."""
 _fixed64 = struct.Struct("<Q").pack
 _double = struct.Struct("<d").pack
 _KEY_CACHE_LIMIT = 4096
@@ -302,10 +305,6 @@ def _grouped(
     return groups
 
 
-def _remote(parent: SpanContext | None) -> bool:
-    return bool(parent is not None and parent.is_remote)
-
-
 _NOTHING = object()
 
 
@@ -469,7 +468,7 @@ def _json_span(span: ReadableSpan) -> dict[str, Any]:
                 encoded["attributes"] = link_attributes
             if link.dropped_attributes:
                 encoded["droppedAttributesCount"] = link.dropped_attributes
-            encoded["flags"] = _HAS_IS_REMOTE | (_IS_REMOTE if linked.is_remote else 0)
+            encoded["flags"] = _flags(linked.is_remote)
             links.append(encoded)
         out["links"] = links
     if span.dropped_links:
@@ -482,7 +481,7 @@ def _json_span(span: ReadableSpan) -> dict[str, Any]:
         if status.status_code.value:
             encoded["code"] = status.status_code.value
         out["status"] = encoded
-    out["flags"] = _HAS_IS_REMOTE | (_IS_REMOTE if _remote(parent) else 0)
+    out["flags"] = _flags(parent is not None and parent.is_remote)
     return out
 
 
@@ -493,16 +492,18 @@ def _json_attributes(attributes: Mapping[str, Any] | None) -> list[dict[str, Any
     out = []
     for key, value in attributes.items():
         try:
-            if not key.isascii():
-                key.encode()  # a lone surrogate cannot be sent
-            encoded = (
-                {"key": key, "value": _json_value(value)} if key else {"value": _json_value(value)}
-            )
+            out.append(_json_pair(key, value))
         except Exception as exc:
             logger.error("cannot encode the attribute %r: %s", key, exc)
-            continue
-        out.append(encoded)
     return out
+
+
+def _json_pair(key: str, value: Any) -> dict[str, Any]:
+    """A ``KeyValue`` object; an empty key is the default, which protobuf leaves out."""
+    if not key.isascii():
+        key.encode()  # raises for a lone surrogate, which cannot be sent
+    encoded = _json_value(value)
+    return {"key": key, "value": encoded} if key else {"value": encoded}
 
 
 def _json_value(value: Any) -> dict[str, Any]:
@@ -510,7 +511,7 @@ def _json_value(value: Any) -> dict[str, Any]:
     kind = type(value)
     if kind is str:
         if not value.isascii():
-            value.encode()  # a lone surrogate cannot be sent
+            value.encode()  # raises for a lone surrogate, which cannot be sent
         return {"stringValue": value}
     if kind is int:
         if not -_INT64 <= value < _INT64:
@@ -536,17 +537,10 @@ def _json_value(value: Any) -> dict[str, Any]:
     if isinstance(value, float):
         return _json_value(float.__float__(value))
     if isinstance(value, bytes):
-        return {"bytesValue": base64.b64encode(value).decode()} if value else {"bytesValue": ""}
+        return {"bytesValue": base64.b64encode(value).decode()}
     if isinstance(value, Sequence):
         return _json_value(list(value))
     if isinstance(value, Mapping):
-        pairs = []
-        for k, v in value.items():
-            name = str(k)
-            if not name.isascii():
-                name.encode()
-            pairs.append(
-                {"key": name, "value": _json_value(v)} if name else {"value": _json_value(v)}
-            )
+        pairs = [_json_pair(str(k), v) for k, v in value.items()]
         return {"kvlistValue": {"values": pairs} if pairs else {}}
     raise TypeError(f"a {type(value).__name__} is not an attribute value")
