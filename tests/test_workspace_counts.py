@@ -36,6 +36,8 @@ from loopscribe import events as ev
 from loopscribe import workspace as workspace_module
 from loopscribe.workspace import MessagePage
 
+from .scripted import scripted
+
 PAD = "x" * 2000  # about 2 KiB a message: a few hundred messages make a file of a MiB
 
 
@@ -249,34 +251,21 @@ def test_a_side_log_compaction_from_another_process(tmp_path: Path, no_scan: lis
     with ws.create() as s:
         pass
     path = ws.path(s.id)
-    with subprocess.Popen(
-        [sys.executable, "-c", AGENT, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as agent:
-        assert agent.stdin is not None
-        assert agent.stdout is not None
-        try:
-            assert agent.stdout.readline().strip() == "ready"
-            summary = ws.compact(s.id, "the first twenty", keep_last=4)
-            assert (summary.message_count, summary.messages_total) == (5, 40)
-            assert path.with_name(path.name + ".meta").exists()  # the writer kept its file
-            agent.stdin.write("go\n")
-            agent.stdin.flush()
-            assert agent.stdout.readline().strip() == "more"
-            expected = folded(tmp_path, s.id)
-            assert expected == (1 + 4 + 60, 100)
-            page, _ = fresh_page(tmp_path, s.id, last=6)  # the side compaction is far back
-            assert (page.total, page.messages_total) == expected
-            near = Workspace(tmp_path).messages(s.id, last=70)  # reaches the summary
-            assert (near.total, near.messages_total) == expected
-            assert [text_of(m) for m in near.messages][:2] == ["the first", "question 18"]
-            agent.stdin.write("close\n")
-            agent.stdin.flush()
-            assert agent.wait(timeout=30) == 0
-        finally:
-            agent.kill()
+    with scripted(AGENT, str(path)) as agent:
+        summary = ws.compact(s.id, "the first twenty", keep_last=4)
+        assert (summary.message_count, summary.messages_total) == (5, 40)
+        assert path.with_name(path.name + ".meta").exists()  # the writer kept its file
+        agent.go()
+        assert agent.said() == "more"
+        expected = folded(tmp_path, s.id)
+        assert expected == (1 + 4 + 60, 100)
+        page, _ = fresh_page(tmp_path, s.id, last=6)  # the side compaction is far back
+        assert (page.total, page.messages_total) == expected
+        near = Workspace(tmp_path).messages(s.id, last=70)  # reaches the summary
+        assert (near.total, near.messages_total) == expected
+        assert [text_of(m) for m in near.messages][:2] == ["the first", "question 18"]
+        agent.go()
+        assert agent.process.wait(timeout=30) == 0
     # Nobody writes now: a compaction in the file is newer than the side log's.
     ws.compact(s.id, "all of it", keep_last=1)
     with Session.open(path) as again, again.begin_run() as run:

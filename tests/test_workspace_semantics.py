@@ -23,6 +23,8 @@ from loopscribe import (
 from loopscribe import events as ev
 from loopscribe.workspace import NotASessionError
 
+from .scripted import scripted
+
 
 def exchange(run: object, t: int) -> None:
     """Commit one user message and one reply in ``run``."""
@@ -108,32 +110,20 @@ def test_metadata_from_another_process_while_the_agent_writes(tmp_path: Path) ->
     with ws.create(title="draft") as s:
         pass
     path = ws.path(s.id)
-    with subprocess.Popen(
-        [sys.executable, "-c", AGENT, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as agent:
-        assert agent.stdout is not None
-        assert agent.stdin is not None
-        try:
-            assert agent.stdout.readline().strip() == "ready"
-            assert ws.status(s.id) == "running"
-            assert ws.update(s.id, title="Trip to Lisbon").title == "Trip to Lisbon"
-            other = subprocess.run(
-                [sys.executable, "-c", UI, str(tmp_path), s.id], check=True, timeout=60
-            )
-            assert other.returncode == 0
-            summary = ws.compact(s.id, "they talked about Lisbon", keep_last=2)
-            assert summary.compaction is not None
-            assert summary.compaction.summary == "they talked about Lisbon"
-            assert summary.message_count == 3  # the summary and the two kept
-            assert summary.messages_total == 8
-            agent.stdin.write("go\n")
-            agent.stdin.flush()
-            assert agent.stdout.readline().strip() == "done"
-        finally:
-            agent.kill()
+    with scripted(AGENT, str(path)) as agent:
+        assert ws.status(s.id) == "running"
+        assert ws.update(s.id, title="Trip to Lisbon").title == "Trip to Lisbon"
+        other = subprocess.run(
+            [sys.executable, "-c", UI, str(tmp_path), s.id], check=True, timeout=60
+        )
+        assert other.returncode == 0
+        summary = ws.compact(s.id, "they talked about Lisbon", keep_last=2)
+        assert summary.compaction is not None
+        assert summary.compaction.summary == "they talked about Lisbon"
+        assert summary.message_count == 3  # the summary and the two kept
+        assert summary.messages_total == 8
+        agent.go()
+        assert agent.said() == "done"
     # The agent's file holds only its own records; the UI's facts are folded in.
     assert not [r for r in read(path) if r.type in ("session_update", "todos", "compaction")]
     fresh = Workspace(tmp_path)  # another reader, with a cold cache

@@ -15,6 +15,7 @@ from loopscribe import Execution, Session, StoreError, Workspace, read
 from loopscribe import events as ev
 from loopscribe.store import Shipper, ShipResult, cursor_path
 
+from ..scripted import scripted
 from .conftest import converse, shipped_bytes
 
 
@@ -230,44 +231,31 @@ def test_facts_a_ui_wrote_while_the_agent_held_the_file_ship_with_it(
         sid = s.id
     path = ws.path(sid)
     shipper = Shipper(ws.root, folder_url)
-    with subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as agent:
-        assert agent.stdin is not None
-        assert agent.stdout is not None
-        try:
-            assert agent.stdout.readline().strip() == "ready"
-            ws.update(sid, title="Trip to Lisbon")
-            ws.set_todos(sid, [{"id": "1", "text": "book a hotel", "status": "open"}])
-            ws.compact(sid, "they planned a trip", keep_last=2)
-            assert path.with_name(path.name + ".meta").exists()  # the facts went aside
-            shipper.ship_once()
-            shipped = Workspace(folder_url)
-            got, local = shipped.get(sid), ws.get(sid)
-            assert got.title == "Trip to Lisbon"
-            assert [t["text"] for t in got.todos] == ["book a hotel"]
-            assert got.compaction is not None
-            assert got.compaction.summary == "they planned a trip"
-            assert (got.message_count, got.messages_total) == (
-                local.message_count,
-                local.messages_total,
-            )
-            page, mine = shipped.messages(sid, last=50), ws.messages(sid, last=50)
-            assert page.messages == mine.messages
-            assert page.total == mine.total
-            assert shipper.ship_once().bytes_uploaded == 0  # nothing new: nothing put
-            ws.update(sid, title="Lisbon, final")  # still aside: the agent holds the file
-            assert shipper.ship_once().bytes_uploaded > 0
-            assert Workspace(folder_url).get(sid).title == "Lisbon, final"
-            agent.stdin.write("go\n")
-            agent.stdin.flush()
-            assert agent.wait(timeout=60) == 0
-        finally:
-            if agent.poll() is None:
-                agent.kill()
+    with scripted(HOLDER, str(path)) as agent:
+        ws.update(sid, title="Trip to Lisbon")
+        ws.set_todos(sid, [{"id": "1", "text": "book a hotel", "status": "open"}])
+        ws.compact(sid, "they planned a trip", keep_last=2)
+        assert path.with_name(path.name + ".meta").exists()  # the facts went aside
+        shipper.ship_once()
+        shipped = Workspace(folder_url)
+        got, local = shipped.get(sid), ws.get(sid)
+        assert got.title == "Trip to Lisbon"
+        assert [t["text"] for t in got.todos] == ["book a hotel"]
+        assert got.compaction is not None
+        assert got.compaction.summary == "they planned a trip"
+        assert (got.message_count, got.messages_total) == (
+            local.message_count,
+            local.messages_total,
+        )
+        page, mine = shipped.messages(sid, last=50), ws.messages(sid, last=50)
+        assert page.messages == mine.messages
+        assert page.total == mine.total
+        assert shipper.ship_once().bytes_uploaded == 0  # nothing new: nothing put
+        ws.update(sid, title="Lisbon, final")  # still aside: the agent holds the file
+        assert shipper.ship_once().bytes_uploaded > 0
+        assert Workspace(folder_url).get(sid).title == "Lisbon, final"
+        agent.go()
+        assert agent.process.wait(timeout=60) == 0
     shipper.ship_once()
     assert Workspace(folder_url).get(sid).status == "idle"
     assert Workspace(folder_url).get(sid).title == "Lisbon, final"
@@ -378,8 +366,6 @@ def test_a_store_that_cannot_be_written_fails_the_first_pass(tmp_path: Path) -> 
 
 def test_the_core_never_imports_fsspec() -> None:
     """import loopscribe (and loopscribe.store, the CLI) leave fsspec and s3fs unimported."""
-    import subprocess
-    import sys
 
     code = (
         "import sys, loopscribe, loopscribe.store, loopscribe.cli; "
