@@ -183,8 +183,12 @@ LABEL_KEYS = frozenset(
 )
 
 
-def body_strings(path: Path, minimum: int = 24) -> list[str]:
-    """Message, argument and tool-output text from a transcript: what spans must never carry."""
+def body_strings(path: Path, minimum: int = 24, *, bare: bool = False) -> list[str]:
+    """Message, argument and tool-output text from a transcript: what spans must never carry.
+
+    ``bare``: lines without a ``payload`` are items themselves (Codex rollouts
+    before the ``{timestamp, type, payload}`` wrapper).
+    """
     found: set[str] = set()
 
     def walk(value: Any, body: bool) -> None:
@@ -201,7 +205,8 @@ def body_strings(path: Path, minimum: int = 24) -> list[str]:
                 walk(item, body or key in BODY_KEYS or (key == "message" and type(item) is str))
 
     for obj in lines(path):
-        walk(obj.get("message") or obj.get("payload") or obj.get("data"), False)
+        found_body = obj.get("message") or obj.get("payload") or obj.get("data")
+        walk(obj if bare and found_body is None else found_body, False)
     return sorted(found)
 
 

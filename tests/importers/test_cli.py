@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -107,10 +108,12 @@ def test_import_json_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert len(reports) == len(CODEX)
     for report in reports:
         source = Path(report["source"])
-        calls = sum(
-            1 for o in lines(source) if (o.get("payload") or {}).get("type") == "function_call"
-        )
-        assert report["tool_calls"] == report["tool_results"] == calls
+        kinds = Counter(str((o.get("payload") or o).get("type")) for o in lines(source))
+        calls = kinds["function_call"] + kinds["custom_tool_call"] + kinds["local_shell_call"]
+        outputs = kinds["function_call_output"] + kinds["custom_tool_call_output"]
+        assert report["tool_calls"] == calls + kinds["web_search_call"]
+        assert report["tool_results"] == outputs + kinds["web_search_call"]
+        assert report["unpaired_calls"] == calls - outputs
         assert report["finished"] is True
         assert report["records"] == len(records(Path(report["destination"]))) - 1
 

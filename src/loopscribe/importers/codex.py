@@ -46,6 +46,7 @@ anything else                     ``source_event`` with the whole line
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -185,16 +186,22 @@ def _arguments(value: Any) -> Any:
     return value
 
 
-SHELL_TOOLS = frozenset({"shell", "local_shell", "container.exec", "exec_command"})
+SHELL_TOOLS = frozenset(
+    {"shell", "shell_command", "local_shell", "container.exec", "exec_command", "write_stdin"}
+)
 """Tools whose output reports an exit code; plain text from them is Codex's error message."""
+_EXEC_HEADERS = ("Chunk ID: ", "Wall time: ", "Process exited with code ", "Process running with")
 
 
 def _output(value: Any, shell: bool) -> tuple[Any, bool, Any]:
     """``(result, is_error, details)`` of a tool output in the shapes Codex has written.
 
     A shell command that ran reports ``{"output", "metadata": {"exit_code"}}``
-    (Codex 0.40) or ``Exit code: N`` text (later versions); one that could not
-    run (sandbox denial, rejection, timeout) gets a plain error message instead.
+    (Codex 0.40), ``Exit code: N`` text (``shell``, later versions) or, from
+    ``exec_command``/``write_stdin``, header lines (``Chunk ID``, ``Wall
+    time``, ``Process exited with code N`` or ``Process running with session
+    ID N``) before ``Output:``; one that could not run (sandbox denial,
+    rejection, timeout) gets a plain error message instead.
     """
     if isinstance(value, dict):
         return value.get("content", value), value.get("success") is False, None
@@ -214,7 +221,37 @@ def _output(value: Any, shell: bool) -> tuple[Any, bool, Any]:
         first = value[11 : value.find("\n") if "\n" in value else None]
         if first.strip().lstrip("-").isdigit():
             return value, int(first) != 0, {"exit_code": int(first)}
+    if value.startswith(_EXEC_HEADERS):
+        details = _exec_headers(value)
+        if details is not None:
+            code = details.get("exit_code")
+            return value, type(code) is int and code != 0, details
     return value, shell, None
+
+
+def _exec_headers(value: str) -> dict[str, Any] | None:
+    """The exit code (or running session) a unified-exec output states before ``Output:``.
+
+    ``None`` when the text does not end its headers with an ``Output:`` line:
+    then it is not that format.
+    """
+    details: dict[str, Any] = {}
+    for line in value.split("\n", 6)[:6]:
+        if line == "Output:":
+            return details
+        if line.startswith("Process exited with code "):
+            code = line[25:].strip()
+            if code.lstrip("-").isdigit():
+                details["exit_code"] = int(code)
+        elif line.startswith("Process running with session ID "):
+            details["running"] = True
+            details["session_id"] = line[32:].strip()
+        elif line.startswith("Wall time: ") and line.endswith(" seconds"):
+            with contextlib.suppress(ValueError):
+                details["wall_time_seconds"] = float(line[11:-8])
+        elif not line.startswith(("Chunk ID: ", "Original token count: ")):
+            return None
+    return None
 
 
 def _usage(usage: dict[str, Any]) -> dict[str, Any]:
