@@ -44,6 +44,7 @@ FILES = transcripts("claude-code")
 BIG = next(p for p in FILES if p.stem.startswith("4d5611e5"))
 SUBAGENT_PROGRESS = next(p for p in FILES if p.stem == "subagent")
 SHORT = next(p for p in FILES if p.stem == "short")
+INLINE_SIDECHAINS = next(p for p in FILES if p.stem.startswith("5c0375b4"))
 HAS_SOURCE_REFS = hasattr(_bridge, "LS_SOURCE_FILE")
 
 
@@ -336,6 +337,125 @@ def test_subagent_from_progress_lines_nests_under_its_task_call(whole: dict[str,
     chats = [s for s in found_spans if s.parent and s.parent.span_id == agent.context.span_id]
     assert chats
     assert all(s.name == "chat claude-haiku-4-5-20251001" for s in chats)
+
+
+def test_inline_sidechain_lines_nest_under_their_task_call(whole: dict[str, Path]) -> None:
+    """Claude Code 1.0 writes a subagent's lines into the main transcript: they nest too."""
+    objs = list(lines(INLINE_SIDECHAINS))
+    prompts = {
+        b["id"]: b["input"]["prompt"]
+        for o in objs
+        if o.get("type") == "assistant"
+        for b in o["message"]["content"]
+        if b.get("type") == "tool_use" and "prompt" in b["input"]
+    }
+    roots = {
+        n: o["message"]["content"]
+        for n, o in enumerate(objs, 1)
+        if o.get("isSidechain") and o.get("parentUuid") is None
+    }
+    assert len(prompts) == len(roots) == 2
+    found = records(whole[INLINE_SIDECHAINS.stem + ":dest"])
+    agents = {r.execution.id: r.execution for r in found if r.type == "agent_start" and r.execution}
+    assert len(agents) == 2
+    # Each subagent's first record is its root line, and its prompt is that of its Task call.
+    for r in found:
+        if r.type == "agent_start" and r.execution:
+            assert r.data["source"]["line"] in roots
+            assert prompts[str(r.execution.parent_id)] == roots[r.data["source"]["line"]]
+    sidechain_lines = {n for n, o in enumerate(objs, 1) if o.get("isSidechain")}
+    under: dict[str, str | None] = {}
+    for r in found:
+        if r.execution is not None:
+            under[r.execution.id] = r.execution.parent_id
+    for r in found:
+        line = r.data.get("source", {}).get("line") if isinstance(r.data, dict) else None
+        if line in sidechain_lines and r.type in ("message_end", "tool_exec_start"):
+            assert r.execution is not None
+            chain = [r.execution.id]
+            while under.get(chain[-1]) is not None:
+                chain.append(str(under[chain[-1]]))
+            assert any(c in agents for c in chain), f"line {line} is not inside a subagent"
+        elif line not in sidechain_lines and r.execution and r.type != "agent_end":
+            assert not r.execution.id.startswith("agent-")  # the main agent's own lines
+    found_spans = spans(whole[INLINE_SIDECHAINS.stem + ":dest"])
+    by_id = {s.context.span_id: s for s in found_spans}
+    invoked = [s for s in found_spans if _kind(s) == "agent"]
+    assert len(invoked) == 2
+    for agent in invoked:
+        assert agent.parent is not None
+        assert by_id[agent.parent.span_id].name == "execute_tool Task"
+        assert any(s.parent and s.parent.span_id == agent.context.span_id for s in found_spans)
+
+
+def test_a_sidechain_no_call_claims_is_a_subagent_of_its_own(tmp_path: Path) -> None:
+    """Sidechain lines no waiting Task call claims are a subagent still, not the main agent."""
+    base = {"sessionId": "s1", "version": "1.0.98", "cwd": "/w"}
+    objs: list[dict[str, Any]] = [
+        {
+            "type": "user",
+            "uuid": "u1",
+            "parentUuid": None,
+            "isSidechain": False,
+            "timestamp": "2025-09-03T00:00:00.000Z",
+            "message": {"role": "user", "content": "go"},
+        },
+        {
+            "type": "user",
+            "uuid": "s1",
+            "parentUuid": None,
+            "isSidechain": True,
+            "timestamp": "2025-09-03T00:00:01.000Z",
+            "message": {"role": "user", "content": "Warmup"},
+        },
+        {
+            "type": "assistant",
+            "uuid": "s2",
+            "parentUuid": "s1",
+            "isSidechain": True,
+            "timestamp": "2025-09-03T00:00:02.000Z",
+            "message": {
+                "id": "msg_s",
+                "role": "assistant",
+                "model": "claude-haiku",
+                "content": [{"type": "text", "text": "ready"}],
+            },
+        },
+        {
+            "type": "assistant",
+            "uuid": "a1",
+            "parentUuid": "u1",
+            "isSidechain": False,
+            "timestamp": "2025-09-03T00:00:03.000Z",
+            "message": {
+                "id": "msg_m",
+                "role": "assistant",
+                "model": "claude-sonnet",
+                "content": [{"type": "text", "text": "done"}],
+            },
+        },
+    ]
+    source = tmp_path / "t.jsonl"
+    source.write_bytes(b"".join(orjson.dumps({**base, **o}) + b"\n" for o in objs))
+    report = claude_code.import_transcript(source, tmp_path / "out", finished=True)
+    assert report.subagents == 1
+    found = records(report.destination)
+    agent = next(r.execution for r in found if r.type == "agent_start")
+    assert agent is not None
+    assert agent.parent_id is None
+    side = [r for r in found if r.data.get("source", {}).get("line") in (2, 3)]
+    assert {r.type for r in side} >= {"message_end", "model_request", "model_exec_end"}
+    assert all(r.execution is not None for r in side)
+    main_call = next(
+        r for r in found if r.type == "model_exec_end" and r.data["model"] == "claude-sonnet"
+    )
+    assert main_call.execution is not None
+    assert main_call.execution.parent_id is None
+    sub_call = next(
+        r for r in found if r.type == "model_exec_end" and r.data["model"] == "claude-haiku"
+    )
+    assert sub_call.execution is not None
+    assert sub_call.execution.parent_id == agent.id
 
 
 def test_compaction_is_a_context_span_with_its_summarizer(whole: dict[str, Path]) -> None:

@@ -28,6 +28,9 @@ interruption, subagent prompt)    under its ``agent`` execution)
                                   (``agent-acompact-*``) nested in it
 ``system/turn_duration``          ends the turn: ``run_close``
 ``progress/agent_progress``       a subagent's messages, when it has no file
+``isSidechain`` ``user`` and      a subagent's messages written into the transcript
+``assistant`` lines               (Claude Code 1.0): under the ``Task`` call whose
+                                  prompt the chain's first line repeats
 other ``progress``, ``file-       not recorded, counted in ``report.skipped``
 history-snapshot``,
 ``queue-operation``
@@ -43,6 +46,7 @@ across imports (its state is kept in the cursor).
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -255,6 +259,8 @@ class _Call:
     parent: str
     agent_id: str | None = None
     agent_type: str | None = None
+    prompt: str | None = None
+    """A digest of a subagent call's prompt: what its inline sidechain begins with."""
     execution: Execution | None = None
 
 
@@ -293,6 +299,8 @@ class ClaudeCodeMapping(Mapper):
         self.subs: dict[str, _Context] = {}
         self.calls: dict[str, _Call] = {}
         self.agent_files: dict[str, list[int]] = {}
+        self.chains: dict[str, str] = {}
+        """Inline sidechain lines (Claude Code 1.0) of subagents in flight: uuid -> their key."""
         """Per subagent: ``[offset, line, times mapped]`` of its own lines."""
         self.closed: str | None = None
 
@@ -325,8 +333,10 @@ class ClaudeCodeMapping(Mapper):
             "main": self.main.to_json(),
             "subs": {k: v.to_json() for k, v in self.subs.items()},
             "calls": {
-                k: [c.name, c.parent, c.agent_id, c.agent_type] for k, c in self.calls.items()
+                k: [c.name, c.parent, c.agent_id, c.agent_type, c.prompt]
+                for k, c in self.calls.items()
             },
+            "chains": self.chains,
             "agent_files": self.agent_files,
             "closed": self.closed,
         }
@@ -338,6 +348,7 @@ class ClaudeCodeMapping(Mapper):
         self.main = _Context.from_json(state.get("main") or {})
         self.subs = {k: _Context.from_json(v) for k, v in (state.get("subs") or {}).items()}
         self.calls = {k: _Call(*v) for k, v in (state.get("calls") or {}).items()}
+        self.chains = dict(state.get("chains") or {})
         self.agent_files = {k: list(v) for k, v in (state.get("agent_files") or {}).items()}
         self.closed = state.get("closed")
 
@@ -364,7 +375,9 @@ class ClaudeCodeMapping(Mapper):
                 "git_branch": obj.get("gitBranch"),
             }
         kind = obj.get("type")
-        if kind == "assistant":
+        if obj.get("isSidechain") is True and kind in ("user", "assistant"):
+            self._sidechain(obj, source, ts)
+        elif kind == "assistant":
             self._assistant(self.main, obj, source, ts)
         elif kind == "user":
             self._user(self.main, obj, source, ts)
@@ -481,6 +494,7 @@ class ClaudeCodeMapping(Mapper):
             if name in TASK_TOOLS and isinstance(args, dict):
                 kind = args.get("subagent_type")
                 call.agent_type = kind if isinstance(kind, str) else None
+                call.prompt = _digest(args.get("prompt"))
             self.calls[tool_id] = call
             resp.tools = True
             self.emit(
@@ -585,6 +599,7 @@ class ClaudeCodeMapping(Mapper):
             sub = self.subs.pop(tool_id, None)
             if sub is not None:
                 self._end_subagent(sub, source, ts)
+                self._forget_chain(tool_id)
             elif agent_id is not None:
                 self._map_agent(agent_id, tool_id, call.agent_type)
             execution = call.execution or Execution(tool_id, "tool", 1, call.parent)
@@ -616,6 +631,7 @@ class ClaudeCodeMapping(Mapper):
         for sub in self.subs.values():
             self._end_response(sub)
         self.subs.clear()
+        self.chains.clear()
         self.report.unpaired_calls += len(self.calls)
         self.calls.clear()
         if self.dest.run_open:
@@ -669,6 +685,54 @@ class ClaudeCodeMapping(Mapper):
             self._agent_record(ev.AGENT_START, sub, source, ts)
             self.report.subagents += 1
         self._handle_in(sub, message, source, parse_ts(message.get("timestamp")) or ts)
+
+    def _sidechain(self, obj: dict[str, Any], source: Source, ts: datetime | None) -> None:
+        """A subagent's line written into the main transcript (Claude Code 1.0).
+
+        Its lines follow their ``parentUuid`` chain from a root line (no parent)
+        holding the prompt of the ``Task`` call that started it; that call's
+        result ends it, as for ``agent_progress``. A chain no waiting call
+        claims is an ``agent`` execution of its own in the turn.
+        """
+        parent = obj.get("parentUuid")
+        uuid = obj.get("uuid")
+        found = self.chains.get(parent) if isinstance(parent, str) else None
+        sub = None if found is None else self.subs.get(found)
+        if found is None or sub is None:
+            found = self._sidechain_call(obj.get("message"))
+            call = None if found is None else self.calls.get(found)
+            if found is None:
+                found = f"sidechain-{uuid if isinstance(uuid, str) else source['line']}"
+            agent_id = obj.get("agentId")
+            agent_id = agent_id if isinstance(agent_id, str) and agent_id else None
+            name = call.agent_type if call is not None else None
+            parent_call = found if call is not None else None
+            sub = _Context(f"agent-{agent_id or found}", parent_call, agent_id, name or "subagent")
+            self.subs[found] = sub
+            self._agent_record(ev.AGENT_START, sub, source, ts)
+            self.report.subagents += 1
+        if isinstance(uuid, str):
+            self.chains[uuid] = found
+        self._handle_in(sub, obj, source, ts)
+
+    def _sidechain_call(self, message: Any) -> str | None:
+        """The waiting subagent call a sidechain's first message answers.
+
+        The one whose prompt it repeats, else the only one waiting.
+        """
+        content = message.get("content") if isinstance(message, dict) else None
+        text = content if isinstance(content, str) else _first_text(content)
+        digest = _digest(text)
+        waiting = [k for k, c in self.calls.items() if c.name in TASK_TOOLS and k not in self.subs]
+        for key in waiting:
+            if digest is not None and self.calls[key].prompt == digest:
+                return key
+        return waiting[0] if len(waiting) == 1 else None
+
+    def _forget_chain(self, key: str) -> None:
+        """Drop the sidechain lines of a subagent that ended (the cursor keeps what is open)."""
+        if self.chains:
+            self.chains = {k: v for k, v in self.chains.items() if v != key}
 
     def _agent_record(self, kind: str, ctx: _Context, source: Source, ts: datetime | None) -> None:
         data: dict[str, Any] = {"agent": ctx.name}
@@ -822,6 +886,13 @@ class ClaudeCodeImporter(ClaudeCodeMapping, Importer):
             return []
         found = (p.stem.removeprefix("agent-") for p in self.subagent_dir.glob("agent-*.jsonl"))
         return sorted(a for a in found if a not in self.agent_files)
+
+
+def _digest(text: Any) -> str | None:
+    """A short, stable digest of a prompt (what the cursor keeps instead of the text)."""
+    if not isinstance(text, str) or not text:
+        return None
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def _first_text(content: Any) -> str | None:
