@@ -37,7 +37,7 @@ def transcripts(agent: str) -> list[Path]:
     for folder in (DATA / agent, EXTRA / agent):
         if folder.is_dir():
             for path in sorted(folder.glob("*.jsonl")):
-                if path.is_file():
+                if path.is_file() and not path.name.startswith("agent-"):  # subagents: with theirs
                     found.setdefault(path.name, path)
     assert found, f"no transcripts in {DATA / agent}: the test data is missing from this checkout"
     return [found[name] for name in sorted(found)]
@@ -49,13 +49,16 @@ def ids(paths: list[Path]) -> list[str]:
 
 
 def copy_transcript(source: Path, folder: Path) -> Path:
-    """Copy a transcript and its subagent folder (if any) into ``folder``."""
+    """Copy a transcript and its subagent files (its folder, or beside it) into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / source.name
     shutil.copyfile(source, target)
     sub = source.parent / source.stem
     if sub.is_dir():
         shutil.copytree(sub, folder / source.stem)
+    for beside in source.parent.glob("agent-*.jsonl"):
+        if beside != source and not (folder / beside.name).exists():
+            shutil.copyfile(beside, folder / beside.name)
     return target
 
 

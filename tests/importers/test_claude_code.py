@@ -103,6 +103,10 @@ def source_counts(path: Path) -> Counts:
     if sub_dir.is_dir():
         for sub in sorted(sub_dir.glob("agent-*.jsonl")):
             counts.add_lines(list(lines(sub)))
+    for beside in sorted(path.parent.glob("agent-*.jsonl")):  # Claude Code 2.0's layout
+        sub_lines = list(lines(beside))
+        if sub_lines and sub_lines[0].get("sessionId") == path.stem:
+            counts.add_lines(sub_lines)
     return counts
 
 
@@ -456,6 +460,71 @@ def test_a_sidechain_no_call_claims_is_a_subagent_of_its_own(tmp_path: Path) -> 
     )
     assert sub_call.execution is not None
     assert sub_call.execution.parent_id == agent.id
+
+
+def _jsonl(path: Path, objs: list[dict[str, Any]], **common: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(orjson.dumps({**common, **o}) + b"\n" for o in objs))
+    return path
+
+
+def _said(uuid: str, parent: str | None, ts: str, kind: str, content: Any) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": kind, "content": content}
+    if kind == "assistant":
+        message.update(id=f"msg_{uuid}", model="claude-sonnet-4-5")
+    return {"type": kind, "uuid": uuid, "parentUuid": parent, "timestamp": ts, "message": message}
+
+
+def test_subagent_files_beside_the_transcript_are_its_own(tmp_path: Path) -> None:
+    """Claude Code 2.0 kept agent-<id>.jsonl beside its sessions: each joins the one it names."""
+    project = tmp_path / "projects" / "-w"
+    task: dict[str, Any] = {"type": "tool_use", "id": "toolu_t1", "name": "Task"}
+    task["input"] = {"subagent_type": "Explore", "prompt": "look around"}
+    result = {"type": "tool_result", "tool_use_id": "toolu_t1", "content": "found it"}
+    main = [
+        _said("u1", None, "2026-01-02T19:11:20.000Z", "user", "explore please"),
+        _said("a1", "u1", "2026-01-02T19:11:21.000Z", "assistant", [task]),
+        {
+            **_said("u2", "a1", "2026-01-02T19:11:30.000Z", "user", [result]),
+            "toolUseResult": {"status": "completed", "agentId": "e5f6a7b"},
+        },
+        _said(
+            "a2", "u2", "2026-01-02T19:11:31.000Z", "assistant", [{"type": "text", "text": "ok"}]
+        ),
+    ]
+    agent = [
+        _said("s1", None, "2026-01-02T19:11:22.000Z", "user", "look around"),
+        _said("s2", "s1", "2026-01-02T19:11:29.000Z", "assistant", [{"type": "text", "text": "x"}]),
+    ]
+    warmup = [
+        _said("w1", None, "2026-01-02T19:11:19.000Z", "user", "Warmup"),
+        _said(
+            "w2", "w1", "2026-01-02T19:11:19.500Z", "assistant", [{"type": "text", "text": "hi"}]
+        ),
+    ]
+    source = _jsonl(project / "s-main.jsonl", main, sessionId="s-main", version="2.0.76")
+    side = {"sessionId": "s-main", "isSidechain": True, "version": "2.0.76"}
+    _jsonl(project / "agent-e5f6a7b.jsonl", agent, agentId="e5f6a7b", **side)
+    _jsonl(project / "agent-0a1b2c3.jsonl", warmup, agentId="0a1b2c3", **side)
+    other = {**side, "sessionId": "s-other"}
+    _jsonl(project / "agent-9d8e7f6.jsonl", warmup, agentId="9d8e7f6", **other)
+    assert claude_code.find_transcripts(tmp_path / "projects") == [source]
+    report = claude_code.import_transcript(source, tmp_path / "out", finished=True)
+    assert report.subagents == 2
+    found = records(report.destination)
+    files = {Path(r.data["source"]["file"]).name for r in found if "source" in r.data}
+    assert files == {"s-main.jsonl", "agent-e5f6a7b.jsonl", "agent-0a1b2c3.jsonl"}
+    starts = {
+        r.execution.id: r.execution.parent_id
+        for r in found
+        if r.type == "agent_start" and r.execution
+    }
+    assert starts == {"agent-e5f6a7b": "toolu_t1", "agent-0a1b2c3": None}
+    spans_found = spans(report.destination)
+    by_id = {s.context.span_id: s for s in spans_found}
+    explore = next(s for s in spans_found if _execution(s) == "agent-e5f6a7b")
+    assert explore.parent is not None
+    assert by_id[explore.parent.span_id].name == "execute_tool Task"
 
 
 def test_compaction_is_a_context_span_with_its_summarizer(whole: dict[str, Path]) -> None:

@@ -4,7 +4,8 @@ One transcript becomes one loopscribe session, one run per turn (a user
 prompt and everything the agent did until the next prompt, or until
 ``system/turn_duration``). Subagents, whose lines Claude Code writes to
 ``<session>/subagents/agent-<id>.jsonl``, are nested under the ``Task`` tool
-call that started them; when a transcript has no such file, the subagent's
+call that started them (Claude Code 2.0 wrote them as ``agent-<id>.jsonl``
+beside the transcript); when a transcript has no such file, the subagent's
 messages are taken from the ``agent_progress`` lines of the main transcript.
 
 ================================  =================================================
@@ -48,6 +49,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -116,10 +118,19 @@ def default_dir() -> Path:
 
 
 def find_transcripts(root: Path) -> list[Path]:
-    """The transcripts under ``root`` (or ``root`` itself), without subagent files."""
+    """The transcripts under ``root`` (or ``root`` itself), without subagent files.
+
+    Subagent files are ``<session>/subagents/agent-<id>.jsonl`` (Claude Code
+    2.1) or ``agent-<id>.jsonl`` beside the sessions (2.0); they are imported
+    with the session they name.
+    """
     if root.is_file():
         return [root]
-    return sorted(p for p in root.rglob("*.jsonl") if p.parent.name != "subagents" and p.is_file())
+    return sorted(
+        p
+        for p in root.rglob("*.jsonl")
+        if p.parent.name != "subagents" and not p.name.startswith("agent-") and p.is_file()
+    )
 
 
 def import_transcript(
@@ -807,6 +818,7 @@ class ClaudeCodeImporter(ClaudeCodeMapping, Importer):
         super().__init__(source, destination, **options)
         self.subagent_dir = self.source.parent / self.source.stem / "subagents"
         self._has_file: dict[str, bool] = {}
+        self._session_of: dict[str, str] = {}
 
     def skip_line(self, raw: bytes) -> str | None:
         """Progress (but agent progress), file-history and queue lines, told apart unparsed."""
@@ -826,7 +838,24 @@ class ClaudeCodeImporter(ClaudeCodeMapping, Importer):
         return found
 
     def _agent_path(self, agent_id: str) -> Path:
-        return self.subagent_dir / f"agent-{agent_id}.jsonl"
+        """A subagent's file: in ``<session>/subagents/``, else beside the transcript (2.0)."""
+        path = self.subagent_dir / f"agent-{agent_id}.jsonl"
+        if not path.is_file():
+            beside = self.source.parent / f"agent-{agent_id}.jsonl"
+            if beside != self.source and self._names_this_session(beside):
+                return beside
+        return path
+
+    def _names_this_session(self, path: Path) -> bool:
+        """Whether a subagent file beside the transcript belongs to this session.
+
+        Claude Code 2.0 kept every session's subagent files in the project
+        folder; a file's lines name the session it ran in.
+        """
+        found = self._session_of.get(path.name)
+        if found is None:
+            found = self._session_of[path.name] = _first_session_id(path) or ""
+        return found == self.source.stem
 
     def _map_agent(self, agent_id: str, parent: str | None, name: str | None) -> bool:
         """Import what is new in a subagent's file as an ``agent`` execution under ``parent``."""
@@ -882,10 +911,27 @@ class ClaudeCodeImporter(ClaudeCodeMapping, Importer):
         return (None, None) if best is None else (best[1], best[0])
 
     def _unlinked_agents(self) -> list[str]:
-        if not self.subagent_dir.is_dir():
-            return []
-        found = (p.stem.removeprefix("agent-") for p in self.subagent_dir.glob("agent-*.jsonl"))
+        found: set[str] = set()
+        if self.subagent_dir.is_dir():
+            found.update(p.stem[6:] for p in self.subagent_dir.glob("agent-*.jsonl"))
+        for path in self.source.parent.glob("agent-*.jsonl"):
+            if path != self.source and self._names_this_session(path):
+                found.add(path.stem[6:])
         return sorted(a for a in found if a not in self.agent_files)
+
+
+_SESSION_ID = re.compile(rb'"sessionId"\s*:\s*"([^"\\]*)"')
+
+
+def _first_session_id(path: Path) -> str | None:
+    """The ``sessionId`` the first line of a transcript file names (read from its start)."""
+    try:
+        with open(path, "rb") as stream:
+            head = stream.read(65536)
+    except OSError:
+        return None
+    found = _SESSION_ID.search(head.split(b"\n", 1)[0])
+    return None if found is None else found.group(1).decode("utf-8", "replace")
 
 
 def _digest(text: Any) -> str | None:
