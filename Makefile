@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PHOENIX_VENV := .venv-phoenix
 
-.PHONY: demo test lint typecheck unit e2e reliability bench clean
+.PHONY: demo test lint typecheck unit coverage e2e reliability bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +27,14 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+UNIT := --ignore=tests/e2e --ignore=tests/reliability -n 2
+
 unit: $(STAMP)
-	$(BIN)/pytest --ignore=tests/e2e --ignore=tests/reliability --cov --cov-report=term:skip-covered
+	$(BIN)/pytest $(UNIT)
+
+# The unit suite again, measuring which lines and branches it runs.
+coverage: $(STAMP)
+	$(BIN)/pytest $(UNIT) --cov --cov-report=term:skip-covered
 
 # lint, typecheck and unit are independent: run side by side, output kept per target.
 # mypy and ruff keep their caches (.mypy_cache, .ruff_cache), so a second run is quick.

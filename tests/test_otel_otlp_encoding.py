@@ -355,8 +355,8 @@ def test_each_value_kind_encodes_to_the_sdks_bytes(value: Any) -> None:
         1 << 64,
         -(1 << 63) - 1,
         [1, 1 << 70],
-        object(),
-        {"m": object()},
+        pytest.param(object(), id="object()"),
+        pytest.param({"m": object()}, id="{'m': object()}"),
     ],
     ids=repr,
 )
