@@ -11,6 +11,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -525,6 +526,26 @@ def test_subagent_files_beside_the_transcript_are_its_own(tmp_path: Path) -> Non
     explore = next(s for s in spans_found if _execution(s) == "agent-e5f6a7b")
     assert explore.parent is not None
     assert by_id[explore.parent.span_id].name == "execute_tool Task"
+
+
+def test_lines_before_the_first_timestamp_take_it(tmp_path: Path) -> None:
+    """Summary lines heading a resumed transcript have no time: they get the first line's."""
+    objs = [
+        {"type": "summary", "summary": "Repo setup", "leafUuid": "x"},
+        {"type": "summary", "summary": "Older summary", "leafUuid": "y"},
+        {**_said("u1", None, "2025-09-03T00:52:31.217Z", "user", "hello"), "sessionId": "s"},
+        {**_said("a1", "u1", "2025-09-03T00:52:34.495Z", "assistant", "hi"), "sessionId": "s"},
+    ]
+    source = _jsonl(tmp_path / "s.jsonl", objs)
+    report = claude_code.import_transcript(source, tmp_path / "out", finished=True)
+    found = records(report.destination)
+    first = datetime(2025, 9, 3, 0, 52, 31, 217000, tzinfo=UTC)
+    from_summaries = [r for r in found if r.data.get("source", {}).get("line") in (1, 2)]
+    assert {r.type for r in from_summaries} == {"session_update", "source_event"}
+    assert all(r.ts == first for r in from_summaries)
+    assert next(r for r in found if r.type == "session_update").data["fields"] == {
+        "title": "Repo setup"
+    }
 
 
 def test_compaction_is_a_context_span_with_its_summarizer(whole: dict[str, Path]) -> None:

@@ -60,6 +60,8 @@ CURSOR_VERSION = 1
 SOURCE_EVENT = "source_event"
 """Record type of a source line the importer keeps as it is (an unknown type)."""
 DEFAULT_SETTLE_SECONDS = 1800.0
+_LOOK_AHEAD_BYTES = 16 << 20
+"""How far :meth:`Importer.first_ts` reads for a first timestamp before giving up."""
 """A transcript unchanged for this long is taken as finished (see ``finished=``)."""
 
 _BUFFER_BYTES = 1 << 16
@@ -748,6 +750,7 @@ class Mapper:
         """What the session's title was taken from: ``summary``, ``user`` or nothing yet."""
         self._ts_at: datetime | None = None
         self._ts_text_at = ""
+        self._looked_ahead = False
 
     # -- for subclasses ------------------------------------------------------------
 
@@ -855,12 +858,24 @@ class Mapper:
         return state
 
     def line_ts(self, value: Any) -> datetime | None:
-        """The timestamp of a line: its own, else the last one seen (never wall-clock time)."""
+        """The timestamp of a line: its own, else the last one seen (never wall-clock time).
+
+        Lines before the first one with a timestamp (a Claude Code ``summary``
+        line heads a resumed session) take that first one's, when the source
+        has it (:meth:`first_ts`).
+        """
         ts = parse_ts(value)
         if ts is not None:
             self.last_ts = ts
             return ts
+        if self.last_ts is None and not self._looked_ahead:
+            self._looked_ahead = True
+            self.last_ts = self.first_ts()
         return self.last_ts
+
+    def first_ts(self) -> datetime | None:
+        """The first timestamp the source holds, if it can tell (a file can; a stream cannot)."""
+        return None
 
 
 class Importer(Mapper):
@@ -893,6 +908,23 @@ class Importer(Mapper):
     def metadata(self) -> dict[str, Any]:
         """``session_start`` metadata of a new destination."""
         return {"source": self.name, "import": {"file": self.file, **self.meta}}
+
+    def first_ts(self) -> datetime | None:
+        """The ``timestamp`` of the transcript's first line that has one (its complete lines)."""
+        read = 0
+        for _number, _end, raw in read_lines(self.source, 0, 0):
+            read += len(raw)
+            if b'"timestamp"' in raw:
+                try:
+                    obj = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    continue
+                ts = parse_ts(obj.get("timestamp")) if isinstance(obj, dict) else None
+                if ts is not None:
+                    return ts
+            if read > _LOOK_AHEAD_BYTES:
+                break
+        return None
 
     # -- the run -------------------------------------------------------------------
 
