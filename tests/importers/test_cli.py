@@ -282,6 +282,28 @@ def test_imported_sessions_have_a_title_and_a_finished_status(
     assert "interrupted" not in stdout
 
 
+def test_a_slash_command_titles_the_session_by_its_name_and_arguments(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A session begun with a Claude Code slash command is titled `/name args`, not markup."""
+    source = tmp_path / "src"
+    for path in CLAUDE:
+        if path.stem in ("subagent", "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"):
+            copy_transcript(path, source)
+    out = tmp_path / "out"
+    assert (
+        run_cli(capsys, "import", "claude-code", str(source), "--out", str(out), "--settle", "0")[0]
+        == 0
+    )
+    _, stdout, _ = run_cli(capsys, "--json", "ls", str(out))
+    titles = {Path(r["path"]).stem: r["title"] for r in map(orjson.loads, stdout.splitlines())}
+    japanese = "/orchestrator @CLAUDE.md を最新の状態にアップデートしてください"
+    assert titles == {
+        "subagent": "/handgemacht:create-beads websearch to learn how to fastest setup…",
+        "5c0375b4-57a5-4f26-b12d-d022ee4e51b7": japanese,
+    }
+
+
 def test_a_codex_session_is_titled_by_its_request(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -34,6 +34,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import re
 import threading
 import time
 from collections import Counter
@@ -1150,12 +1151,18 @@ TITLE_CHARS = 72
 """A title longer than this is cut (at a word) and ends with an ellipsis."""
 
 
+_COMMAND_NAME = re.compile(r"<command-name>\s*([^<]+?)\s*</command-name>")
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
+
+
 def title_text(value: Any) -> str | None:
     """A one-line title from a message's text, or ``None`` when it has none worth showing.
 
     Text in brackets first (an agent's wrapped context or command output, such
     as ``<environment_context>`` or ``[Request interrupted by user]``) is not
-    what the user asked, so it gives no title.
+    what the user asked, so it gives no title; a Claude Code slash command
+    (``<command-name>/init</command-name>`` and its ``<command-args>``) is
+    titled by its name and arguments.
     """
     if isinstance(value, list):
         value = next(
@@ -1168,6 +1175,10 @@ def title_text(value: Any) -> str | None:
         )
     if not isinstance(value, str):
         return None
+    command = _COMMAND_NAME.search(value)
+    if command is not None:  # a Claude Code slash command: its name and arguments
+        args = _COMMAND_ARGS.search(value)
+        value = command.group(1) + (" " + args.group(1) if args is not None else "")
     marker = "## My request for Codex:"  # the IDE extension puts its context first
     if marker in value:
         value = value.split(marker, 1)[1]
