@@ -350,6 +350,13 @@ def test_turn_events_and_compaction(tmp_path: Path) -> None:
     objs.append({"timestamp": objs[-1]["timestamp"], "type": "event_msg", "payload": done})
     novel = {"timestamp": later, "type": "event_msg", "payload": {"type": "brand_new"}}
     objs.insert(210, novel)
+    second_prompt = next(
+        i
+        for i, o in enumerate(objs)
+        if i > 210 and (o.get("payload") or {}).get("type") == "user_message"
+    )
+    second = {"type": "task_started"}
+    objs.insert(second_prompt - 2, {**objs[second_prompt], "payload": second})
     source = tmp_path / "rollout-test.jsonl"
     source.write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in objs))
     report = codex.import_transcript(source, tmp_path / "out", finished=False)
@@ -444,3 +451,47 @@ def test_exec_command_outputs_state_their_exit_code(tmp_path: Path) -> None:
         if s.status.status_code.name == "ERROR"
     }
     assert errors == {"failed", "denied", "headless"}
+
+
+def test_input_sent_while_a_turn_runs_stays_in_that_turn(tmp_path: Path) -> None:
+    """A user message between task_started and task_complete steers the turn: no new run."""
+
+    def item(payload: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "response_item", "payload": payload}
+
+    def event(kind: str) -> dict[str, Any]:
+        return {"type": "event_msg", "payload": {"type": kind}}
+
+    def said(role: str, text: str) -> dict[str, Any]:
+        kind = "output_text" if role == "assistant" else "input_text"
+        return item({"type": "message", "role": role, "content": [{"type": kind, "text": text}]})
+
+    call = {"type": "function_call", "name": "exec_command", "arguments": "{}", "call_id": "c1"}
+    output = "Wall time: 0.1000 seconds\nProcess exited with code 0\nOutput:\n"
+    objs: list[dict[str, Any]] = [
+        {"type": "session_meta", "payload": {"id": "s", "cwd": "/w", "cli_version": "0.104.0"}},
+        event("task_started"),
+        said("user", "fix the tests"),
+        item(call),
+        item({"type": "function_call_output", "call_id": "c1", "output": output}),
+        said("user", "and keep the old API"),
+        said("assistant", "done, API kept"),
+        event("task_complete"),
+        event("task_started"),
+        said("user", "thanks"),
+        said("assistant", "welcome"),
+        event("task_complete"),
+    ]
+    source = _rollout(tmp_path / "rollout-steer.jsonl", objs)
+    report = codex.import_transcript(source, tmp_path / "out", finished=True)
+    found = records(report.destination)
+    runs = [r.run_id for r in found if r.type == "run_start"]
+    assert len(runs) == 2
+    steer = next(
+        r
+        for r in found
+        if r.type == "message_end"
+        and "keep the old API" in orjson.dumps(r.data["message"]).decode()
+    )
+    assert steer.run_id == runs[0]
+    assert [r.ts.second for r in found if r.type == "run_close"] == [7, 11]

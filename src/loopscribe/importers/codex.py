@@ -2,8 +2,8 @@
 
 One rollout becomes one loopscribe session, one run per turn (a user prompt
 and everything the agent did for it: ``task_started`` .. ``task_complete``
-where the rollout has them, else from one user message after agent activity
-to the next).
+where the rollout has them, also when the user sent more input while the
+turn ran, else from one user message after agent activity to the next).
 
 A rollout has no response IDs. A model call is the run of output items
 (``reasoning``, assistant ``message``, ``function_call``, ...) between two
@@ -275,6 +275,8 @@ class CodexImporter(Importer):
         self.context: dict[str, Any] | None = None
         self.calls: dict[str, list[str]] = {}
         self.activity = False
+        self.in_task = False
+        """Between ``task_started`` and its end: user input there joins the running turn."""
         self.provider = "openai"
         self.request_ts: datetime | None = None
 
@@ -289,6 +291,7 @@ class CodexImporter(Importer):
             "context": self.context,
             "calls": self.calls,
             "activity": self.activity,
+            "in_task": self.in_task,
             "provider": self.provider,
             "meta": self.meta,
             "request_ts": format_ts(self.request_ts),
@@ -305,6 +308,7 @@ class CodexImporter(Importer):
         self.context = state.get("context")
         self.calls = {k: list(v) for k, v in (state.get("calls") or {}).items()}
         self.activity = bool(state.get("activity"))
+        self.in_task = bool(state.get("in_task"))
         self.provider = state.get("provider") or "openai"
         self.meta = dict(state.get("meta") or {})
         self.request_ts = parse_ts(state.get("request_ts"))
@@ -388,7 +392,7 @@ class CodexImporter(Importer):
                 execution = Execution(response.exec_id, "model")
             else:
                 self._end_response()
-                if item.get("role") == "user" and self.activity:
+                if item.get("role") == "user" and self.activity and not self.in_task:
                     self._begin_turn(source, ts)
                 self.request_ts = ts
                 execution = None
@@ -595,6 +599,7 @@ class CodexImporter(Importer):
         elif kind in _TURN_STARTS:
             if self.activity or not self.dest.run_open:
                 self._begin_turn(source, ts)
+            self.in_task = True
         elif kind in _TURN_ENDS:
             self._end_turn(ts)
         elif kind == "turn_aborted":
@@ -614,6 +619,7 @@ class CodexImporter(Importer):
         self.report.unpaired_calls += len(self.calls)
         self.calls.clear()
         self.activity = False
+        self.in_task = False
         if self.dest.run_open:
             self.dest.close_run(ts)
 
