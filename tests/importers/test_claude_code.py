@@ -548,6 +548,37 @@ def test_lines_before_the_first_timestamp_take_it(tmp_path: Path) -> None:
     }
 
 
+def test_a_command_and_its_output_are_one_turn(whole: dict[str, Path]) -> None:
+    """A command's caveat before it and what it printed after it are in the command's run."""
+    tool_heavy = next(p for p in FILES if p.stem == "tool_heavy")
+    objs = list(lines(tool_heavy))
+    command = next(
+        n
+        for n, o in enumerate(objs, 1)
+        if o.get("type") == "user" and str(o["message"]["content"]).startswith("<command-name>")
+    )
+    printed = command + 1
+    assert str(objs[printed - 1]["message"]["content"]).startswith("<local-command-stdout>")
+    found = records(whole[tool_heavy.stem + ":dest"])
+    run_of = {
+        r.data["source"]["line"]: r.run_id
+        for r in found
+        if r.type == "message_end" and "source" in r.data
+    }
+    assert run_of[printed] == run_of[command]
+    assert run_of[command - 1] == run_of[command]  # the caveat before the command
+    assert objs[command - 2]["isMeta"]
+    prompts = [
+        n
+        for n, o in enumerate(objs, 1)
+        if o.get("type") == "user"
+        and isinstance(o["message"]["content"], str)
+        and not o.get("isMeta")
+        and not o["message"]["content"].startswith("<local-command-stdout>")
+    ]
+    assert sum(1 for r in found if r.type == "run_start") == len(prompts)
+
+
 def test_compaction_is_a_context_span_with_its_summarizer(whole: dict[str, Path]) -> None:
     """A compact_boundary gives a context span with the acompact subagent inside, and a record."""
     dest = whole[BIG.stem + ":dest"]

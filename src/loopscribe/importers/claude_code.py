@@ -14,7 +14,8 @@ source line                       records
 ``user`` prompt                   closes the previous turn's run, begins a run, then
                                   ``message_end`` (no execution)
 ``user`` other text (meta,        ``message_end`` in the current run (a subagent's
-interruption, subagent prompt)    under its ``agent`` execution)
+interruption, command output,     under its ``agent`` execution)
+subagent prompt)
 ``user`` ``tool_result`` blocks   ``tool_exec_end`` of the ``tool`` execution with the
                                   same id: result, ``is_error``, small ``details``
 ``user`` compact summary          session-level ``compaction`` record (its summary)
@@ -106,6 +107,13 @@ _DETAIL_STRINGS = frozenset(
     }
 )
 _INTERRUPTED = "[Request interrupted by user"
+_COMMAND_OUTPUT = (
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<bash-stdout>",
+    "<bash-stderr>",
+)
+"""User lines that hold what a slash command or ``!`` shell command printed: not a prompt."""
 
 
 def default_dir() -> Path:
@@ -314,6 +322,8 @@ class ClaudeCodeMapping(Mapper):
         """Inline sidechain lines (Claude Code 1.0) of subagents in flight: uuid -> their key."""
         """Per subagent: ``[offset, line, times mapped]`` of its own lines."""
         self.closed: str | None = None
+        self.context_run = False
+        """The open run began with context lines (no prompt, no response yet)."""
 
     # -- where subagents' own lines come from (the driver's) ---------------------
 
@@ -350,6 +360,7 @@ class ClaudeCodeMapping(Mapper):
             "chains": self.chains,
             "agent_files": self.agent_files,
             "closed": self.closed,
+            "context_run": self.context_run,
         }
 
     def load_state(self, state: Mapping[str, Any]) -> None:
@@ -362,6 +373,7 @@ class ClaudeCodeMapping(Mapper):
         self.chains = dict(state.get("chains") or {})
         self.agent_files = {k: list(v) for k, v in (state.get("agent_files") or {}).items()}
         self.closed = state.get("closed")
+        self.context_run = bool(state.get("context_run"))
 
     def pending_calls(self) -> int:
         """Tool calls still waiting for a result."""
@@ -431,6 +443,7 @@ class ClaudeCodeMapping(Mapper):
     def _assistant(
         self, ctx: _Context, obj: dict[str, Any], source: Source, ts: datetime | None
     ) -> None:
+        self.context_run = False
         msg = obj.get("message")
         if not isinstance(msg, dict):
             self.source_event("assistant/no_message", obj, source, ts, ctx.execution)
@@ -582,11 +595,17 @@ class ClaudeCodeMapping(Mapper):
         if (
             main
             and not interrupted
+            and not (text is not None and text.lstrip().startswith(_COMMAND_OUTPUT))
             and not obj.get("isMeta")
             and not obj.get("isSidechain")
             and not obj.get("isVisibleInTranscriptOnly")
         ):
-            self._begin_turn(source, ts)
+            if self.context_run and self.dest.run_open:
+                self.context_run = False  # the prompt joins the run its context lines opened
+            else:
+                self._begin_turn(source, ts)
+        elif main and not interrupted and not self.dest.run_open:
+            self.context_run = True  # a command's caveat or output: the run opens here
         self.emit(ev.MESSAGE_END, ctx.execution, {"message": msg, "source": source}, ts)
         self.report.messages += 1
         if main and interrupted:
@@ -638,6 +657,7 @@ class ClaudeCodeMapping(Mapper):
 
     def _end_turn(self, ts: datetime | None) -> None:
         """The turn is over: end its responses, give up on its calls, close its run."""
+        self.context_run = False
         self._end_response(self.main)
         for sub in self.subs.values():
             self._end_response(sub)
