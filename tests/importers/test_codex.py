@@ -55,14 +55,9 @@ def items(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def source_counts(objs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Tool calls, outputs, assistant messages, model calls and tokens, straight from the lines.
-
-    Model calls are the distinct ``token_count`` events; a rollout without any
-    (the bare format) has one model call per run of output items between inputs.
-    """
+    """Tool calls, outputs, assistant messages, model calls and tokens, straight from the lines."""
     kinds: Counter[str] = Counter()
     usage: Counter[str] = Counter()
-    calls = 0
     last_total = None
     for obj in objs:
         payload = obj.get("payload") or {}
@@ -71,29 +66,66 @@ def source_counts(objs: list[dict[str, Any]]) -> dict[str, Any]:
             if not info or info.get("total_token_usage") == last_total:
                 continue  # a repeat of the previous usage
             last_total = info.get("total_token_usage")
-            calls += 1
             for key in USAGE_KEYS:
                 usage[key] += info["last_token_usage"].get(key) or 0
-    groups = 0
-    open_group = False
     for item in items(objs):
         kind = item.get("type")
         kinds[str(kind)] += 1
         if kind == "message":
             kinds[f"message:{item.get('role')}"] += 1
-        output = (
-            kind in OUTPUT_ITEMS or kind == "web_search_call" or item.get("role") == "assistant"
-        )
-        if output and not open_group:
-            groups += 1
-        open_group = output
     return {
         "tool_calls": sum(kinds[k] for k in CALLS),
         "tool_results": sum(kinds[k] for k in OUTPUTS),
         "assistant_messages": kinds["message:assistant"],
-        "model_calls": calls if last_total is not None else groups,
+        "model_calls": _model_calls(objs),
         "usage": usage,
     }
+
+
+TURN_EVENTS = ("task_started", "task_complete")
+
+
+def _model_calls(objs: list[dict[str, Any]]) -> int:
+    """Model calls, from the lines.
+
+    Between two inputs to the model (a user message, a tool output, a
+    turn_context, a task event) there is one model call per distinct
+    ``token_count``, or one when there are output items but no count (the
+    bare format has none). ``turn_aborted`` is no input: the interrupted
+    call's items come after it, its usage before.
+    """
+    calls = counted = 0
+    outputs = False
+    last_total = None
+    for obj in objs:
+        payload = obj.get("payload")
+        if not isinstance(payload, dict):
+            payload = obj if "payload" not in obj else {}
+        wrapper = obj.get("type") if "payload" in obj else "response_item"
+        kind = payload.get("type")
+        output = wrapper == "response_item" and (
+            kind in OUTPUT_ITEMS or kind == "web_search_call" or payload.get("role") == "assistant"
+        )
+        if wrapper == "event_msg" and kind == "token_count":
+            info = payload.get("info")
+            if info and info.get("total_token_usage") != last_total:
+                last_total = info.get("total_token_usage")
+                counted += 1
+            continue
+        is_input = (
+            wrapper in ("turn_context", "compacted")
+            or (wrapper == "event_msg" and kind in TURN_EVENTS)
+            or (
+                wrapper == "response_item"
+                and (kind in INPUTS or (kind == "message" and not output))
+            )
+        )
+        if is_input:
+            calls += max(counted, 1 if outputs else 0)
+            counted, outputs = 0, False
+        elif output:
+            outputs = True
+    return calls + max(counted, 1 if outputs else 0)
 
 
 def dest_counts(dest: Path) -> dict[str, Any]:
@@ -495,3 +527,42 @@ def test_input_sent_while_a_turn_runs_stays_in_that_turn(tmp_path: Path) -> None
     )
     assert steer.run_id == runs[0]
     assert [r.ts.second for r in found if r.type == "run_close"] == [7, 11]
+
+
+def test_items_after_an_aborted_turn_belong_to_it(tmp_path: Path) -> None:
+    """Codex writes the interrupted call after turn_aborted: it stays in that turn's run."""
+
+    def item(payload: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "response_item", "payload": payload}
+
+    def said(role: str, text: str) -> dict[str, Any]:
+        kind = "output_text" if role == "assistant" else "input_text"
+        return item({"type": "message", "role": role, "content": [{"type": kind, "text": text}]})
+
+    patch = {"type": "function_call", "name": "apply_patch", "arguments": "{}", "call_id": "p1"}
+    rejected = {"type": "function_call_output", "call_id": "p1", "output": "patch rejected by user"}
+    aborted = {"type": "event_msg", "payload": {"type": "turn_aborted", "reason": "interrupted"}}
+    objs: list[dict[str, Any]] = [
+        {"type": "session_meta", "payload": {"id": "s", "cwd": "/w", "cli_version": "0.40.0"}},
+        {"type": "turn_context", "payload": {"model": "gpt-5-codex"}},
+        said("user", "refactor it"),
+        item({"type": "reasoning", "summary": []}),
+        aborted,
+        item({"type": "reasoning", "summary": []}),
+        item(patch),
+        item(rejected),
+        {"type": "turn_context", "payload": {"model": "gpt-5-codex"}},
+        said("user", "never mind"),
+        said("assistant", "ok"),
+    ]
+    source = _rollout(tmp_path / "rollout-aborted.jsonl", objs)
+    report = codex.import_transcript(source, tmp_path / "out", finished=True)
+    found = records(report.destination)
+    runs = [r.run_id for r in found if r.type == "run_start"]
+    assert len(runs) == 2
+    end = next(r for r in found if r.type == "tool_exec_end")
+    assert end.run_id == runs[0]
+    assert end.data["result"] == "patch rejected by user"
+    closes = [r for r in found if r.type == "run_close"]
+    assert [r.ts.second for r in closes] == [7, 10]  # the first closes at its last item
+    assert report.unknown == Counter({"event_msg/turn_aborted": 1})

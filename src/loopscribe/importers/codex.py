@@ -33,8 +33,9 @@ source line                       records
                                   a shell command could not run
 ``web_search_call``               ``tool_exec_start`` and ``tool_exec_end`` at once
 ``event_msg`` ``token_count``     the usage of ``model_exec_end`` (see above)
-``event_msg`` ``task_started``,   begin / end the turn's run
-``task_complete``
+``event_msg`` ``task_started``,   begin / end the turn's run (``turn_aborted``: the
+``task_complete``                 items after it still belong to the turn, which the
+                                  next one closes)
 ``compacted``                     a ``context`` execution and a session-level
                                   ``compaction`` record with the summary
 ``event_msg`` ``user_message``,   not recorded: copies of response items
@@ -603,8 +604,12 @@ class CodexImporter(Importer):
         elif kind in _TURN_ENDS:
             self._end_turn(ts)
         elif kind == "turn_aborted":
+            # The interrupted call's items come after this line: the turn keeps
+            # them, and the next turn (or the end) closes its run.
             self.source_event(f"event_msg/{kind}", obj, source, ts)
-            self._end_turn(ts)
+            self._end_response()
+            self.in_task = False
+            self.activity = True
         else:
             self.source_event(f"event_msg/{kind}", obj, source, ts)
 
