@@ -546,6 +546,10 @@ def test_lines_before_the_first_timestamp_take_it(tmp_path: Path) -> None:
     assert next(r for r in found if r.type == "session_update").data["fields"] == {
         "title": "Repo setup"
     }
+    # The summaries' records open no run of their own: the prompt joins theirs.
+    runs = {r.run_id for r in found if r.run_id is not None}
+    assert len(runs) == 1
+    assert sum(1 for r in found if r.type == "run_start") == 1
 
 
 def test_a_command_and_its_output_are_one_turn(whole: dict[str, Path]) -> None:

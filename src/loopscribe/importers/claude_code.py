@@ -323,7 +323,8 @@ class ClaudeCodeMapping(Mapper):
         """Per subagent: ``[offset, line, times mapped]`` of its own lines."""
         self.closed: str | None = None
         self.context_run = False
-        """The open run began with context lines (no prompt, no response yet)."""
+        """The open run began with context lines (a ``summary``, a command's caveat or
+        output), no prompt or response yet: the next prompt joins it."""
 
     # -- where subagents' own lines come from (the driver's) ---------------------
 
@@ -398,6 +399,8 @@ class ClaudeCodeMapping(Mapper):
                 "git_branch": obj.get("gitBranch"),
             }
         kind = obj.get("type")
+        if not self.dest.run_open:
+            self.context_run = True  # what opens a run now is context until a prompt comes
         if obj.get("isSidechain") is True and kind in ("user", "assistant"):
             self._sidechain(obj, source, ts)
         elif kind == "assistant":
@@ -604,8 +607,6 @@ class ClaudeCodeMapping(Mapper):
                 self.context_run = False  # the prompt joins the run its context lines opened
             else:
                 self._begin_turn(source, ts)
-        elif main and not interrupted and not self.dest.run_open:
-            self.context_run = True  # a command's caveat or output: the run opens here
         self.emit(ev.MESSAGE_END, ctx.execution, {"message": msg, "source": source}, ts)
         self.report.messages += 1
         if main and interrupted:
@@ -654,6 +655,7 @@ class ClaudeCodeMapping(Mapper):
     def _begin_turn(self, source: Source, ts: datetime | None) -> None:
         self._end_turn(self.record_ts)
         self.begin_run(ts)
+        self.context_run = False
 
     def _end_turn(self, ts: datetime | None) -> None:
         """The turn is over: end its responses, give up on its calls, close its run."""
