@@ -945,15 +945,37 @@ class ClaudeCodeImporter(ClaudeCodeMapping, Importer):
 _SESSION_ID = re.compile(rb'"sessionId"\s*:\s*"([^"\\]*)"')
 
 
+_SESSION_OF: dict[str, str] = {}
+"""The session each subagent file beside transcripts names, read once per process."""
+
+
 def _first_session_id(path: Path) -> str | None:
-    """The ``sessionId`` the first line of a transcript file names (read from its start)."""
+    """The ``sessionId`` the first line of a transcript file names.
+
+    Claude Code writes it among the first keys of a line: the first 4 KiB
+    almost always hold it (at most 64 KiB are read). A project folder of
+    Claude Code 2.0 holds every session's subagent files, and each import of
+    one of its sessions asks about all of them, so answers are kept.
+    """
+    key = str(path)
+    if key in _SESSION_OF:
+        return _SESSION_OF[key]
+    found = None
     try:
         with open(path, "rb") as stream:
-            head = stream.read(65536)
+            head = stream.read(4096)
+            line = head.split(b"\n", 1)[0]
+            found = _SESSION_ID.search(line)
+            if found is None and len(line) == len(head) == 4096:
+                found = _SESSION_ID.search((head + stream.read(61440)).split(b"\n", 1)[0])
     except OSError:
         return None
-    found = _SESSION_ID.search(head.split(b"\n", 1)[0])
-    return None if found is None else found.group(1).decode("utf-8", "replace")
+    if found is None:
+        return None  # not written yet, or names none: ask again next time
+    answer = found.group(1).decode("utf-8", "replace")
+    if len(_SESSION_OF) < 100_000:
+        _SESSION_OF[key] = answer
+    return answer
 
 
 def _digest(text: Any) -> str | None:
