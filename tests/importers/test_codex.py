@@ -566,3 +566,46 @@ def test_items_after_an_aborted_turn_belong_to_it(tmp_path: Path) -> None:
     closes = [r for r in found if r.type == "run_close"]
     assert [r.ts.second for r in closes] == [7, 10]  # the first closes at its last item
     assert report.unknown == Counter({"event_msg/turn_aborted": 1})
+
+
+def test_newer_kinds_of_tool_items_are_tool_calls(tmp_path: Path) -> None:
+    """*_call items are tool calls: paired with a *_output by call_id, or run by the provider."""
+
+    def item(payload: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "response_item", "payload": payload}
+
+    search: dict[str, Any] = {"type": "tool_search_call", "id": "ts-1", "call_id": "call-3"}
+    search["status"] = "completed"
+    search["arguments"] = {"query": "calendar"}
+    found_tools = [{"type": "function", "name": "list_events"}]
+    answer: dict[str, Any] = {"type": "tool_search_output", "id": "tso-1", "call_id": "call-3"}
+    answer.update(status="completed", tools=found_tools)
+    image = {"type": "image_generation_call", "id": "ig-1", "status": "failed", "result": None}
+    objs: list[dict[str, Any]] = [
+        {"type": "session_meta", "payload": {"id": "s", "cwd": "/w", "cli_version": "0.146.0"}},
+        {"type": "turn_context", "payload": {"model": "gpt-5.5"}},
+        item(
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+        ),
+        item({"type": "reasoning", "summary": []}),
+        item(search),
+        item(answer),
+        item(image),
+        item({"type": "message", "role": "assistant", "content": []}),
+    ]
+    source = _rollout(tmp_path / "rollout-newer.jsonl", objs)
+    report = codex.import_transcript(source, tmp_path / "out", finished=True)
+    assert report.unknown == Counter()
+    assert (report.tool_calls, report.tool_results, report.unpaired_results) == (2, 2, 0)
+    found = records(report.destination)
+    ends = {r.execution.id: r.data for r in found if r.type == "tool_exec_end" and r.execution}
+    assert ends["call-3"]["tool"] == "tool_search"
+    assert ends["call-3"]["result"] == {"status": "completed", "tools": found_tools}
+    assert ends["call-3"]["is_error"] is False
+    assert ends["ig-1"]["tool"] == "image_generation"
+    assert ends["ig-1"]["is_error"] is True
+    start = next(r for r in found if r.type == "tool_exec_start")
+    assert start.data["args"] == {"query": "calendar"}
+    tool_spans = {s.name: s for s in spans(report.destination) if s.name.startswith("execute_tool")}
+    assert set(tool_spans) == {"execute_tool tool_search", "execute_tool image_generation"}
+    assert tool_spans["execute_tool image_generation"].status.status_code.name == "ERROR"

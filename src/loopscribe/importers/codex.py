@@ -31,7 +31,11 @@ source line                       records
 ``function_call_output``,         ``tool_exec_end``; ``is_error`` when the output says
 ``custom_tool_call_output``       ``success: false``, a shell exit code is not 0, or
                                   a shell command could not run
-``web_search_call``               ``tool_exec_start`` and ``tool_exec_end`` at once
+``web_search_call`` and other      ``tool_exec_start`` and ``tool_exec_end`` at once
+``*_call`` items without a        (the provider ran the tool; ``result``, ``status``)
+``call_id``
+other ``*_call`` / ``*_output``   a tool call and its result, paired by ``call_id``
+items
 ``event_msg`` ``token_count``     the usage of ``model_exec_end`` (see above)
 ``event_msg`` ``task_started``,   begin / end the turn's run (``turn_aborted``: the
 ``task_complete``                 items after it still belong to the turn, which the
@@ -410,23 +414,43 @@ class CodexImporter(Importer):
             self._call(kind, item, source, ts)
         elif kind in _RESULT_ITEMS:
             self._result(item, source, ts)
-        elif kind == "web_search_call":
-            response = self._response(source, ts)
-            call_id = item.get("id")
-            if not isinstance(call_id, str) or not call_id:
-                call_id = f"web_search-{source['line']}"
-            execution = Execution(call_id, "tool", 1, response.exec_id)
-            response.tools = True
-            start = {"tool": "web_search", "args": item.get("action"), "source": source}
-            self.emit(ev.TOOL_EXEC_START, execution, start, ts)
-            end = {"tool": "web_search", "result": None, "is_error": item.get("status") == "failed"}
-            end["details"] = {"status": item.get("status")}
-            end["source"] = source
-            self.emit(ev.TOOL_EXEC_END, execution, end, ts)
-            self.report.tool_calls += 1
-            self.report.tool_results += 1
+        elif isinstance(kind, str) and kind.endswith("_call"):
+            if isinstance(item.get("call_id"), str) and kind != "web_search_call":
+                self._call(kind, item, source, ts)  # answered by an item of its own
+            else:
+                self._hosted_call(kind, item, source, ts)
+        elif isinstance(kind, str) and kind.endswith("_output") and "call_id" in item:
+            self._result(item, source, ts)
         else:
             self.source_event(f"response_item/{kind}", item, source, ts)
+
+    def _hosted_call(
+        self, kind: str, item: dict[str, Any], source: Source, ts: datetime | None
+    ) -> None:
+        """A tool the provider ran inside the model call (web search, image generation, ...).
+
+        Its item holds the outcome (``status``, and ``result`` where there is
+        one): ``tool_exec_start`` and ``tool_exec_end`` at once.
+        """
+        response = self._response(source, ts)
+        name = kind[:-5]
+        call_id = item.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            call_id = f"{name}-{source['line']}"
+        execution = Execution(call_id, "tool", 1, response.exec_id)
+        response.tools = True
+        args = item.get("action") if "action" in item else _arguments(item.get("arguments"))
+        self.emit(ev.TOOL_EXEC_START, execution, {"tool": name, "args": args, "source": source}, ts)
+        end = {
+            "tool": name,
+            "result": item.get("result"),
+            "is_error": item.get("status") == "failed",
+        }
+        end["details"] = {"status": item.get("status")}
+        end["source"] = source
+        self.emit(ev.TOOL_EXEC_END, execution, end, ts)
+        self.report.tool_calls += 1
+        self.report.tool_results += 1
 
     def _call(self, kind: str, item: dict[str, Any], source: Source, ts: datetime | None) -> None:
         response = self._response(source, ts)
@@ -442,7 +466,10 @@ class CodexImporter(Importer):
         else:
             name = item.get("name")
             args = _arguments(item.get("arguments"))
-        name = name if isinstance(name, str) and name else "tool"
+            if args is None and "input" in item:
+                args = item.get("input")
+        fallback = "tool" if kind in _CALL_ITEMS else kind[:-5]
+        name = name if isinstance(name, str) and name else fallback
         self.calls[call_id] = [name, response.exec_id]
         response.tools = True
         self.emit(
@@ -469,7 +496,12 @@ class CodexImporter(Importer):
             data = {"unpaired": True}
             self.report.unpaired_results += 1
         shell = call is not None and call[0] in SHELL_TOOLS
-        result, failed, details = _output(item.get("output"), shell)
+        if "output" in item:
+            output = item["output"]
+        else:  # a newer kind of output item: what it holds besides its ids
+            output = {k: v for k, v in item.items() if k not in ("type", "id", "call_id")}
+        result, failed, details = _output(output, shell)
+        failed = failed or item.get("status") == "failed"
         data["result"] = result
         data["is_error"] = failed
         if details is not None:
