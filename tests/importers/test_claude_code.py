@@ -583,6 +583,44 @@ def test_a_command_and_its_output_are_one_turn(whole: dict[str, Path]) -> None:
     assert sum(1 for r in found if r.type == "run_start") == len(prompts)
 
 
+def test_an_api_error_in_the_models_place_is_a_failed_model_call(tmp_path: Path) -> None:
+    """Claude Code writes a failed API call as a synthetic assistant line: the call failed."""
+    text = "API Error: 529 Overloaded. This is a server-side issue, usually temporary."
+    failed = _said("a1", "u1", "2026-08-19T13:41:00.000Z", "assistant", [])
+    failed["message"].update(model="<synthetic>", content=[{"type": "text", "text": text}])
+    failed.update(isApiErrorMessage=True, error="server_error", apiErrorStatus=529)
+    limited = _said("a2", "u2", "2026-08-19T13:42:00.000Z", "assistant", [])
+    limited["message"].update(model="<synthetic>", content=[{"type": "text", "text": "limit"}])
+    limited.update(isApiErrorMessage=True, error={"status": 429, "message": "rate limited"})
+    objs = [
+        _said("u1", None, "2026-08-19T13:40:00.000Z", "user", "hello"),
+        failed,
+        _said("u2", "a1", "2026-08-19T13:41:30.000Z", "user", "again"),
+        limited,
+        _said("u3", "a2", "2026-08-19T13:43:00.000Z", "user", "and again"),
+        _said("a3", "u3", "2026-08-19T13:43:05.000Z", "assistant", "hi"),
+    ]
+    source = _jsonl(tmp_path / "s.jsonl", objs, sessionId="s", version="2.1.226")
+    report = claude_code.import_transcript(source, tmp_path / "out", finished=True)
+    ends = [r for r in records(report.destination) if r.type == "model_exec_end"]
+    assert [r.data.get("error") for r in ends] == [
+        {"type": "server_error", "status": 529, "message": text},
+        {"status": 429, "message": "rate limited"},
+        None,
+    ]
+    assert "stop_reason" not in ends[0].data
+    chats = sorted(
+        (s for s in spans(report.destination) if s.name.startswith("chat")),
+        key=lambda s: s.start_time or 0,
+    )
+    assert [s.status.status_code.name for s in chats] == ["ERROR", "ERROR", "UNSET"]
+    assert [(s.attributes or {}).get("error.type") for s in chats] == [
+        "server_error",
+        "429",
+        None,
+    ]
+
+
 def test_compaction_is_a_context_span_with_its_summarizer(whole: dict[str, Path]) -> None:
     """A compact_boundary gives a context span with the acompact subagent inside, and a record."""
     dest = whole[BIG.stem + ":dest"]

@@ -198,9 +198,12 @@ class _Response:
     ts: datetime | None
     source: Source
     execution: Execution | None = None
+    error: dict[str, Any] | None = None
+    """What failed, when Claude Code wrote an API error in the model's place."""
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "error": self.error,
             "id": self.id,
             "exec_id": self.exec_id,
             "parent": self.parent,
@@ -226,6 +229,7 @@ class _Response:
             tools=bool(obj.get("tools")),
             ts=parse_ts(obj.get("ts")),
             source=obj.get("source") or {},
+            error=obj.get("error"),
         )
 
 
@@ -484,6 +488,8 @@ class ClaudeCodeMapping(Mapper):
             ctx.request_ts = None
             resp.execution = Execution(exec_id, "model", 1, ctx.agent)
             self.emit(ev.MODEL_REQUEST, resp.execution, request, started)
+        if obj.get("isApiErrorMessage") is True:
+            resp.error = _api_error(obj, msg)
         usage = msg.get("usage")
         if isinstance(usage, dict):
             resp.usage = usage
@@ -542,7 +548,9 @@ class ClaudeCodeMapping(Mapper):
         data: dict[str, Any] = {"model": resp.model, "provider": "anthropic"}
         if resp.usage is not None:
             data["usage"] = resp.usage
-        if stop is None:
+        if resp.error is not None:
+            data["error"] = resp.error
+        elif stop is None:
             # Claude Code writes stop_reason null on every line; what the
             # response did tells it apart.
             data["stop_reason"] = "tool_use" if resp.tools else "end_turn"
@@ -976,6 +984,28 @@ def _first_session_id(path: Path) -> str | None:
     if len(_SESSION_OF) < 100_000:
         _SESSION_OF[key] = answer
     return answer
+
+
+def _api_error(obj: Mapping[str, Any], msg: Mapping[str, Any]) -> dict[str, Any]:
+    """The failure of an API error Claude Code wrote as an assistant line (``isApiErrorMessage``).
+
+    Its ``error`` is a kind (``rate_limit``, ``authentication_failed``) or an
+    object, ``apiErrorStatus`` the HTTP status, the text what the user saw.
+    """
+    found = obj.get("error")
+    error: dict[str, Any] = dict(found) if isinstance(found, Mapping) else {}
+    if isinstance(found, str) and found:
+        error["type"] = found
+    status = obj.get("apiErrorStatus")
+    if type(status) is int:
+        error.setdefault("status", status)
+    if not error:
+        error["type"] = "api_error"
+    content = msg.get("content")
+    text = content if isinstance(content, str) else _first_text(content)
+    if text is not None:
+        error.setdefault("message", text)
+    return error
 
 
 def _digest(text: Any) -> str | None:
