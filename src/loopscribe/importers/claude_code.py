@@ -203,7 +203,6 @@ class _Response:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "error": self.error,
             "id": self.id,
             "exec_id": self.exec_id,
             "parent": self.parent,
@@ -214,6 +213,7 @@ class _Response:
             "tools": self.tools,
             "ts": format_ts(self.ts),
             "source": self.source,
+            "error": self.error,
         }
 
     @classmethod
@@ -322,9 +322,9 @@ class ClaudeCodeMapping(Mapper):
         self.subs: dict[str, _Context] = {}
         self.calls: dict[str, _Call] = {}
         self.agent_files: dict[str, list[int]] = {}
+        """Per subagent: ``[offset, line, times mapped]`` of its own lines."""
         self.chains: dict[str, str] = {}
         """Inline sidechain lines (Claude Code 1.0) of subagents in flight: uuid -> their key."""
-        """Per subagent: ``[offset, line, times mapped]`` of its own lines."""
         self.closed: str | None = None
         self.context_run = False
         """The open run began with context lines (a ``summary``, a command's caveat or
@@ -403,8 +403,8 @@ class ClaudeCodeMapping(Mapper):
                 "git_branch": obj.get("gitBranch"),
             }
         kind = obj.get("type")
-        if not self.dest.run_open:
-            self.context_run = True  # what opens a run now is context until a prompt comes
+        if kind == "summary" and not self.dest.run_open:
+            self.context_run = True  # a resumed session's summaries: context of the next prompt
         if obj.get("isSidechain") is True and kind in ("user", "assistant"):
             self._sidechain(obj, source, ts)
         elif kind == "assistant":
@@ -615,6 +615,8 @@ class ClaudeCodeMapping(Mapper):
                 self.context_run = False  # the prompt joins the run its context lines opened
             else:
                 self._begin_turn(source, ts)
+        elif main and not interrupted and not self.dest.run_open:
+            self.context_run = True  # a command's caveat or output: the run opens here
         self.emit(ev.MESSAGE_END, ctx.execution, {"message": msg, "source": source}, ts)
         self.report.messages += 1
         if main and interrupted:
@@ -951,8 +953,6 @@ class ClaudeCodeImporter(ClaudeCodeMapping, Importer):
 
 
 _SESSION_ID = re.compile(rb'"sessionId"\s*:\s*"([^"\\]*)"')
-
-
 _SESSION_OF: dict[str, str] = {}
 """The session each subagent file beside transcripts names, read once per process."""
 
