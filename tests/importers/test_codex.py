@@ -609,3 +609,31 @@ def test_newer_kinds_of_tool_items_are_tool_calls(tmp_path: Path) -> None:
     tool_spans = {s.name: s for s in spans(report.destination) if s.name.startswith("execute_tool")}
     assert set(tool_spans) == {"execute_tool tool_search", "execute_tool image_generation"}
     assert tool_spans["execute_tool image_generation"].status.status_code.name == "ERROR"
+
+
+def test_the_agents_md_message_gives_no_title(tmp_path: Path) -> None:
+    """Codex hands AGENTS.md to the model as a user message: the title is the request after it."""
+    agents = (
+        "# AGENTS.md instructions for /repo\n\n<INSTRUCTIONS>\nKeep changes small.\n</INSTRUCTIONS>"
+    )
+    context = "<environment_context>\n  <cwd>/repo</cwd>\n</environment_context>"
+
+    def said(text: str) -> dict[str, Any]:
+        content = [{"type": "input_text", "text": text}]
+        return {
+            "type": "response_item",
+            "payload": {"type": "message", "role": "user", "content": content},
+        }
+
+    objs: list[dict[str, Any]] = [
+        {"type": "session_meta", "payload": {"id": "s", "cwd": "/repo", "cli_version": "0.104.0"}},
+        said(agents),
+        said(context),
+        said("Fix the flaky upload test"),
+    ]
+    source = _rollout(tmp_path / "rollout-agents.jsonl", objs)
+    report = codex.import_transcript(source, tmp_path / "out", finished=True)
+    titles = [
+        r.data["fields"]["title"] for r in records(report.destination) if r.type == "session_update"
+    ]
+    assert titles == ["Fix the flaky upload test"]

@@ -1151,6 +1151,8 @@ TITLE_CHARS = 72
 """A title longer than this is cut (at a word) and ends with an ellipsis."""
 
 
+_AGENTS_MD = "# AGENTS.md instructions for "
+"""How Codex 0.5x+ hands the project's AGENTS.md to the model, as a user message."""
 _COMMAND_NAME = re.compile(r"<command-name>\s*([^<]+?)\s*</command-name>")
 _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
 
@@ -1159,8 +1161,9 @@ def title_text(value: Any) -> str | None:
     """A one-line title from a message's text, or ``None`` when it has none worth showing.
 
     Text in brackets first (an agent's wrapped context or command output, such
-    as ``<environment_context>`` or ``[Request interrupted by user]``) is not
-    what the user asked, so it gives no title; a Claude Code slash command
+    as ``<environment_context>``, ``[Request interrupted by user]`` or Codex's
+    ``# AGENTS.md instructions for …``) is not what the user asked, so it
+    gives no title; a Claude Code slash command
     (``<command-name>/init</command-name>`` and its ``<command-args>``) is
     titled by its name and arguments.
     """
@@ -1183,7 +1186,7 @@ def title_text(value: Any) -> str | None:
     if marker in value:
         value = value.split(marker, 1)[1]
     text = " ".join(value.split())
-    if not text or text.startswith(("<", "[", "Caveat:")):
+    if not text or text.startswith(("<", "[", "Caveat:", _AGENTS_MD)):
         return None
     if len(text) <= TITLE_CHARS:
         return text
