@@ -599,14 +599,21 @@ class ClaudeCodeMapping(Mapper):
         if main and obj.get("isCompactSummary"):
             self.dest.annotate(ev.COMPACTION, {"summary": msg, "source": source}, ts)
             return
-        if main and not obj.get("isMeta"):
-            self.offer_title(content, source, ts, summary=False)
         text = content if isinstance(content, str) else _first_text(content)
+        printed = text is not None and text.lstrip().startswith(_COMMAND_OUTPUT)
+        if main and printed and self.title_from == "command":
+            # A local command (/clear, /model): it printed and ran no model, so
+            # the request that follows titles the session.
+            self.title_from = None
+        elif main and not obj.get("isMeta") and self.title_from is None:
+            self.offer_title(content, source, ts, summary=False)
+            if self.title_from == "user" and text is not None and "<command-name>" in text:
+                self.title_from = "command"
         interrupted = text is not None and text.startswith(_INTERRUPTED)
         if (
             main
             and not interrupted
-            and not (text is not None and text.lstrip().startswith(_COMMAND_OUTPUT))
+            and not printed
             and not obj.get("isMeta")
             and not obj.get("isSidechain")
             and not obj.get("isVisibleInTranscriptOnly")
