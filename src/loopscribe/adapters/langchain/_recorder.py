@@ -280,7 +280,7 @@ def _context_parent() -> UUID | None:
 
     Some runnables (``RunnableWithFallbacks`` among them) set their child
     callbacks in the config context and then invoke the child with the
-    caller's config, so the child reports no ``parent_run_id``.
+    caller's config, so the child reports the caller's parent (or none).
     """
     config = var_child_runnable_config.get()
     callbacks = config.get("callbacks") if config else None
@@ -554,11 +554,25 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
             parent.interrupts.extend(interrupts)
 
     def _parent(self, parent_run_id: UUID | None) -> UUID | None:
-        """``parent_run_id``, or the open run the config context names when LangChain gave none."""
-        if parent_run_id is not None:
-            return parent_run_id
+        """The run a starting run is nested in, as precisely as LangChain knows it.
+
+        LangChain's config context names the run whose children start now;
+        when that is an open run inside the reported parent (or there is no
+        reported parent), it is the more precise report of the same place.
+        """
         adopted = _context_parent()
-        return adopted if adopted is not None and adopted in self._open else None
+        if adopted is None or adopted == parent_run_id or adopted not in self._open:
+            return parent_run_id
+        if parent_run_id is None:
+            return adopted
+        above = self._open[adopted].parent_run_id
+        for _ in range(_MAX_DEPTH):
+            if above is None or above not in self._open:
+                break
+            if above == parent_run_id:
+                return adopted
+            above = self._open[above].parent_run_id
+        return parent_run_id
 
     def _conversation_of(self, run_id: UUID) -> _Conversation:
         opened = self._open.get(run_id)
