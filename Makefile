@@ -27,7 +27,8 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-UNIT := --ignore=tests/e2e --ignore=tests/reliability -n 2
+# One pytest worker per core, at most four.
+UNIT := --ignore=tests/e2e --ignore=tests/reliability -n auto --maxprocesses=4
 
 unit: $(STAMP)
 	$(BIN)/pytest $(UNIT)

@@ -23,13 +23,14 @@ from typing import Any, NoReturn
 
 import orjson
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
 from .._errors import LoopscribeError
 from .._logsafe import install as install_log_filter
 from .._model import Record
 from .._safeopen import not_a_session_file
 from ._kinds import AGENT_LABELS, candidate_files, describe, file_kind
+from ._terminal import DescriptionColumn, PrintableFormatter, SafeConsole
 
 SESSION_HELP = "a session file, or a session ID or unique ID prefix (looked up under --dir)"
 
@@ -62,7 +63,7 @@ class Out:
     def progress(self, total: int) -> Progress:
         """A byte progress bar on stderr, shown only on a terminal for large work."""
         return Progress(
-            TextColumn("{task.description}"),
+            DescriptionColumn(),
             BarColumn(),
             DownloadColumn(),
             TimeRemainingColumn(),
@@ -386,12 +387,13 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
 
 def run(args: argparse.Namespace) -> int:
     """Run a parsed command (from :func:`command_parser`); returns the exit status."""
+    log_handler = logging.StreamHandler()
+    log_handler.setFormatter(PrintableFormatter("loopscribe: %(levelname)s: %(message)s"))
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="loopscribe: %(levelname)s: %(message)s",
+        level=logging.INFO if args.verbose else logging.WARNING, handlers=[log_handler]
     )
     install_log_filter(*logging.getLogger().handlers)
-    out = Out(Console(soft_wrap=True), Console(stderr=True, soft_wrap=True), args.json)
+    out = Out(SafeConsole(soft_wrap=True), SafeConsole(stderr=True, soft_wrap=True), args.json)
     handler: Callable[[argparse.Namespace, Out], int] = args.handler
     try:
         return handler(args, out)

@@ -231,7 +231,7 @@ def cmd_import(args: argparse.Namespace, out: Out) -> int:
     else:
         _print_summary(out, reports, exported, len(files), out_dir)
     for error in errors:
-        out.stderr.print(f"loopscribe: error: {error}", highlight=False, style="red")
+        out.stderr.print(f"loopscribe: error: {error}", highlight=False, markup=False, style="red")
     if stop.is_set():
         out.stderr.print(
             "loopscribe: stopped; run the same command again to continue", highlight=False

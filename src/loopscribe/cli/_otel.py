@@ -30,6 +30,7 @@ from ._common import (
     resolve_targets,
     seconds,
 )
+from ._terminal import printable_json
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -138,6 +139,7 @@ def cmd_span(args: argparse.Namespace, out: Out) -> int:
                 f"records: loopscribe find {path.parent} --trace-id {trace:032x} "
                 f"--span-id {span:016x}",
                 highlight=False,
+                markup=False,
                 style="dim",
             )
         return 0
@@ -210,14 +212,16 @@ def show_found(
         title, where = heading(path, record)
         ex = record.execution
         what = f"{ex.kind} {ex.id} attempt {ex.attempt}" if ex else "run"
-        out.stdout.rule(f"{title} · seq {record.seq} · {record.type} · {what}", style="cyan")
+        out.stdout.rule(
+            escape(f"{title} · seq {record.seq} · {record.type} · {what}"), style="cyan"
+        )
         out.stdout.print(
             f"{where}  run {record.run_id}  {record.ts.isoformat().replace('+00:00', 'Z')}",
             highlight=False,
             style="dim",
             markup=False,
         )
-        out.stdout.print_json(data=record.data)
+        out.stdout.print(printable_json(record.data))
     if not count:
         target = (
             f"span {args.span_id} of trace {args.trace_id}"
