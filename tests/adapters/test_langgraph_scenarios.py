@@ -523,3 +523,44 @@ def test_a_fallback_model_answers_after_the_first_one_fails(tmp_path: Path) -> N
             attrs(by_id[s.parent.span_id])["loopscribe.execution.id"] for s in found if s.parent
         }
         assert parents == {"RunnableWithFallbacks_1"}
+
+
+class Handoff(TypedDict):
+    """A state a sub-graph hands back to its parent."""
+
+    answer: str
+
+
+def test_a_handoff_to_the_parent_graph_is_not_a_failure(tmp_path: Path) -> None:
+    """Command(graph=Command.PARENT) from a sub-graph node: the steps stop, nothing fails."""
+
+    def hand_back(state: Handoff) -> Command[Any]:
+        return Command(graph=Command.PARENT, goto="finish", update={"answer": "handed"})
+
+    def finish(state: Handoff) -> dict[str, Any]:
+        return {"answer": state["answer"] + " and finished"}
+
+    inner = StateGraph(Handoff)
+    inner.add_node("hand_back", hand_back)
+    inner.add_edge(START, "hand_back")
+    outer = StateGraph(Handoff)
+    outer.add_node("expert", inner.compile(name="expert"), destinations=("finish",))
+    outer.add_node("finish", finish)
+    outer.add_edge(START, "expert")
+    graph: Any = outer.compile()
+    path = tmp_path / "handoff.jsonl"
+    captured = captured_spans()
+    with (
+        Session.create(path, observers=[SpanBridge(captured.processor, file_uri=path)]) as s,
+        s.begin_run() as run,
+    ):
+        handler = LoopscribeCallbackHandler(run)
+        out = graph.invoke({"answer": ""}, {"callbacks": [handler]})
+    assert handler.errors == 0
+    assert out["answer"] == "handed and finished"
+    records = list(loopscribe.read(path))
+    stopped = {ex(r).id: r.data.get("stop_reason") for r in of_type(records, "agent_end")}
+    assert stopped["hand_back_1"] == "parent_command"
+    assert stopped["finish_1"] is None
+    assert not [r for r in records if "error" in r.data]
+    assert not [s for s in captured.spans if s.status.status_code is StatusCode.ERROR]
