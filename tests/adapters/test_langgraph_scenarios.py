@@ -304,7 +304,10 @@ def test_send_fan_out_and_parallel_branches_run_as_sibling_executions(tmp_path: 
     assert parents == ["work_1", "work_2", "work_3"]
 
 
-def test_a_retry_policy_retries_the_node_as_attempts_of_one_execution(tmp_path: Path) -> None:
+@pytest.mark.parametrize("nested", [False, True], ids=["graph", "sub-graph"])
+def test_a_retry_policy_retries_the_node_as_attempts_of_one_execution(
+    tmp_path: Path, nested: bool
+) -> None:
     """RetryPolicy: failed attempts end with their error, the next follows retry_scheduled."""
     path = tmp_path / "retry.jsonl"
     attempts: list[int] = []
@@ -328,6 +331,11 @@ def test_a_retry_policy_retries_the_node_as_attempts_of_one_execution(tmp_path: 
     builder.add_edge(START, "steady")
     builder.add_edge(["flaky", "steady"], END)
     graph: Any = builder.compile()
+    if nested:
+        outer = StateGraph(MessagesState)
+        outer.add_node("team", graph)
+        outer.add_edge(START, "team")
+        graph = outer.compile()
 
     captured = captured_spans()
     with (

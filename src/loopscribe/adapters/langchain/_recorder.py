@@ -370,6 +370,8 @@ class _Open:
     """The records that began the attempt, re-recorded for the next one on ``on_retry``."""
     task: str | None = None
     """The LangGraph task a graph node runs (its ``langgraph_checkpoint_ns``)."""
+    namespace: str | None = None
+    """The LangGraph checkpoint namespace the run started in."""
     interrupts: list[Any] = dataclasses.field(default_factory=list)
     """Interrupts its children stopped with: the graph that catches them paused."""
 
@@ -674,14 +676,17 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         kind = "agent" if own else "chain"
         meta = metadata or {}
         thread_id = _first_str(meta.get("thread_id")) if own else None
+        # A graph node (in a graph or a sub-graph) runs in a checkpoint namespace of its
+        # own, which its task keeps across RetryPolicy attempts; runs inside the node
+        # share the node's namespace.
+        namespace = _first_str(meta.get("langgraph_checkpoint_ns"))
         task = None
         if (
             parent is not None
-            and parent.execution.kind == "agent"
+            and namespace != parent.namespace
             and name == meta.get("langgraph_node")
         ):
-            # A graph node: its task keeps its checkpoint namespace across RetryPolicy attempts.
-            task = _first_str(meta.get("langgraph_checkpoint_ns"))
+            task = namespace
         tasks = self._tasks.setdefault(parent_run_id, {}) if task and parent_run_id else {}
         previous = tasks.get(task) if task else None
         execution = self._start(
@@ -693,6 +698,7 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
             named=True,
             retry_of=previous if previous is not None and previous.error is not None else None,
         )
+        self._open[run_id].namespace = namespace
         if task:
             tasks[task] = _Child(execution)
             self._open[run_id].task = task
