@@ -33,7 +33,6 @@ from opentelemetry.trace import StatusCode
 import loopscribe
 from loopscribe import AssistantMessage, Record, Session, ToolResultMessage, UserMessage
 from loopscribe.adapters.langchain import LoopscribeCallbackHandler
-from loopscribe.cli import main as cli
 from loopscribe.otel import SpanBridge
 from loopscribe.testing import captured_spans
 
@@ -46,6 +45,7 @@ from .test_langgraph import (
     call,
     ex,
     of_type,
+    show,
     streamed_graph,
 )
 
@@ -81,13 +81,6 @@ def by_run(records: Sequence[Record]) -> list[list[Record]]:
         if record.run_id is not None:
             out.setdefault(record.run_id, []).append(record)
     return list(out.values())
-
-
-def show(path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
-    """What ``loopscribe show`` prints for the file, line by line."""
-    capsys.readouterr()
-    assert cli(["show", str(path), "--last", "100"]) == 0
-    return capsys.readouterr().out.splitlines()
 
 
 def attrs(span: ReadableSpan) -> dict[str, Any]:
@@ -141,9 +134,7 @@ def assert_refund_resumed(records: list[Record]) -> None:
     assert committed[0] == UserMessage("Refund A-17")
 
 
-def test_an_interrupt_pauses_the_graph_and_the_resume_runs_the_call_again(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_an_interrupt_pauses_the_graph_and_the_resume_runs_the_call_again(tmp_path: Path) -> None:
     """interrupt() in a tool: deferred, not failed; Command(resume=...) completes the thread."""
     path = tmp_path / "refund.jsonl"
     graph = refund_agent(ToolCallingFake(responses=refund_script()), InMemorySaver())
@@ -168,7 +159,7 @@ def test_an_interrupt_pauses_the_graph_and_the_resume_runs_the_call_again(
         assert span.parent is not None
         assert by_id[span.parent.span_id].name.endswith("tools")
     assert span_body_free(spans)
-    printed = show(path, capsys)
+    printed = show(path).splitlines()
     assert "?" not in printed
     assert "Your refund is done." in printed
 
@@ -324,7 +315,9 @@ def test_a_retry_policy_retries_the_node_as_attempts_of_one_execution(
         return {}
 
     builder = StateGraph(MessagesState)
-    policy = RetryPolicy(max_attempts=3, initial_interval=0.001, retry_on=ConnectionError)
+    policy = RetryPolicy(
+        max_attempts=3, initial_interval=0.001, jitter=False, retry_on=ConnectionError
+    )
     builder.add_node("flaky", flaky, retry_policy=policy)
     builder.add_node("steady", steady, retry_policy=policy)
     builder.add_edge(START, "flaky")

@@ -26,11 +26,10 @@ from pydantic_ai.usage import UsageLimits
 import loopscribe
 from loopscribe import AssistantMessage, Record, Session, ToolCall, ToolResultMessage, UserMessage
 from loopscribe.adapters.pydantic_ai import LoopscribeCapability
-from loopscribe.cli import main as cli
 from loopscribe.otel import SpanBridge
 from loopscribe.testing import CapturedSpans, captured_spans
 
-from .test_pydantic_ai import Script, ex, of_type, text_of
+from .test_pydantic_ai import Script, ex, of_type, show_lines, text_of
 
 CANARY = "canary-body-e4d2"
 
@@ -76,21 +75,12 @@ def body_free(spans: Sequence[ReadableSpan]) -> bool:
     return not any(CANARY in repr(attrs(s)) + repr(s.events) for s in spans)
 
 
-def show(path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
-    """What ``loopscribe show`` prints for the file, line by line."""
-    capsys.readouterr()
-    assert cli(["show", str(path), "--last", "100"]) == 0
-    return capsys.readouterr().out.splitlines()
-
-
 def committed(records: Sequence[Record]) -> list[Any]:
     """The committed messages, in file order."""
     return [r.data["message"] for r in of_type(records, "message_end")]
 
 
-def test_output_validation_retries_send_the_feedback_back_to_the_model(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_output_validation_retries_send_the_feedback_back_to_the_model(tmp_path: Path) -> None:
     """An output validator raising ModelRetry, for tool output and for text output."""
     structured = Agent(
         FunctionModel(
@@ -161,7 +151,7 @@ def test_output_validation_retries_send_the_feedback_back_to_the_model(
     assert len(captured.named("chat geo-model")) == 2
     assert status(captured.spans, "invoke_agent geo") == [(StatusCode.UNSET, None)] * 2
     assert body_free(captured.spans)
-    lines = show(path, capsys)
+    lines = show_lines(path)
     assert "?" not in lines
     assert not [line for line in lines if "retry-feedback" in line]
 
