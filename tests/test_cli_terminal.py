@@ -149,6 +149,12 @@ def test_every_command_shows_hostile_text_as_escapes(
     text = "".join(printed)
     assert not UNSAFE.findall(text), sorted(set(UNSAFE.findall(text)))
     assert text.count(MARKUP) >= 10
+    # find prints each record's data as indented JSON that parses back.
+    found = cli(capsys, "find", str(native), "--trace-id", ids["trace_id"])
+    blocks = re.findall(r"^\{$.*?^\}$", found, flags=re.MULTILINE | re.DOTALL)
+    assert [orjson.loads(block)["tool"] for block in blocks if '"tool"' in block] == [
+        f"grep{HOSTILE}"
+    ] * 2
     # Shown, not dropped: the reader sees what the file holds.
     escaped = MARKUP + "\\x1b[2J\\x1b]0;PWNED\\x07"
     in_name = escaped.replace("/", "")

@@ -42,7 +42,10 @@ _ESCAPES = str.maketrans(
     }
 )
 
-_JSON_ESCAPES = str.maketrans({code: f"\\u{code:04x}" for code in _UNSAFE})
+_JSON_ESCAPES = str.maketrans(
+    {code: f"\\u{code:04x}" for code in _UNSAFE if chr(code) not in _KEPT}
+)
+"""Inside JSON strings json.dumps escapes C0 itself; outside them newlines indent."""
 
 
 def printable(text: str) -> str:
