@@ -55,7 +55,8 @@ CANARY = "canary-body-5b1f"
 @tool
 def refund(order: str) -> str:
     """Refund an order, once a human approves."""
-    answer = interrupt({"approve_refund": order})
+    # Odd values on purpose: a reserved key, a set, bytes.
+    answer = interrupt({"approve_refund": order, "$ls": {"odd"}, "raw": b"\xff"})
     return f"refund of {order}: {answer} {CANARY}"
 
 
@@ -102,7 +103,9 @@ def assert_refund_paused(first: list[Record]) -> None:
     assert tool_end.data["is_error"] is False
     assert tool_end.data["details"]["reason"] == "interrupted"
     (asked,) = tool_end.data["details"]["interrupts"]
-    assert asked["value"] == {"approve_refund": f"A-17 {CANARY}"}
+    value = asked["value"]
+    assert (value["approve_refund"], value["$ls"]) == (f"A-17 {CANARY}", ["odd"])
+    assert "bytes" in value["raw"]["snapshot_error"]
     assert not [r for r in first if "error" in r.data]
     root_end = [r for r in of_type(first, "agent_end") if ex(r).parent_id is None][-1]
     assert root_end.data["stop_reason"] == "interrupted"
