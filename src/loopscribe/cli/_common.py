@@ -15,7 +15,8 @@ import signal
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -387,19 +388,41 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
 
 def run(args: argparse.Namespace) -> int:
     """Run a parsed command (from :func:`command_parser`); returns the exit status."""
-    log_handler = logging.StreamHandler()
-    log_handler.setFormatter(PrintableFormatter("loopscribe: %(levelname)s: %(message)s"))
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, handlers=[log_handler]
-    )
-    install_log_filter(*logging.getLogger().handlers)
     out = Out(SafeConsole(soft_wrap=True), SafeConsole(stderr=True, soft_wrap=True), args.json)
     handler: Callable[[argparse.Namespace, Out], int] = args.handler
     try:
-        return handler(args, out)
+        with _logging(verbose=args.verbose):
+            return handler(args, out)
     except BrokenPipeError:  # pragma: no cover - e.g. `loopscribe find ... | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except (CliError, LoopscribeError, OSError) as exc:
         out.stderr.print(f"loopscribe: error: {exc}", highlight=False, markup=False, style="red")
         return 1
+
+
+@contextmanager
+def _logging(*, verbose: bool) -> Iterator[None]:
+    """Log lines on stderr, printable and without credentials, while a command runs.
+
+    Only when nobody configured logging (as ``logging.basicConfig`` decides);
+    the handler is removed afterwards, so ``main()`` called in-process (a
+    test, a host) leaves the process's logging as it found it and never
+    touches handlers it did not add.
+    """
+    install_log_filter()
+    root = logging.getLogger()
+    if root.handlers:
+        yield
+        return
+    stderr = logging.StreamHandler()
+    stderr.setFormatter(PrintableFormatter("loopscribe: %(levelname)s: %(message)s"))
+    install_log_filter(stderr)
+    level = root.level
+    root.addHandler(stderr)
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+    try:
+        yield
+    finally:
+        root.removeHandler(stderr)
+        root.setLevel(level)

@@ -29,7 +29,22 @@ retriever                      ``(f"{name}_{n}", "tool", 1, parent)``,
                                ``tool_type="datastore"``
 ``with_retry`` attempt ``k``   the first attempt's ``id``, ``attempt=k``
 ``on_retry`` (tenacity)        same ``id``, ``attempt + 1``
+graph node ``RetryPolicy``     same ``id``, ``attempt + 1`` (the same LangGraph
+                               task, ``langgraph_checkpoint_ns``, run again)
 =============================  ==============================================
+
+A run LangChain reports under a coarser parent than the one it ran in
+(``RunnableWithFallbacks`` calls each model with its caller's callbacks)
+is nested under the run LangChain's config context names, when that run
+is open and inside the reported parent.
+
+LangGraph's control flow is not a failure: a node or graph stopped by
+``interrupt()`` ends with ``stop_reason="interrupted"`` and the
+``interrupts`` (``id``, ``value``) it raised, a graph that catches its
+children's interrupts ends the same way, and a tool that calls
+``interrupt()`` ends ``disposition="deferred"`` (``details.reason``).
+``Command(resume=...)`` keeps its ``resume`` value in the top-level
+``agent_start``.
 
 ``name`` is the runnable's or graph node's name and ``n`` counts that name in
 the loopscribe run, so spans read ``chain agent_2``, never a UUID; the

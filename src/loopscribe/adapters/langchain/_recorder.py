@@ -22,6 +22,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage, ToolMessage, convert_to_messages
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, GenerationChunk, LLMResult
+from langchain_core.runnables.config import var_child_runnable_config
 from pydantic import BaseModel
 
 from ... import events as ev
@@ -237,6 +238,62 @@ def _retry_attempt(tags: Sequence[str] | None) -> int | None:
     return None
 
 
+def _control_flow(error: BaseException) -> str | None:
+    """How a LangGraph control-flow exception stopped a run; ``None`` for a real failure.
+
+    LangGraph raises ``GraphBubbleUp`` subclasses through the callbacks to
+    pause or redirect a graph: ``interrupt()`` (``GraphInterrupt``), a
+    ``Command(graph=Command.PARENT)`` (``ParentCommand``), a drain. The run
+    stopped as designed; it did not fail.
+    """
+    names = {cls.__name__ for cls in type(error).__mro__ if cls.__module__.startswith("langgraph")}
+    if "GraphBubbleUp" not in names:
+        return None
+    if "GraphInterrupt" in names:
+        return "interrupted"
+    if "ParentCommand" in names:
+        return "parent_command"
+    if "GraphDrained" in names:
+        return "drained"
+    return "bubbled_up"
+
+
+def _interrupt_values(items: Any) -> list[dict[str, Any]]:
+    """LangGraph ``Interrupt`` objects as ``{"id", "value"}`` (the value the graph asked with)."""
+    if not isinstance(items, list | tuple):
+        return []
+    out = []
+    for item in items:
+        if hasattr(item, "value"):
+            found = {"id": getattr(item, "id", None), "value": item.value}
+            out.append({k: v for k, v in found.items() if v is not None})
+    return out
+
+
+def _interrupts(error: BaseException) -> list[dict[str, Any]]:
+    """The interrupts a ``GraphInterrupt`` carries."""
+    return [found for arg in error.args for found in _interrupt_values(arg)]
+
+
+def _context_parent() -> UUID | None:
+    """The run LangChain's config context says is the parent of a run starting now.
+
+    Some runnables (``RunnableWithFallbacks`` among them) set their child
+    callbacks in the config context and then invoke the child with the
+    caller's config, so the child reports the caller's parent (or none).
+    """
+    config = var_child_runnable_config.get()
+    callbacks = config.get("callbacks") if config else None
+    parent = getattr(callbacks, "parent_run_id", None)
+    return parent if isinstance(parent, UUID) else None
+
+
+def _is_command(value: Any) -> bool:
+    """Whether ``value`` is a LangGraph ``Command`` (a resume, an update), without importing it."""
+    cls = type(value)
+    return cls.__name__ == "Command" and cls.__module__.startswith("langgraph")
+
+
 def _outcome_error(retry_state: RetryCallState) -> BaseException | None:
     outcome = retry_state.outcome
     if outcome is None or not outcome.failed:
@@ -311,6 +368,12 @@ class _Open:
     conversation: _Conversation
     starts: tuple[Event, ...] = ()
     """The records that began the attempt, re-recorded for the next one on ``on_retry``."""
+    task: str | None = None
+    """The LangGraph task a graph node runs (its ``langgraph_checkpoint_ns``)."""
+    namespace: str | None = None
+    """The LangGraph checkpoint namespace the run started in."""
+    interrupts: list[Any] = dataclasses.field(default_factory=list)
+    """Interrupts its children stopped with: the graph that catches them paused."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -364,6 +427,8 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         self._lock = threading.RLock()
         self._open: dict[UUID, _Open] = {}
         self._children: dict[UUID, _Child] = {}
+        # The latest attempt of each LangGraph task (a node's run) under each open graph run.
+        self._tasks: dict[UUID, dict[str, _Child]] = {}
         self._tool_attempts: dict[str, int] = {}
         # The tool execution of each tool call, to file a result a graph node made for it.
         self._tool_executions: dict[str, Execution] = {}
@@ -407,6 +472,7 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         tags: Sequence[str] | None = None,
         named: bool = False,
         conversation: _Conversation | None = None,
+        retry_of: _Child | None = None,
     ) -> Execution:
         """Map a starting LangChain run onto its Execution and remember it.
 
@@ -417,7 +483,17 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         parent_id = parent.execution.id if parent is not None else None
         previous = self._children.get(parent_run_id) if parent_run_id is not None else None
         retry = _retry_attempt(tags)
-        if retry is not None and previous is not None and previous.execution.kind == kind:
+        if retry_of is not None:
+            # A LangGraph RetryPolicy runs the node's task again as a new run.
+            execution = dataclasses.replace(
+                retry_of.execution, attempt=retry_of.execution.attempt + 1
+            )
+            self._record(
+                ev.retry_scheduled(
+                    retry_of.execution, next_attempt=execution.attempt, error=retry_of.error
+                )
+            )
+        elif retry is not None and previous is not None and previous.execution.kind == kind:
             # Runnable.with_retry runs each attempt as a new child run, tagged
             # retry:attempt:N: it is the same call, one attempt later.
             execution = dataclasses.replace(
@@ -459,6 +535,7 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         """Forget an ending run; remember its error for a ``with_retry`` of it."""
         opened = self._open.pop(run_id, None)
         self._children.pop(run_id, None)
+        self._tasks.pop(run_id, None)
         if opened is None:
             logger.debug("loopscribe: end of unknown LangChain run %s ignored", run_id)
             return None
@@ -466,7 +543,38 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
             child = self._children.get(opened.parent_run_id)
             if child is not None and child.execution == opened.execution:
                 child.error = error
+            if opened.task is not None:
+                task = self._tasks.get(opened.parent_run_id, {}).get(opened.task)
+                if task is not None and task.execution == opened.execution:
+                    task.error = error
         return opened
+
+    def _pass_up(self, opened: _Open, interrupts: list[Any]) -> None:
+        """Hand a stopped run's interrupts to its parent, which ends paused if it catches them."""
+        parent = self._open.get(opened.parent_run_id) if opened.parent_run_id else None
+        if parent is not None:
+            parent.interrupts.extend(interrupts)
+
+    def _parent(self, parent_run_id: UUID | None) -> UUID | None:
+        """The run a starting run is nested in, as precisely as LangChain knows it.
+
+        LangChain's config context names the run whose children start now;
+        when that is an open run inside the reported parent (or there is no
+        reported parent), it is the more precise report of the same place.
+        """
+        adopted = _context_parent()
+        if adopted is None or adopted == parent_run_id or adopted not in self._open:
+            return parent_run_id
+        if parent_run_id is None:
+            return adopted
+        above = self._open[adopted].parent_run_id
+        for _ in range(_MAX_DEPTH):
+            if above is None or above not in self._open:
+                break
+            if above == parent_run_id:
+                return adopted
+            above = self._open[above].parent_run_id
+        return parent_run_id
 
     def _conversation_of(self, run_id: UUID) -> _Conversation:
         opened = self._open.get(run_id)
@@ -527,6 +635,8 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
 
     def _input_messages(self, inputs: Any) -> list[BaseMessage]:
         """The messages a graph or chain was invoked with, as LangChain messages."""
+        if _is_command(inputs):
+            inputs = inputs.update  # a LangGraph Command(resume=..., update=...)
         raw = inputs.get("messages", inputs.get("input")) if isinstance(inputs, Mapping) else inputs
         if isinstance(raw, BaseMessage):
             return [raw]
@@ -559,13 +669,39 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
     ) -> None:
         """A chain (any Runnable, a LangGraph graph or node) started."""
         name = _first_str(kwargs.get("name"), _serialized_name(serialized)) or "chain"
+        parent_run_id = self._parent(parent_run_id)
         parent = self._open.get(parent_run_id) if parent_run_id is not None else None
         # A graph or chain run by a tool is an agent of its own with its own conversation.
         own = parent is None or parent.execution.kind == "tool"
         kind = "agent" if own else "chain"
         meta = metadata or {}
         thread_id = _first_str(meta.get("thread_id")) if own else None
-        execution = self._start(run_id, parent_run_id, kind, name, tags=tags, named=True)
+        # A graph node (in a graph or a sub-graph) runs in a checkpoint namespace of its
+        # own, which its task keeps across RetryPolicy attempts; runs inside the node
+        # share the node's namespace.
+        namespace = _first_str(meta.get("langgraph_checkpoint_ns"))
+        task = None
+        if (
+            parent is not None
+            and namespace != parent.namespace
+            and name == meta.get("langgraph_node")
+        ):
+            task = namespace
+        tasks = self._tasks.setdefault(parent_run_id, {}) if task and parent_run_id else {}
+        previous = tasks.get(task) if task else None
+        execution = self._start(
+            run_id,
+            parent_run_id,
+            kind,
+            name,
+            tags=tags,
+            named=True,
+            retry_of=previous if previous is not None and previous.error is not None else None,
+        )
+        self._open[run_id].namespace = namespace
+        if task:
+            tasks[task] = _Child(execution)
+            self._open[run_id].task = task
         if own:
             scope = None if parent is None else execution
             conversation = self._thread(thread_id, scope) if thread_id and parent is None else None
@@ -581,6 +717,7 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
             tags=list(tags or ()),
             metadata=self._json(strip_secrets(meta)) if kind == "agent" else None,
             thread_id=thread_id,
+            resume=self._json(cast(Any, inputs).resume) if own and _is_command(inputs) else None,
             lc_run_id=str(run_id),
         )
         self._starting(run_id, start)
@@ -609,7 +746,18 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
                 if not conversation.known(message):
                     owner = self._tool_executions.get(getattr(message, "tool_call_id", ""))
                     self._commit(conversation, owner or opened.execution, message)
-        self._record(ev.agent_end(opened.execution, opened.name))
+        pending = outputs.get("__interrupt__") if isinstance(outputs, Mapping) else None
+        interrupts = opened.interrupts or self._json(_interrupt_values(pending))
+        self._record(
+            self._extra(
+                ev.agent_end(
+                    opened.execution,
+                    opened.name,
+                    stop_reason="interrupted" if interrupts else None,
+                ),
+                interrupts=interrupts,
+            )
+        )
 
     @_guarded
     def on_chain_error(
@@ -620,10 +768,22 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        """A chain failed."""
-        opened = self._end(run_id, error)
-        if opened is not None:
+        """A chain failed, or a LangGraph node paused the graph (``interrupt()``)."""
+        stopped = _control_flow(error)
+        opened = self._end(run_id, None if stopped else error)
+        if opened is None:
+            return
+        if stopped is None:
             self._record(ev.agent_end(opened.execution, opened.name, error=error))
+            return
+        interrupts = self._json(_interrupts(error))
+        self._pass_up(opened, interrupts)
+        self._record(
+            self._extra(
+                ev.agent_end(opened.execution, opened.name, stop_reason=stopped),
+                interrupts=interrupts,
+            )
+        )
 
     @_guarded
     def on_agent_action(
@@ -721,6 +881,7 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """A chat model call started: the new messages, then the request."""
+        parent_run_id = self._parent(parent_run_id)
         # LangChain calls this once per message list, so there is exactly one.
         batch = [m for message_list in messages for m in message_list]
         parent = self._open.get(parent_run_id) if parent_run_id is not None else None
@@ -742,6 +903,7 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """A text-completion model call started; its prompts are the request's messages."""
+        parent_run_id = self._parent(parent_run_id)
         messages = [UserMessage(prompt) for prompt in prompts]
         self._model_start(serialized, messages, run_id, parent_run_id, tags, metadata, kwargs)
 
@@ -864,6 +1026,7 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """A tool started; LangChain passes the model's ``tool_call_id`` when there is one."""
+        parent_run_id = self._parent(parent_run_id)
         name = _first_str(_serialized_name(serialized), kwargs.get("name")) or "tool"
         call_id = _first_str(kwargs.get("tool_call_id"))
         execution = self._start(
@@ -923,10 +1086,25 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        """A tool raised (an unhandled ``ToolException`` or any other error)."""
-        opened = self._end(run_id, error)
-        if opened is not None:
+        """A tool raised (an unhandled ``ToolException`` or any other error), or interrupted."""
+        stopped = _control_flow(error)
+        opened = self._end(run_id, None if stopped else error)
+        if opened is None:
+            return
+        if stopped is None:
             self._record(ev.tool_exec_end(opened.execution, opened.name, error=error))
+            return
+        # interrupt() in a tool: the call waits for a Command(resume=...) and runs again then.
+        details = {"reason": stopped, "interrupts": self._json(_interrupts(error))}
+        self._pass_up(opened, details["interrupts"])
+        self._record(
+            ev.tool_exec_end(
+                opened.execution,
+                opened.name,
+                details={k: v for k, v in details.items() if v},
+                disposition="deferred" if stopped == "interrupted" else stopped,
+            )
+        )
 
     # -- retrievers ------------------------------------------------------------------
 
@@ -943,6 +1121,7 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """A retriever was queried: a datastore tool call."""
+        parent_run_id = self._parent(parent_run_id)
         name = _first_str(kwargs.get("name"), _serialized_name(serialized)) or "retriever"
         execution = self._start(run_id, parent_run_id, "tool", name, tags=tags, named=True)
         start = self._extra(

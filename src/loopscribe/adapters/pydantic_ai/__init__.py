@@ -50,7 +50,8 @@ Attempt numbering:
 or invalid arguments, which end the call before ``tool_invoke_start``),
 ``failed`` (``ToolFailed``), ``deferred`` (waiting for approval or an
 external result), ``raised`` (any other exception: the run fails),
-``cancelled``, ``not_executed`` (validated but never run).
+``cancelled`` (still running when the run was cancelled or failed),
+``not_executed`` (validated but never run).
 
 The model boundary is observed by a ``WrapperModel`` that the capability
 puts innermost around the serving model (``get_wrapper_model``): it records

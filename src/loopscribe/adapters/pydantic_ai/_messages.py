@@ -34,6 +34,7 @@ from pydantic_ai.messages import (
     ModelRequestPart,
     ModelResponse,
     ModelResponsePart,
+    RetryFeedbackPart,
     RetryPromptPart,
     SystemPromptPart,
     TextPart,
@@ -155,6 +156,12 @@ def _request_part(part: ModelRequestPart) -> Message | None:
             is_error=part.outcome in ("failed", "denied", "retried"),
             details=lowered,
         )
+    if isinstance(part, RetryFeedbackPart):
+        # Output retry feedback: the model gets it in the user voice, or as a system
+        # prompt for pydantic-ai's own "no output" text.
+        feedback = part.model_response()
+        no_output = part.retry.cause == "no_output"
+        return SystemMessage(feedback) if no_output else UserMessage(feedback)
     if isinstance(part, RetryPromptPart):
         feedback = part.model_response()
         if part.tool_name is None:

@@ -217,6 +217,8 @@ class _ToolCall:
     max_retries: int = 0
     ended: bool = False
     error: dict[str, Any] | None = None
+    running: bool = False
+    """The tool function was called (``wrap_tool_execute``) and has not returned."""
 
 
 @dataclass(slots=True)
@@ -493,7 +495,14 @@ class LoopscribeCapability(AbstractCapability[Any]):
             self._model_ended(state.model, None, error or _NotFinished("the run ended first"))
         deferred = _deferred(result)
         for call in list(state.tools.values()):
-            if not call.ended:
+            if call.running and not call.ended:
+                # The run ended (cancelled, or a sibling tool failed) while the tool ran:
+                # pydantic-ai cancels it after this hook, so it never reports back itself.
+                cancelled = error if isinstance(error, asyncio.CancelledError) else None
+                self._end_tool(
+                    call, error=cancelled or asyncio.CancelledError("the run ended while it ran")
+                )
+            elif not call.ended:
                 reason = deferred.get(call.execution.id)
                 self._end_tool(
                     call,
@@ -834,6 +843,7 @@ class LoopscribeCapability(AbstractCapability[Any]):
         try:
             tool = self._executing_tool(ctx, call, args)
             if tool is not None:
+                tool.running = True
                 token = _CURRENT_TOOL.set((self._shared, tool.execution.id))
         except Exception:
             self._failed("wrap_tool_execute")
