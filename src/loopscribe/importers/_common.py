@@ -61,9 +61,9 @@ CURSOR_VERSION = 1
 SOURCE_EVENT = "source_event"
 """Record type of a source line the importer keeps as it is (an unknown type)."""
 DEFAULT_SETTLE_SECONDS = 1800.0
+"""A transcript unchanged for this long is taken as finished (see ``finished=``)."""
 _LOOK_AHEAD_BYTES = 16 << 20
 """How far :meth:`Importer.first_ts` reads for a first timestamp before giving up."""
-"""A transcript unchanged for this long is taken as finished (see ``finished=``)."""
 
 _BUFFER_BYTES = 1 << 16
 LEFTOVER_SUFFIX = ".leftover"
