@@ -21,9 +21,9 @@ from rich.highlighter import JSONHighlighter
 from rich.progress import ProgressColumn, Task
 from rich.text import Text
 
-_KEPT = frozenset("\n\t")
 _UNSAFE = [
-    *range(0x20),  # C0 controls: ESC, BEL, backspace, carriage return, ...
+    *(code for code in range(0x20) if chr(code) not in "\n\t"),  # C0 controls: ESC, BEL,
+    # backspace, carriage return, ... (newlines and tabs stay: messages have lines)
     0x7F,  # DEL
     *range(0x80, 0xA0),  # C1 controls: CSI, OSC, ... as one character
     0x061C,  # Arabic letter mark
@@ -35,16 +35,9 @@ _UNSAFE = [
     0x2029,
 ]
 _ESCAPES = str.maketrans(
-    {
-        code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-        for code in _UNSAFE
-        if chr(code) not in _KEPT
-    }
+    {code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" for code in _UNSAFE}
 )
-
-_JSON_ESCAPES = str.maketrans(
-    {code: f"\\u{code:04x}" for code in _UNSAFE if chr(code) not in _KEPT}
-)
+_JSON_ESCAPES = str.maketrans({code: f"\\u{code:04x}" for code in _UNSAFE})
 """Inside JSON strings json.dumps escapes C0 itself; outside them newlines indent."""
 
 
