@@ -263,7 +263,7 @@ REOPENER = textwrap.dedent(
     import sys
     from loopscribe import Session
     s = Session.open(sys.argv[1])   # after a crash: the old run is still open in the file
-    print("reopened", flush=True)
+    print("ready", flush=True)
     sys.stdin.readline()
     run = s.begin_run()
     print("running", flush=True)
@@ -295,23 +295,13 @@ def test_a_writer_in_another_process_between_turns_after_a_crash(tmp_path: Path)
     crashed = subprocess.run([sys.executable, "-c", CRASHER, str(path)], check=False, timeout=60)
     assert crashed.returncode == -9
     assert ws.status(s.id) == "interrupted"
-    with subprocess.Popen(
-        [sys.executable, "-c", REOPENER, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as child:
-        assert child.stdin is not None
-        assert child.stdout is not None
-        try:
-            seen = []
-            for _ in range(3):
-                seen.append((child.stdout.readline().strip(), ws.status(s.id)))
-                child.stdin.write("next\n")
-                child.stdin.flush()
-            assert child.wait(timeout=30) == 0
-        finally:
-            child.kill()
+    with scripted(REOPENER, str(path)) as child:
+        seen = [("reopened", ws.status(s.id))]  # it said ready: the crashed run still open
+        for _ in range(2):
+            child.go()
+            seen.append((child.said(), ws.status(s.id)))
+        child.go()
+        assert child.process.wait(timeout=30) == 0
     assert seen == [("reopened", "interrupted"), ("running", "running"), ("idle", "idle")]
 
 
