@@ -857,7 +857,6 @@ class ClaudeCodeImporter(ClaudeCodeMapping, Importer):
         super().__init__(source, destination, **options)
         self.subagent_dir = self.source.parent / self.source.stem / "subagents"
         self._has_file: dict[str, bool] = {}
-        self._session_of: dict[str, str] = {}
 
     def skip_line(self, raw: bytes) -> str | None:
         """Progress (but agent progress), file-history and queue lines, told apart unparsed."""
@@ -891,10 +890,7 @@ class ClaudeCodeImporter(ClaudeCodeMapping, Importer):
         Claude Code 2.0 kept every session's subagent files in the project
         folder; a file's lines name the session it ran in.
         """
-        found = self._session_of.get(path.name)
-        if found is None:
-            found = self._session_of[path.name] = _first_session_id(path) or ""
-        return found == self.source.stem
+        return _first_session_id(path) == self.source.stem
 
     def _map_agent(self, agent_id: str, parent: str | None, name: str | None) -> bool:
         """Import what is new in a subagent's file as an ``agent`` execution under ``parent``."""
