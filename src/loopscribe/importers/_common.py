@@ -52,6 +52,7 @@ from .._format import format_ts as format_record_ts
 from .._freeze import FrozenConfig, freeze_config
 from .._model import Event, Execution, Record
 from .._reader import read
+from .._redact import LineRedactor
 from .._session import Observer, Run, Session
 
 logger = logging.getLogger("loopscribe.importers")
@@ -475,9 +476,11 @@ class Destination:
         *,
         observers: Iterable[Observer] = (),
         live: bool = False,
+        redact: LineRedactor | None = None,
     ) -> None:
         self.path = path
         self._cursor = cursor
+        self._redact = redact
         self._observers = tuple(observers)
         self._live = live
         self._metadata = metadata
@@ -516,7 +519,10 @@ class Destination:
             if self.path.exists():
                 self._remove_leftover()
             session = Session.create(
-                self.path, metadata=self._metadata(), observers=self._observers
+                self.path,
+                metadata=self._metadata(),
+                observers=self._observers,
+                redact=self._redact,
             )
         else:
             if not self.path.exists():
@@ -524,7 +530,7 @@ class Destination:
                     f"{self.path}: missing, but its import cursor exists; delete "
                     f"{cursor_path(self.path)} to import the transcript again"
                 )
-            session = Session.open(self.path, observers=self._observers)
+            session = Session.open(self.path, observers=self._observers, redact=self._redact)
             if session.id != cursor.session_id or session.next_seq < cursor.dest_seq:
                 session.close()
                 raise ImportStateError(
