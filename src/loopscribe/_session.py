@@ -12,10 +12,12 @@ Durability rules, and why:
   its directory so the file itself survives a power loss.
 * A short write is completed or cut back to the last line boundary, and the
   handle fails: a partial line is never followed by another record.
-* Write and sync errors are sticky (see ``loopscribe._errors``): they are
-  the file's fault. Data never is: a value the codec cannot hold is
-  recorded as a ``snapshot_error`` diagnostic and recording goes on. A
-  failed fsync is never retried, because a retry can report success for
+* Write, sync and encoding errors are sticky (see ``loopscribe._errors``).
+  Data never causes one: a value the codec cannot hold is recorded as a
+  ``snapshot_error`` diagnostic and recording goes on. An encoding error
+  is the host's set-up mistake (an unregistered class where a message
+  belongs, a custom codec's refusal), raised before anything is written.
+  A failed fsync is never retried, because a retry can report success for
   data the kernel has already dropped.
 * One writer per file: an exclusive, non-blocking ``flock`` on the open
   file description. It fails at once for a second handle in this or
@@ -61,6 +63,7 @@ from ._errors import (
     SessionLockedError,
     WriteError,
 )
+from ._fields import typed_positions
 from ._format import FORMAT_VERSION, Scanner, format_ts
 from ._freeze import FrozenConfig, freeze_config
 from ._model import CallRef, Event, Execution, Record, Transient, new_record
@@ -757,6 +760,10 @@ class Session:
         self._error = error
         return error
 
+    def _refused(self, exc: EncodeError, seq: int, kind: str) -> LoopscribeError:
+        """The codec refused a record: nothing was written, and the error is sticky."""
+        return self._fail(type(exc)(f"{self._path}: seq {seq} ({kind}): {exc}"))
+
     def _append(
         self,
         kind: str,
@@ -773,11 +780,11 @@ class Session:
             obj = self._envelope(seq, kind, run_id, ts_text, execution, data)
             try:
                 # Data is not an error: the codec escapes and diagnoses what it
-                # cannot hold. Only a custom codec can still refuse, and then
-                # this record alone is refused, never the recording.
-                line = self._codec.dumps(obj, newline=True)
+                # cannot hold. What it refuses (an unregistered class where a
+                # message belongs, a custom codec's refusal) is sticky.
+                line = self._codec.dumps(obj, newline=True, typed=typed_positions)
             except EncodeError as exc:
-                raise type(exc)(f"{self._path}: seq {seq} ({kind}): {exc}") from None
+                raise self._refused(exc, seq, kind) from None
             if self._redact is not None:
                 scrubbed = self._redact(line)
                 if scrubbed != line:
@@ -836,9 +843,9 @@ class Session:
                     line = None
             if line is None:
                 try:
-                    line = self._codec.dumps(obj, newline=True)
+                    line = self._codec.dumps(obj, newline=True, typed=typed_positions)
                 except EncodeError as exc:
-                    raise type(exc)(f"{self._path}: seq {seq} ({kind}): {exc}") from None
+                    raise self._refused(exc, seq, kind) from None
             if self._redact is not None:
                 line = self._redact(line)
             offset = self._size
