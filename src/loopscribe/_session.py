@@ -982,6 +982,8 @@ class Run:
         self._session = session
         self._id = run_id
         self._closed = False
+        # The event recorded last and its result: the same object again is not written twice.
+        self._last: tuple[Event, Record | None] | None = None
         _run_lock(session._fd, held=True)
 
     @property
@@ -1006,17 +1008,30 @@ class Run:
     def record(self, event: Event) -> Record | None:
         """Write ``event`` if the recording policy keeps it (see ``loopscribe.events``).
 
+        The same Event object recorded again right after itself is one fact
+        delivered twice (a host recording both an AgentLoop's stream and its
+        executor's observer): when it has a source timestamp, nothing more is
+        written and the first call's result is returned.
+
         Returns:
             The written Record, or ``None`` for a transient event that is not written.
 
         Raises:
             ValueError: ``event.type`` is a lifecycle type the Session writes itself.
-            EncodeError: A custom codec refused the data (this record only; the
-                built-in codec diagnoses such values instead).
+            UnknownTypeError: A message (or artifact) position holds an object
+                of a class not registered with the codec (sticky; nothing of the
+                record is written). Data elsewhere never raises: the built-in
+                codec diagnoses what JSON cannot hold.
+            EncodeError: A custom codec refused the data (sticky).
             WriteError: The write failed (sticky).
             SessionClosedError: The run or its Session is closed.
         """
-        return self._record(event.type, event.execution, event.data, event.timestamp)
+        last = self._last
+        if last is not None and last[0] is event:
+            return last[1]
+        record = self._record(event.type, event.execution, event.data, event.timestamp)
+        self._last = (event, record) if event.timestamp is not None else None
+        return record
 
     def _record(
         self,
