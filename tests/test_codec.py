@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,18 +101,84 @@ def test_registered_custom_types_round_trip_with_the_same_registry(session_path:
     }
 
 
-def test_unknown_typed_message_is_diagnosed_and_recording_goes_on(session_path: Path) -> None:
-    """An unregistered dataclass becomes a snapshot_error naming its type, never its value."""
+class Plain:
+    """A host class that is no dataclass: orjson cannot encode it either."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+TYPED_POSITIONS = [
+    ("a committed message", lambda bad: ev.message_end(EX, bad)),
+    ("a content block", lambda bad: ev.message_end(EX, AssistantMessage((TextContent("ok"), bad)))),
+    ("a user message's block", lambda bad: ev.message_end(EX, UserMessage((bad,)))),
+    ("a request message", lambda bad: ev.model_request(EX, [UserMessage("hi"), bad])),
+    ("a model result", lambda bad: ev.model_exec_end(EX, message=bad)),
+    ("a partial result", lambda bad: ev.model_exec_end(EX, partial_message=bad, error="E")),
+    ("a routed attempt's partial", lambda bad: ev.model_route(EX, "m", partial_message=bad)),
+    ("a run's artifact", lambda bad: ev.agent_end(EX, "a", artifacts={"plan": bad})),
+]
+
+
+@pytest.mark.parametrize(
+    "bad", [Unregistered("CANARY"), Plain("CANARY")], ids=["dataclass", "class"]
+)
+@pytest.mark.parametrize(("case", "make"), TYPED_POSITIONS, ids=[c for c, _ in TYPED_POSITIONS])
+def test_an_unregistered_class_in_a_typed_position_raises_before_anything_is_written(
+    session_path: Path, case: str, make: Any, bad: Any
+) -> None:
+    """A host's own class where a message or artifact belongs is a set-up mistake: loud, sticky."""
     s = Session.create(session_path)
     run = s.begin_run()
-    run.record(ev.message_end(EX, Unregistered("CANARY")))
-    run.record(ev.message_end(EX, UserMessage("next")))
-    s.close()
+    size, seq = s.size, s.next_seq
+    with pytest.raises(
+        UnknownTypeError, match=rf"{type(bad).__qualname__}.*codec\.register"
+    ) as err:
+        run.record(make(bad))
+    assert (s.size, s.next_seq) == (size, seq)  # not a byte of the record was written
+    assert session_path.stat().st_size == size
+    assert s.error is err.value
+    with pytest.raises(UnknownTypeError):
+        run.record(ev.message_end(EX, UserMessage("next")))
+    with pytest.raises(UnknownTypeError):
+        s.close()
     assert b"CANARY" not in session_path.read_bytes()
-    messages = [r.data["message"] for r in read(session_path) if r.type == "message_end"]
-    assert "Unregistered" in messages[0]["snapshot_error"]
-    assert "codec" in messages[0]["snapshot_error"]
-    assert messages[1] == UserMessage("next")
+
+
+def test_an_unregistered_class_in_a_data_position_is_diagnosed(session_path: Path) -> None:
+    """Tool output, arguments and details are data: the value becomes a snapshot_error."""
+    tool = Execution("t", "tool")
+    with Session.create(session_path) as s, s.begin_run() as run:
+        run.record(ev.tool_exec_end(tool, "t", Plain("CANARY"), details=Unregistered("CANARY")))
+        run.record(ev.tool_exec_start(tool, "t", {"arg": Unregistered("CANARY")}))
+        result = ToolResultMessage("t", "t", (TextContent("ok"),), details=Plain("CANARY"))
+        run.record(ev.message_end(tool, result))
+        run.record(Event("note", None, {"message": Plain("CANARY")}))  # a host's own type
+        assert s.error is None
+    assert b"CANARY" not in session_path.read_bytes()
+    data = [r.data for r in read(session_path) if r.execution is not None or r.type == "note"]
+    assert "Plain" in data[0]["result"]["snapshot_error"]
+    assert "Unregistered" in data[1]["args"]["arg"]["snapshot_error"]
+    assert "Plain" in data[2]["message"].details["snapshot_error"]
+    assert "Plain" in data[3]["message"]["snapshot_error"]
+
+
+def test_plain_values_in_typed_positions_are_data(session_path: Path) -> None:
+    """Dict messages, strings and values JSON cannot hold never raise where a message belongs."""
+    hostile = {"role": "tool", "content": [b"\xff", {"$ls": "user"}, 2**70]}
+    with Session.create(session_path) as s, s.begin_run() as run:
+        for message in (hostile, "plain text", [1, {"a": b"x"}], b"raw", {"x"}, 2**70, None):
+            run.record(ev.message_end(EX, message))
+        run.record(ev.model_request(EX, [hostile, "hi"]))
+        block: Any = {"type": "text", "text": b"x"}  # a provider's block, as a dict
+        run.record(ev.message_end(EX, AssistantMessage((block,))))
+        assert s.error is None
+    ends: list[Any] = [r.data.get("message") for r in read(session_path) if r.type == "message_end"]
+    assert ends[0]["content"][1] == {"$ls": "user"}
+    assert "snapshot_error" in ends[0]["content"][0]
+    assert ends[1] == "plain text"
+    assert "snapshot_error" in ends[3]
+    assert "snapshot_error" in ends[-1].content[0]["text"]
 
 
 def test_strict_dumps_still_refuses_an_unregistered_type() -> None:

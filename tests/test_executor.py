@@ -12,6 +12,8 @@ import pytest
 
 from loopscribe import (
     AssistantMessage,
+    Codec,
+    EncodeError,
     Event,
     Execution,
     LLMRequest,
@@ -371,3 +373,30 @@ def test_provider_state_from_stream_end_is_recorded_and_returned(session_path: P
     end = next(r for r in read(session_path) if r.type == "model_exec_end")
     assert end.data["provider_state"] == state
     assert end.data["response_id"] == "resp_9"
+
+
+def test_an_encoding_failure_through_a_recorder_stays_visible(session_path: Path) -> None:
+    """A codec's refusal is counted by the Recorder, kept as session.error and raised by close."""
+
+    class RefusingCodec(Codec):
+        """Refuses model_request records."""
+
+        def dumps(self, value: Any, **options: Any) -> bytes:
+            if isinstance(value, dict) and value.get("type") == "model_request":
+                raise EncodeError("this codec refuses requests")
+            return super().dumps(value, **options)
+
+    session = Session.create(session_path, RefusingCodec())
+    run = session.begin_run()
+    recorder = Recorder(run)
+    result = ModelExecutor(on_event=recorder).call(
+        Scripted("m", ["ok"]), ModelExecution(EX, REQUEST)
+    )
+    assert result.ok  # the call itself is not the recorder's to fail
+    assert recorder.failures == 3  # the request, then its chunk and its end (sticky)
+    assert isinstance(session.error, EncodeError)
+    assert "refuses requests" in str(session.error)
+    with pytest.raises(EncodeError, match="refuses requests"):
+        session.close()
+    kinds = [r.type for r in read(session_path)]
+    assert kinds == ["session_start", "run_start", "model_exec_start"]  # the gap is where it was

@@ -3,17 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from loopscribe import (
     AgentLoop,
+    CallRef,
+    Codec,
+    Event,
+    Execution,
     LLMRequest,
+    LoopContext,
+    ModelExecution,
+    ModelExecutor,
+    Recorder,
     Session,
     StreamEnd,
     ToolCall,
+    ToolContext,
     ToolResultMessage,
+    TransformContext,
     Usage,
+    UserMessage,
+    checkpoint_turns,
     read,
 )
 from loopscribe import events as ev
@@ -180,7 +196,7 @@ def test_context_transform_summary_is_a_recorded_call_on_the_loops_stream(
     session_path: Path,
 ) -> None:
     """A transform that summarizes through the executor it is given leaves a recorded model call."""
-    from loopscribe import SystemMessage, TransformContext
+    from loopscribe import SystemMessage
 
     summarizer = ScriptedModel([["the user said hi"]])
     summarizer.name = "summarizer-1"
@@ -252,3 +268,394 @@ def test_checkpoint_turns_saves_the_loop_state_at_each_turn_and_restores_it(
     events = list(restored.run("And tomorrow?", history))
     assert restored.messages[: len(history)] == history
     assert events[-1].type == "agent_end"
+
+
+# -- times from the source ---------------------------------------------------------------
+
+
+class ManualClock:
+    """A clock that moves only when told to: time passes where the test says it does."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+class SlowModel:
+    """Streams scripted chunks, each taking ``per_chunk`` seconds of the manual clock."""
+
+    name = "slow-1"
+
+    def __init__(self, clock: ManualClock, script: list[list[Any]], per_chunk: float) -> None:
+        self.clock, self.script, self.per_chunk = clock, list(script), per_chunk
+
+    def stream(self, request: LLMRequest) -> Iterator[Any]:
+        for chunk in self.script.pop(0):
+            self.clock.advance(self.per_chunk)
+            yield chunk
+
+
+def _seconds(later: datetime, earlier: datetime) -> float:
+    return (later - earlier).total_seconds()
+
+
+def test_each_event_is_stamped_when_it_happens_so_spans_last_as_long_as_the_work(
+    session_path: Path,
+) -> None:
+    """A 0.6 s model call and a 1.5 s tool are 0.6 s and 1.5 s apart in the file and in spans."""
+    clock = ManualClock()
+    model = SlowModel(
+        clock, [[ToolCall("c1", "slow", {}), "x", StreamEnd("tool_use")], ["a", "b", "c"]], 0.2
+    )
+
+    def slow() -> str:
+        clock.advance(1.5)
+        return "done"
+
+    loop = AgentLoop(model, {"slow": slow}, clock=clock)
+    with Session.create(session_path) as s, s.begin_run() as run:
+        for event in loop.run("go"):
+            run.record(event)
+    records = list(read(session_path))
+
+    def at(kind: str, ex_id: str) -> datetime:
+        return next(
+            r.ts for r in records if r.type == kind and r.execution and r.execution.id == ex_id
+        )
+
+    for model_id in ("model_1", "model_2"):
+        start = at("model_exec_start", model_id)
+        assert at("model_request", model_id) == start  # sent before the model took its time
+        assert _seconds(at("model_exec_end", model_id), start) == pytest.approx(0.6)
+        assert at("message_start", model_id) > start  # stamped with its first chunk
+    assert _seconds(at("tool_exec_end", "c1"), at("tool_exec_start", "c1")) == pytest.approx(1.5)
+    assert _seconds(at("turn_end", "turn_1"), at("turn_start", "turn_1")) == pytest.approx(2.1)
+    captured = captured_spans()
+    replay(session_path, captured.processor)
+    chats = captured.named("chat slow-1")
+    assert len(chats) == 2
+    for span in chats:
+        assert span.end_time is not None
+        assert span.start_time is not None
+        assert span.end_time - span.start_time == 600_000_000
+    (tool,) = captured.named("execute_tool slow")
+    assert tool.end_time is not None
+    assert tool.start_time is not None
+    assert tool.end_time - tool.start_time == 1_500_000_000
+
+
+# -- context for tools -------------------------------------------------------------------
+
+
+def test_a_tool_with_a_keyword_only_context_gets_its_coordinates(session_path: Path) -> None:
+    """context.execution, .ref and the session and run IDs name the tool call itself."""
+    seen: list[ToolContext] = []
+
+    def where(city: str, *, context: ToolContext) -> str:
+        seen.append(context)
+        return city
+
+    model = ScriptedModel([[ToolCall("call_9", "where", {"city": "Porto"})], ["ok"]])
+    loop = AgentLoop(model, {"where": where})
+    with Session.create(session_path) as s, s.begin_run() as run:
+        for event in loop.run("hi", run=run):
+            run.record(event)
+    (context,) = seen
+    assert context.execution == Execution("call_9", "tool", 1, "turn_1")
+    assert context.tool == "where"
+    assert (context.session_id, context.run_id) == (s.id, run.id)
+    assert context.ref == run.ref(context.execution)
+
+
+def test_a_tool_learns_its_run_from_the_executors_recorder(session_path: Path) -> None:
+    """Without run=, the run of a Recorder on the loop's executor is the tool's run."""
+    refs: list[CallRef | None] = []
+
+    def where(*, context: ToolContext) -> str:
+        refs.append(context.ref)
+        return "here"
+
+    model = ScriptedModel([[ToolCall("c1", "where", {})], ["ok"]])
+    with Session.create(session_path) as s, s.begin_run() as run:
+        loop = AgentLoop(model, {"where": where}, executor=ModelExecutor(on_event=Recorder(run)))
+        list(loop.run("hi"))
+    assert refs == [CallRef(s.id, run.id, "c1", 1)]
+    assert list(
+        AgentLoop(ScriptedModel([[ToolCall("c1", "where", {})], ["ok"]]), {"where": where}).run(
+            "hi"
+        )
+    )
+    assert refs[-1] is None  # no run known: no ref
+
+
+def test_tools_without_a_context_parameter_get_the_arguments_alone() -> None:
+    """A tool taking **kwargs, or context as an ordinary argument, is called as tool(**args)."""
+    got: list[dict[str, Any]] = []
+
+    def anything(**kwargs: Any) -> str:
+        got.append(kwargs)
+        return "ok"
+
+    def takes_context_as_argument(context: str) -> str:
+        got.append({"context": context})
+        return "ok"
+
+    model = ScriptedModel(
+        [
+            [ToolCall("c1", "anything", {"a": 1}), ToolCall("c2", "arg", {"context": "mine"})],
+            ["done"],
+        ]
+    )
+    loop = AgentLoop(model, {"anything": anything, "arg": takes_context_as_argument})
+    events = list(loop.run("hi"))
+    assert got == [{"a": 1}, {"context": "mine"}]
+    assert not any(e.data.get("is_error") for e in events if e.type == "tool_exec_end")
+
+
+def test_a_model_call_inside_a_tool_nests_under_the_tool_call(session_path: Path) -> None:
+    """Calls through context.call and through the tool's own executor are children of the tool."""
+    inner = ScriptedModel([["a summary"], ["a translation"]])
+    inner.name = "inner-1"
+    own = ModelExecutor()  # the tool's own, from its closure: no observer at all
+
+    def research(topic: str, *, context: ToolContext) -> str:
+        first = context.call([UserMessage(f"summarize {topic}")], model=inner)
+        second = own.call(
+            inner, ModelExecution(Execution("translate", "model"), LLMRequest([UserMessage("x")]))
+        )
+        return f"{first.message.text if first.message else ''}; {second.ok}"
+
+    model = ScriptedModel([[ToolCall("call_1", "research", {"topic": "tides"})], ["ok"]])
+    loop = AgentLoop(model, {"research": research})
+    with Session.create(session_path) as s, s.begin_run() as run:
+        for event in loop.run("hi", run=run):
+            run.record(event)
+    records = list(read(session_path))
+    nested = {
+        r.execution.id: r.execution.parent_id
+        for r in records
+        if r.type == "model_exec_end" and r.execution is not None
+    }
+    assert nested == {
+        "model_1": "turn_1",
+        "call_1_model": "call_1",
+        "translate": "call_1",
+        "model_2": "turn_2",
+    }
+    kinds = [(r.type, r.execution.id if r.execution else None) for r in records]
+    # On the stream between the tool's invocation and its end.
+    assert (
+        kinds.index(("tool_invoke_start", "call_1"))
+        < kinds.index(("model_exec_end", "translate"))
+        < kinds.index(("tool_exec_end", "call_1"))
+    )
+    captured = captured_spans()
+    replay(session_path, captured.processor)
+    tree = span_tree(captured.spans)
+    assert "      execute_tool research\n        chat inner-1\n        chat inner-1" in tree
+
+
+def test_a_model_argument_named_context_cannot_reach_a_tool_that_takes_the_context() -> None:
+    """The clash is the tool's error result, never a silently dropped argument."""
+
+    def tool(*, context: ToolContext) -> str:
+        return "unreachable"
+
+    model = ScriptedModel([[ToolCall("c1", "tool", {"context": "model's"})], ["done"]])
+    events = list(AgentLoop(model, {"tool": tool}).run("hi"))
+    end = next(e for e in events if e.type == "tool_exec_end")
+    assert end.data["error"]["type"] == "TypeError"
+    assert "context" in end.data["error"]["message"]
+
+
+# -- the loop's stream or the executor's observer ----------------------------------------
+
+
+def _calls_loop(executor: ModelExecutor) -> AgentLoop:
+    """A loop whose model calls come from the conversation, a summary and a tool."""
+    summarizer = ScriptedModel([["short"]])
+    summarizer.name = "summarizer-1"
+
+    def summarize(messages: list[Any], context: TransformContext) -> list[Any]:
+        if context.turn == 1:
+            context.call(messages, model=summarizer)
+        return messages
+
+    def ask(*, context: ToolContext) -> str:
+        result = context.call([UserMessage("inner")], model=ScriptedModel([["sub-answer"]]))
+        return "answered" if result.ok else "failed"
+
+    model = ScriptedModel([[ToolCall("t1", "ask", {})], ["done", StreamEnd("stop")]])
+    return AgentLoop(model, {"ask": ask}, executor=executor, transform_context=summarize)
+
+
+_MODEL_FACTS = ("model_exec_start", "model_request", "model_exec_end")
+_ALL_CALLS = ["summary_1", "model_1", "t1_model", "model_2"]
+
+
+def _model_facts(path: Path) -> list[tuple[str, str]]:
+    """(type, execution id) of every model fact in the file, in order."""
+    return [
+        (r.type, r.execution.id)
+        for r in read(path)
+        if r.type in _MODEL_FACTS and r.execution is not None
+    ]
+
+
+def _once_each(facts: list[tuple[str, str]]) -> None:
+    for call in _ALL_CALLS:
+        assert [t for t, ex in facts if ex == call] == list(_MODEL_FACTS), call
+
+
+def test_recording_the_loops_stream_writes_each_call_once(session_path: Path) -> None:
+    """With an executor that only logs, the stream holds every call's facts once."""
+    logged: list[Event] = []
+    loop = _calls_loop(ModelExecutor(on_event=logged.append))
+    with Session.create(session_path) as s, s.begin_run() as run:
+        for event in loop.run("hi", run=run):
+            run.record(event)
+    _once_each(_model_facts(session_path))
+    assert [e.type for e in logged].count("model_exec_end") == len(_ALL_CALLS)
+
+
+def test_recording_the_shared_executors_observer_writes_each_call_once(session_path: Path) -> None:
+    """A Recorder on the loop's executor sees every call the loop makes, once, in order."""
+    with Session.create(session_path) as s, s.begin_run() as run:
+        loop = _calls_loop(ModelExecutor(on_event=Recorder(run)))
+        stream = list(loop.run("hi", run=run))  # drained, never recorded
+    facts = _model_facts(session_path)
+    _once_each(facts)
+    assert [ex for t, ex in facts if t == "model_exec_start"] == _ALL_CALLS
+    kinds = [r.type for r in read(session_path)]
+    assert "turn_start" not in kinds  # only the model facts went through the observer
+    assert [
+        (e.type, e.execution.id) for e in stream if e.type in _MODEL_FACTS and e.execution
+    ] == facts
+
+
+def test_recording_both_the_stream_and_the_observer_writes_each_call_once(
+    session_path: Path,
+) -> None:
+    """Each model fact reaches run.record twice, as the same object in a row: written once."""
+    with Session.create(session_path) as s, s.begin_run() as run:
+        loop = _calls_loop(ModelExecutor(on_event=Recorder(run)))
+        for event in loop.run("hi", run=run):
+            run.record(event)
+    _once_each(_model_facts(session_path))
+    records = list(read(session_path))
+    assert [r.seq for r in records] == list(range(len(records)))
+    # The loop's own facts are there once too: the prompt, two replies, one tool result.
+    assert sum(r.type == "message_end" for r in records) == 4
+
+
+# -- artifacts ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Report:
+    """An application's own artifact type, registered with the session's codec."""
+
+    title: str
+    body: str
+
+
+def _report_codec() -> Codec:
+    codec = Codec()
+    codec.register(Report, "report")
+    return codec
+
+
+def test_a_transforms_summary_passes_the_artifacts_it_staged(session_path: Path) -> None:
+    """context_transform_end carries the artifacts the transform staged, typed, by name."""
+
+    def compact(messages: list[Any], context: TransformContext) -> list[Any]:
+        context.stage_artifact("history", Report("before turn 1", "the user said hi"))
+        return messages[-1:]
+
+    loop = AgentLoop(ScriptedModel([["ok"]]), transform_context=compact)
+    with Session.create(session_path, _report_codec()) as s, s.begin_run() as run:
+        for event in loop.run("hi"):
+            run.record(event)
+    records = list(read(session_path, codec=_report_codec()))
+    end = next(r for r in records if r.type == "context_transform_end")
+    assert end.data["artifacts"] == {"history": Report("before turn 1", "the user said hi")}
+    assert records[-2].type == "agent_end"
+    assert records[-2].data["artifacts"] == end.data["artifacts"]
+
+
+def test_a_terminal_listener_sees_the_artifacts_written_after_the_run(session_path: Path) -> None:
+    """after_run runs before agent_end: its artifacts are in agent_end and the last checkpoint."""
+    summarizer = ScriptedModel([["2 tool calls, 1 answer"]])
+
+    def note(*, context: ToolContext) -> str:
+        context.stage_artifact("note", {"from": context.execution.id})
+        return "noted"
+
+    def after_run(context: LoopContext) -> None:
+        result = context.call(list(context.messages), model=summarizer)
+        context.stage_artifact(
+            "summary", Report("run", result.message.text if result.message else "")
+        )
+
+    model = ScriptedModel([[ToolCall("c1", "note", {})], ["done"]])
+    loop = AgentLoop(model, {"note": note}, after_run=after_run)
+    with Session.create(session_path, _report_codec()) as s, s.begin_run() as run:
+        list(checkpoint_turns(run, loop, loop.run("hi", run=run)))
+    records = list(read(session_path, codec=_report_codec()))
+    kinds = [r.type for r in records]
+    assert kinds[-3:] == ["agent_end", "checkpoint", "run_close"]
+    expected = {"note": {"from": "c1"}, "summary": Report("run", "2 tool calls, 1 answer")}
+    assert records[-3].data["artifacts"] == expected
+    summary_call = next(
+        r
+        for r in records
+        if r.type == "model_exec_end" and r.execution and r.execution.id == "agent_model"
+    )
+    assert summary_call.execution is not None
+    assert summary_call.execution.parent_id == "agent"
+    assert summary_call.seq < records[-3].seq  # the hook's work precedes the terminal event
+    with Session.open(session_path, _report_codec()) as again:
+        state = again.load_checkpoint()
+    restored = AgentLoop(ScriptedModel([]))
+    restored.restore(state)
+    assert restored.artifacts == expected
+
+
+def test_a_failing_after_run_hook_still_ends_the_run_on_record() -> None:
+    """agent_end records the hook's failure; then the failure propagates to the host."""
+
+    def after_run(context: LoopContext) -> None:
+        raise RuntimeError("disk full")
+
+    events: list[Event] = []
+    stream = AgentLoop(ScriptedModel([["ok"]]), after_run=after_run).run("hi")
+    with pytest.raises(RuntimeError, match="disk full"):
+        events.extend(stream)
+    assert events[-1].type == "agent_end"
+    assert events[-1].data["error"]["type"] == "RuntimeError"
+
+
+def test_an_interrupted_loop_call_still_ends_on_record_through_the_observer(
+    session_path: Path,
+) -> None:
+    """KeyboardInterrupt mid-stream: the observer records model_exec_end, then it propagates."""
+
+    class Interrupted:
+        name = "m-int"
+
+        def stream(self, request: LLMRequest) -> Iterator[Any]:
+            yield "so far"
+            raise KeyboardInterrupt
+
+    with Session.create(session_path) as s, s.begin_run() as run:
+        loop = AgentLoop(Interrupted(), executor=ModelExecutor(on_event=Recorder(run)))
+        with pytest.raises(KeyboardInterrupt):
+            list(loop.run("hi"))
+    (end,) = [r for r in read(session_path) if r.type == "model_exec_end"]
+    assert end.data["error"]["type"] == "KeyboardInterrupt"
+    assert end.data["partial_message"].text == "so far"

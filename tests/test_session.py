@@ -6,11 +6,14 @@ import logging
 import re
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 from loopscribe import (
+    Codec,
+    EncodeError,
     Event,
     Execution,
     Record,
@@ -306,3 +309,48 @@ def test_resume_run_leaves_the_gap_visible_in_the_file_and_the_run_span(
     root = next(s for s in spans.spans if s.name.startswith("invoke_agent"))
     assert root.attributes is not None
     assert root.attributes["loopscribe.run.resumed_at_seq"] == (gap[0].seq,)
+
+
+def test_the_same_event_object_recorded_twice_in_a_row_is_written_once(
+    session_path: Path,
+) -> None:
+    """One fact delivered twice (stream and observer) is one record; a new fact is not skipped."""
+    when = datetime(2026, 5, 1, tzinfo=UTC)
+    fact = Event("note", None, {"n": 1}, when)
+    unstamped = Event("heartbeat", None, {})
+    with Session.create(session_path) as s, s.begin_run() as run:
+        first = run.record(fact)
+        assert run.record(fact) is first
+        run.record(Event("note", None, {"n": 1}, when))  # equal, but another fact
+        run.record(unstamped)
+        run.record(unstamped)  # no source time: "now", twice
+        run.record(fact)  # not in a row any more
+    kinds = [r.type for r in read(session_path)][2:-1]
+    assert kinds == ["note", "note", "heartbeat", "heartbeat", "note"]
+
+
+class RefusingCodec(Codec):
+    """A custom codec that refuses any record holding the key ``refuse``."""
+
+    def dumps(self, value: Any, **options: Any) -> bytes:
+        data = value.get("data") if isinstance(value, dict) else None
+        if isinstance(data, dict) and "refuse" in data:
+            raise EncodeError("this codec refuses it")
+        return super().dumps(value, **options)
+
+
+def test_a_codec_refusal_raises_from_record_and_is_sticky(session_path: Path) -> None:
+    """Nothing of the refused record is written; later records and close raise the same error."""
+    s = Session.create(session_path, RefusingCodec())
+    run = s.begin_run()
+    run.record(Event("note", None, {"fine": 1}))
+    size = s.size
+    with pytest.raises(EncodeError, match=r"seq 3 \(note\): this codec refuses it") as err:
+        run.record(Event("note", None, {"refuse": 1}))
+    assert s.size == size
+    assert s.error is err.value
+    with pytest.raises(EncodeError):
+        run.record(Event("note", None, {"fine": 2}))
+    with pytest.raises(EncodeError):
+        s.close()
+    assert [r.data for r in read(session_path) if r.type == "note"] == [{"fine": 1}]

@@ -36,7 +36,7 @@ from ._executor import (
 )
 from ._format import FORMAT_VERSION
 from ._freeze import freeze_config, freeze_request
-from ._loop import AgentLoop, TransformContext, checkpoint_turns
+from ._loop import AgentLoop, LoopContext, ToolContext, TransformContext, checkpoint_turns
 from ._messages import (
     AssistantMessage,
     FileContent,
@@ -78,6 +78,7 @@ __all__ = [
     "FormatError",
     "ImageContent",
     "LLMRequest",
+    "LoopContext",
     "LoopscribeError",
     "ModelExecution",
     "ModelExecutor",
@@ -101,6 +102,7 @@ __all__ = [
     "ThinkingContent",
     "ThinkingDelta",
     "ToolCall",
+    "ToolContext",
     "ToolResultMessage",
     "TransformContext",
     "Transient",

@@ -19,6 +19,10 @@ provider bodies), so nothing in a value stops a record:
   dict with a non-string key, an object of an unregistered class) is
   replaced, for that value alone, by ``{"snapshot_error": ...}``, a
   diagnostic that names its type and never keeps the value.
+* Except in a *typed position* (see :meth:`Codec.check_typed`): there an
+  object of an unregistered class is the host's set-up mistake, not data,
+  and :meth:`Codec.dumps` raises :class:`UnknownTypeError` instead of
+  lowering away the application's type.
 * ``datetime``, ``date`` and ``time`` are stored as ISO 8601 strings,
   ``UUID`` as its canonical string, an ``Enum`` member as its value: they read
   back as those plain values, not as the original type. Register a type to
@@ -33,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import orjson
@@ -187,6 +191,28 @@ def snapshot_error(value: Any, reason: str) -> dict[str, str]:
     }
 
 
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is data rather than an object of some class: a built-in value.
+
+    Subclasses of the JSON types (a ``str`` enum, an ``OrderedDict``) count
+    as data: they are stored as the JSON value they are.
+    """
+    return (
+        type(value).__module__ == "builtins"
+        or isinstance(value, str | int | float | dict | list | tuple)
+        or type(value) is orjson.Fragment
+    )
+
+
+def _unknown(value: Any, where: str) -> UnknownTypeError:
+    kind = type(value)
+    return UnknownTypeError(
+        f"{where} holds a {kind.__module__}.{kind.__qualname__}, which is not registered "
+        f"with the codec; call codec.register({kind.__qualname__}) on the Session's codec "
+        "before recording it, or record plain JSON values (dicts, lists, strings, numbers)"
+    )
+
+
 def _is_tag_like(key: str) -> bool:
     """Whether ``key`` is ``$ls`` with one or more ``$``: the keys an escape renames."""
     return key.endswith("ls") and key.startswith("$") and key.lstrip("$") == "ls"
@@ -305,7 +331,14 @@ class Codec:
             )
         return entry.encode(obj)
 
-    def dumps(self, value: Any, *, newline: bool = False, strict: bool = False) -> bytes:
+    def dumps(
+        self,
+        value: Any,
+        *,
+        newline: bool = False,
+        strict: bool = False,
+        typed: Callable[[Any], Iterable[tuple[str, Any]]] | None = None,
+    ) -> bytes:
         """Encode ``value`` as compact JSON.
 
         A plain dict using the reserved key is escaped; a value JSON cannot
@@ -316,9 +349,14 @@ class Codec:
             value: What to encode.
             newline: End the line with ``\\n``.
             strict: Raise instead of diagnosing a value JSON cannot hold.
+            typed: Gives the typed positions of ``value`` as ``(where,
+                value)`` pairs; each is checked with :meth:`check_typed`
+                before anything is diagnosed. Called only when a value
+                needs diagnosing, so it costs nothing on the common path.
 
         Raises:
-            UnknownTypeError: ``strict``, and a value is of an unregistered type.
+            UnknownTypeError: ``strict``, and a value is of an unregistered
+                type; or a typed position holds one.
             EncodeError: ``strict``, and anything else JSON cannot hold.
         """
         options = _LINE_OPTIONS if newline else DUMPS_OPTIONS
@@ -335,6 +373,11 @@ class Codec:
                 if isinstance(cause, UnknownTypeError):
                     raise UnknownTypeError(str(cause)) from None
                 raise EncodeError(f"cannot encode as JSON: {exc}") from None
+            if typed is not None:
+                # Only an unregistered class fails in a typed position, and only
+                # a failed fast path can hold one: check before lowering it away.
+                for where, item in typed(value):
+                    self.check_typed(item, where)
             return self._dumps_lowered(value, options)
         finally:
             # Restored, so an encoder that calls dumps itself leaves the outer count alone.
@@ -344,6 +387,44 @@ class Codec:
             # A plain dict uses the reserved key: escape it (rare, so walked only now).
             return self._dumps_lowered(value, options)
         return line
+
+    def check_typed(self, value: Any, where: str) -> None:
+        """Refuse an object of an unregistered class in a typed position.
+
+        A typed position holds a message (or a list of messages), or an
+        artifact: there a value is a registered type, or plain JSON (a dict in
+        a provider's shape, a string, a number, a list, ``None``, and other
+        built-in values, which are diagnosed as data when JSON cannot hold
+        them). The content blocks of a registered message (the items of its
+        ``content``) are typed positions too. Anything else is an instance of
+        a class the host forgot to register: lowering it would read back as
+        something else, so it is an error.
+
+        Args:
+            value: The value in the position.
+            where: Names the position in the error (``data.message``).
+
+        Raises:
+            UnknownTypeError: ``value``, an item of it (a list of messages), or
+                a content block of it is of an unregistered class.
+        """
+        kind = type(value)
+        if kind is list or kind is tuple:
+            for i, item in enumerate(value):
+                self._check_one(item, f"{where}[{i}]")
+            return
+        self._check_one(value, where)
+
+    def _check_one(self, value: Any, where: str) -> None:
+        if type(value) in self._encoders:
+            content = getattr(value, "content", None)
+            if type(content) is list or type(content) is tuple:
+                for i, block in enumerate(content):
+                    if not _plain(block) and type(block) not in self._encoders:
+                        raise _unknown(block, f"{where}.content[{i}]")
+            return
+        if not _plain(value):
+            raise _unknown(value, where)
 
     def _dumps_lowered(self, value: Any, options: int) -> bytes:
         """The slow path: walk ``value``, escaping and diagnosing, then encode it."""

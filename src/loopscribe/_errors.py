@@ -22,12 +22,15 @@ working for code that does not know loopscribe::
 Errors that come from a file carry ``path``, ``line`` (1-based) and
 ``offset`` (byte offset of the line) as attributes and in their message.
 
-Recording failures are *sticky*: after a :class:`WriteError`, every later
-``record``, ``save_checkpoint`` and ``close`` on the same Session raises the
-same exception object again, so a gap in the evidence can never go
-unnoticed. Data is never such a failure: the built-in codec records a value
-JSON cannot hold as a ``snapshot_error`` diagnostic, and :class:`EncodeError`
-(from ``Codec.dumps(strict=True)`` or a custom codec) refuses one record only.
+Recording failures are *sticky*: after a :class:`WriteError` or an
+:class:`EncodeError` from ``Run.record``, every later ``record``,
+``save_checkpoint`` and ``close`` on the same Session raises the same
+exception object again, so a gap in the evidence can never go unnoticed.
+Data is never such a failure: the built-in codec records a value JSON cannot
+hold as a ``snapshot_error`` diagnostic. An encoding failure is the host's
+set-up mistake — an object of an unregistered class where a message or an
+artifact belongs (:class:`UnknownTypeError`), or a custom codec refusing a
+record — and the record is refused before any of it is written.
 """
 
 from __future__ import annotations
@@ -97,8 +100,10 @@ class EncodeError(LoopscribeError, TypeError):
 class UnknownTypeError(EncodeError):
     """A typed value (a class instance) has no codec registration.
 
-    loopscribe refuses to lower such a value to a plain dict silently, because
-    reading it back would no longer give the application's type.
+    Raised for such a value in a typed position (a message, a content block,
+    an artifact; see ``Codec.check_typed``) and by ``Codec.dumps(strict=True)``:
+    loopscribe refuses to lower it silently, because reading it back would no
+    longer give the application's type. Elsewhere, as data, it is diagnosed.
     """
 
 

@@ -23,15 +23,26 @@ A call adds no retries, commits no message (no ``message_end``) and
 manufactures no ``agent_end``: completion is ``model_exec_end`` and its error.
 The events of one call are published one at a time, in order; an
 ``on_event`` shared by concurrent calls must be safe for that, as
-``Run.record`` is.
+``Run.record`` is. Each event is stamped with the executor's ``clock`` when
+it happens, so a recorded call spans the time the model took.
+
+Inside an :class:`~loopscribe.AgentLoop` step (its own model calls, a
+context transform, a tool, an after-run hook) a call made through *any*
+executor belongs to the loop: it nests under the step's execution when it
+names no parent, is stamped by the loop's clock, and each event goes to the
+executor's ``on_event`` and onto the loop's stream, one right after the
+other (see ``_Scope``).
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
+import threading
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any, TypeAlias
 
 from . import events as ev
@@ -134,6 +145,72 @@ Middleware = Callable[[LLMRequest], "LLMRequest | ModelResult"]
 Router = Callable[[Any, LLMRequest], Iterable[Any]]
 """Given the requested model and the request, the models to try, in order."""
 OnEvent = Callable[[Event], object]
+Clock = Callable[[], datetime]
+"""Returns the current time as an aware datetime; events are stamped with it."""
+
+
+def utc_now() -> datetime:
+    """The default clock: now, in UTC."""
+    return datetime.now(UTC)
+
+
+class _Scope:
+    """Where the model calls made inside one AgentLoop step belong.
+
+    The loop installs one (in a context variable) while its own model call, a
+    context transform, a tool or an after-run hook runs. A call made inside,
+    through any executor, nests under ``parent`` when it names no parent of
+    its own and is stamped by the loop's ``clock``; each of its events is
+    handed here with that executor's ``on_event`` instead of being published.
+    After the step the loop delivers each event to its observer and then
+    yields it, one right after the other, so a host that records both the
+    stream and the observer into one run has ``Run.record`` see the same
+    Event object twice in a row (it writes it once). Once the step is over
+    the scope is closed: a call still running on a thread the step left
+    behind publishes as if no loop were there.
+    """
+
+    __slots__ = ("_lock", "_open", "_pending", "clock", "parent")
+
+    def __init__(self, parent: Execution, clock: Clock) -> None:
+        self.parent = parent
+        self.clock = clock
+        self._pending: list[tuple[Event, OnEvent | None]] = []
+        self._open = True
+        self._lock = threading.Lock()
+
+    def take(self, event: Event, observer: OnEvent | None) -> bool:
+        """Keep ``event`` for the loop; ``False`` once the step is over."""
+        with self._lock:
+            if self._open:
+                self._pending.append((event, observer))
+            return self._open
+
+    def close(self) -> list[tuple[Event, OnEvent | None]]:
+        """End the step: the events handed in, each with its observer, in order."""
+        with self._lock:
+            self._open = False
+            pending, self._pending = self._pending, []
+            return pending
+
+
+_SCOPE: ContextVar[_Scope | None] = ContextVar("loopscribe_scope", default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Out:
+    """Where one call's events go, and the clock that stamps them."""
+
+    observer: OnEvent | None
+    clock: Clock
+    scope: _Scope | None
+
+    def __call__(self, event: Event) -> None:
+        scope = self.scope
+        if scope is not None and scope.take(event, self.observer):
+            return
+        if self.observer is not None:
+            self.observer(event)
 
 
 def model_name(model: Any) -> str:
@@ -229,11 +306,15 @@ class ModelExecutor:
             returns a rewritten :class:`LLMRequest` or a :class:`ModelResult`
             that short-circuits the call (no request or attempts are published).
         on_event: Receives every event (for example ``run.record`` wrapped by
-            :class:`loopscribe.Recorder`). Shared across concurrent calls, it
-            must be thread-safe.
+            :class:`loopscribe.Recorder`), also those of the calls an
+            :class:`~loopscribe.AgentLoop` makes through this executor, which
+            its stream carries too: record one or the other. Shared across
+            concurrent calls, it must be thread-safe.
         router: Picks the models to try; each is a routed attempt, published
             as ``model_route``, tried until one succeeds. Without a router the
             requested model is the only attempt.
+        clock: Stamps each event when it happens (default: now, in UTC).
+            Inside an AgentLoop step the loop's clock stamps them instead.
     """
 
     def __init__(
@@ -241,27 +322,42 @@ class ModelExecutor:
         middlewares: Sequence[Middleware] = (),
         on_event: OnEvent | None = None,
         router: Router | None = None,
+        *,
+        clock: Clock | None = None,
     ) -> None:
         self.middlewares = tuple(middlewares)
         self.on_event = on_event
         self.router = router
+        self.clock: Clock = clock or utc_now
 
-    def _publish(self, event: Event) -> None:
-        if self.on_event is not None:
-            self.on_event(event)
-
-    def _prepare(self, model: Any, call: ModelExecution) -> tuple[LLMRequest, ModelResult | None]:
+    def _begin(self, call: ModelExecution) -> tuple[Execution, _Out]:
+        """The call's execution (nested under the loop step it is made in) and its outlet."""
         ex = call.execution
-        self._publish(ev.model_exec_start(ex, model_name(model), provider=model_provider(model)))
-        request = call.request
+        scope = _SCOPE.get()
+        if scope is None:
+            return ex, _Out(self.on_event, self.clock, None)
+        if ex.parent_id is None:
+            ex = Execution(ex.id, ex.kind, ex.attempt, scope.parent.id)
+        return ex, _Out(self.on_event, scope.clock, scope)
+
+    def _prepare(
+        self, out: _Out, ex: Execution, model: Any, request: LLMRequest
+    ) -> tuple[LLMRequest, ModelResult | None]:
+        name = model_name(model)
+        out(ev.model_exec_start(ex, name, provider=model_provider(model), timestamp=out.clock()))
         for middleware in self.middlewares:
             outcome = middleware(request)
             if isinstance(outcome, ModelResult):
                 return request, replace(outcome, short_circuit=True)
             request = outcome
-        self._publish(
+        out(
             ev.model_request(
-                ex, request.messages, request.tools, request.config, model=model_name(model)
+                ex,
+                request.messages,
+                request.tools,
+                request.config,
+                model=name,
+                timestamp=out.clock(),
             )
         )
         return request, None
@@ -271,10 +367,13 @@ class ModelExecutor:
             return [(model, False)]
         return [(m, True) for m in self.router(model, request)]
 
-    def _finish(self, ex: Execution, acc: _Accumulator, error: BaseException | None) -> ModelResult:
+    @staticmethod
+    def _finish(
+        out: _Out, ex: Execution, acc: _Accumulator, error: BaseException | None
+    ) -> ModelResult:
         message = acc.message(error)
         if error is None:
-            self._publish(
+            out(
                 ev.model_exec_end(
                     ex,
                     message=message,
@@ -283,13 +382,14 @@ class ModelExecutor:
                     stop_reason=message.stop_reason,
                     response_id=acc.response_id,
                     provider_state=acc.provider_state,
+                    timestamp=out.clock(),
                 )
             )
             return ModelResult(
                 message, None, message.model or acc.model, provider_state=acc.provider_state
             )
         partial = None if acc.empty() else message
-        self._publish(
+        out(
             ev.model_exec_end(
                 ex,
                 partial_message=partial,
@@ -298,13 +398,15 @@ class ModelExecutor:
                 model=acc.model,
                 response_id=acc.response_id,
                 provider_state=acc.provider_state,
+                timestamp=out.clock(),
             )
         )
         return ModelResult(partial, error, acc.model, provider_state=acc.provider_state)
 
-    def _fell_through(self, ex: Execution, acc: _Accumulator, error: BaseException) -> None:
+    @staticmethod
+    def _fell_through(out: _Out, ex: Execution, acc: _Accumulator, error: BaseException) -> None:
         """A routed attempt failed and the router tries the next model: keep the evidence."""
-        self._publish(
+        out(
             ev.model_route(
                 ex,
                 acc.model,
@@ -312,36 +414,42 @@ class ModelExecutor:
                 error=error,
                 partial_message=None if acc.empty() else acc.message(error),
                 usage=acc.usage,
+                timestamp=out.clock(),
             )
         )
 
-    def _cancelled(self, ex: Execution, acc: _Accumulator, cancel: BaseException) -> None:
+    @classmethod
+    def _cancelled(cls, out: _Out, ex: Execution, acc: _Accumulator, cancel: BaseException) -> None:
         """End an interrupted call on record before the interruption propagates."""
         try:
-            self._finish(ex, acc, cancel)
+            cls._finish(out, ex, acc, cancel)
         except Exception:
             logger.exception("recording the end of a cancelled model call failed")
 
-    def _short_circuit(self, ex: Execution, result: ModelResult) -> ModelResult:
-        self._publish(
+    @staticmethod
+    def _short_circuit(out: _Out, ex: Execution, result: ModelResult) -> ModelResult:
+        out(
             ev.model_exec_end(
                 ex,
                 message=result.message if result.error is None else None,
                 partial_message=result.message if result.error is not None else None,
                 error=result.error,
                 model=result.model,
+                timestamp=out.clock(),
             )
         )
         return result
 
-    def _attempt(self, ex: Execution, candidate: Any, routed: bool) -> _Accumulator:
+    @staticmethod
+    def _attempt(out: _Out, ex: Execution, candidate: Any, routed: bool) -> _Accumulator:
         acc = _Accumulator(model_name(candidate))
         if routed:
-            self._publish(ev.model_route(ex, acc.model))
+            out(ev.model_route(ex, acc.model, timestamp=out.clock()))
         return acc
 
-    def _chunk(self, ex: Execution, acc: _Accumulator, chunk: Any) -> None:
-        self._publish(ev.model_stream(ex, chunk))
+    @staticmethod
+    def _chunk(out: _Out, ex: Execution, acc: _Accumulator, chunk: Any) -> None:
+        out(ev.model_stream(ex, chunk, timestamp=out.clock()))
         acc.add(chunk)
 
     def call(self, model: Any, call: ModelExecution) -> ModelResult:
@@ -352,71 +460,73 @@ class ModelExecutor:
             holds the partial content, if any. The call itself never raises a
             provider error.
         """
-        ex = call.execution
-        request, short = self._prepare(model, call)
+        ex, out = self._begin(call)
+        request, short = self._prepare(out, ex, model, call.request)
         if short is not None:
-            return self._short_circuit(ex, short)
+            return self._short_circuit(out, ex, short)
         acc, error = _Accumulator(model_name(model)), _no_model()
         failed: _Accumulator | None = None
         try:
             for candidate, routed in self._attempts(model, request):
                 if failed is not None:
-                    self._fell_through(ex, failed, error)
-                acc = self._attempt(ex, candidate, routed)
+                    self._fell_through(out, ex, failed, error)
+                acc = self._attempt(out, ex, candidate, routed)
                 try:
                     stream = _open_stream(candidate, request)
                     if isinstance(stream, AsyncIterable):
                         raise TypeError("this model streams asynchronously: use acall()")
                     for chunk in stream:
-                        self._chunk(ex, acc, chunk)
+                        self._chunk(out, ex, acc, chunk)
                 except Exception as exc:
                     error, failed = exc, (acc if routed else None)
                     continue
-                return self._finish(ex, acc, None)
+                return self._finish(out, ex, acc, None)
         except BaseException as cancel:  # KeyboardInterrupt, SystemExit, GeneratorExit
-            self._cancelled(ex, acc, cancel)
+            self._cancelled(out, ex, acc, cancel)
             raise
-        return self._finish(ex, acc, error)
+        return self._finish(out, ex, acc, error)
 
     async def acall(self, model: Any, call: ModelExecution) -> ModelResult:
         """Like :meth:`call`, for models that stream asynchronously (or synchronously)."""
-        ex = call.execution
-        request, short = self._prepare(model, call)
+        ex, out = self._begin(call)
+        request, short = self._prepare(out, ex, model, call.request)
         if short is not None:
-            return self._short_circuit(ex, short)
+            return self._short_circuit(out, ex, short)
         acc, error = _Accumulator(model_name(model)), _no_model()
         failed: _Accumulator | None = None
         try:
             for candidate, routed in self._attempts(model, request):
                 if failed is not None:
-                    self._fell_through(ex, failed, error)
-                acc = self._attempt(ex, candidate, routed)
+                    self._fell_through(out, ex, failed, error)
+                acc = self._attempt(out, ex, candidate, routed)
                 try:
                     stream = _open_stream(candidate, request)
                     if inspect.isawaitable(stream):
                         stream = await stream
                     if isinstance(stream, AsyncIterable):
                         async for chunk in stream:
-                            self._chunk(ex, acc, chunk)
+                            self._chunk(out, ex, acc, chunk)
                     else:
                         for chunk in stream:
-                            self._chunk(ex, acc, chunk)
+                            self._chunk(out, ex, acc, chunk)
                 except Exception as exc:
                     error, failed = exc, (acc if routed else None)
                     continue
-                return self._finish(ex, acc, None)
+                return self._finish(out, ex, acc, None)
         except BaseException as cancel:  # asyncio.CancelledError, KeyboardInterrupt, ...
-            self._cancelled(ex, acc, cancel)
+            self._cancelled(out, ex, acc, cancel)
             raise
-        return self._finish(ex, acc, error)
+        return self._finish(out, ex, acc, error)
 
 
 class Recorder:
     """An ``on_event`` that records into a run and never raises into the caller.
 
     The first failure is logged; all are counted in :attr:`failures`. The
-    error itself stays visible as ``run.session.error``, since recording
-    errors are sticky. Thread-safe, because ``Run.record`` is.
+    error itself stays visible: a write or encoding failure is sticky, so
+    ``run.session.error`` holds it and every later ``record`` and the
+    Session's ``close()`` raise it again, which is where the host sees the
+    gap. Thread-safe, because ``Run.record`` is.
 
     Args:
         run: The run to record into.

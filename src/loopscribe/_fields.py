@@ -12,12 +12,13 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from . import events as ev
 from ._messages import BUILTIN_TYPES, Usage
 
 _SCALARS = (str, bytes, int, float, bool, list, tuple)
@@ -361,3 +362,39 @@ def span_name(
     if kind == "agent":
         return f"invoke_agent {agent}" if agent else "invoke_agent"
     return node or kind
+
+
+TYPED_FIELDS: Mapping[str, tuple[str, ...]] = {
+    ev.MESSAGE_START: ("message",),
+    ev.MESSAGE_END: ("message",),
+    ev.MODEL_REQUEST: ("messages",),
+    ev.MODEL_ROUTE: ("partial_message",),
+    ev.MODEL_RESPONSE: ("message",),
+    ev.MODEL_EXEC_END: ("message", "partial_message"),
+    ev.CONTEXT_TRANSFORM_END: ("artifacts",),
+    ev.AGENT_END: ("artifacts",),
+}
+"""The data fields of each record type that hold messages (or a list of them) or,
+for ``artifacts``, artifacts by name: the typed positions of the vocabulary."""
+
+
+def typed_positions(record: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The typed positions of a record's line object, as ``(where, value)`` pairs.
+
+    Every other field of a record is data: tool arguments and output,
+    details, provider state, config, a host type's own fields. See
+    ``Codec.check_typed`` for what a typed position may hold.
+    """
+    names = TYPED_FIELDS.get(record["type"])
+    data = record.get("data")
+    if names is None or not isinstance(data, Mapping):
+        return
+    for name in names:
+        value = data.get(name)
+        if value is None:
+            continue
+        if name == "artifacts" and isinstance(value, Mapping):
+            for key, item in value.items():
+                yield f"data.artifacts[{key!r}]", item
+        else:
+            yield f"data.{name}", value

@@ -12,10 +12,12 @@ Durability rules, and why:
   its directory so the file itself survives a power loss.
 * A short write is completed or cut back to the last line boundary, and the
   handle fails: a partial line is never followed by another record.
-* Write and sync errors are sticky (see ``loopscribe._errors``): they are
-  the file's fault. Data never is: a value the codec cannot hold is
-  recorded as a ``snapshot_error`` diagnostic and recording goes on. A
-  failed fsync is never retried, because a retry can report success for
+* Write, sync and encoding errors are sticky (see ``loopscribe._errors``).
+  Data never causes one: a value the codec cannot hold is recorded as a
+  ``snapshot_error`` diagnostic and recording goes on. An encoding error
+  is the host's set-up mistake (an unregistered class where a message
+  belongs, a custom codec's refusal), raised before anything is written.
+  A failed fsync is never retried, because a retry can report success for
   data the kernel has already dropped.
 * One writer per file: an exclusive, non-blocking ``flock`` on the open
   file description. It fails at once for a second handle in this or
@@ -61,6 +63,7 @@ from ._errors import (
     SessionLockedError,
     WriteError,
 )
+from ._fields import typed_positions
 from ._format import FORMAT_VERSION, Scanner, format_ts
 from ._freeze import FrozenConfig, freeze_config
 from ._model import CallRef, Event, Execution, Record, Transient, new_record
@@ -757,6 +760,10 @@ class Session:
         self._error = error
         return error
 
+    def _refused(self, exc: EncodeError, seq: int, kind: str) -> LoopscribeError:
+        """The codec refused a record: nothing was written, and the error is sticky."""
+        return self._fail(type(exc)(f"{self._path}: seq {seq} ({kind}): {exc}"))
+
     def _append(
         self,
         kind: str,
@@ -773,11 +780,11 @@ class Session:
             obj = self._envelope(seq, kind, run_id, ts_text, execution, data)
             try:
                 # Data is not an error: the codec escapes and diagnoses what it
-                # cannot hold. Only a custom codec can still refuse, and then
-                # this record alone is refused, never the recording.
-                line = self._codec.dumps(obj, newline=True)
+                # cannot hold. What it refuses (an unregistered class where a
+                # message belongs, a custom codec's refusal) is sticky.
+                line = self._codec.dumps(obj, newline=True, typed=typed_positions)
             except EncodeError as exc:
-                raise type(exc)(f"{self._path}: seq {seq} ({kind}): {exc}") from None
+                raise self._refused(exc, seq, kind) from None
             if self._redact is not None:
                 scrubbed = self._redact(line)
                 if scrubbed != line:
@@ -836,9 +843,9 @@ class Session:
                     line = None
             if line is None:
                 try:
-                    line = self._codec.dumps(obj, newline=True)
+                    line = self._codec.dumps(obj, newline=True, typed=typed_positions)
                 except EncodeError as exc:
-                    raise type(exc)(f"{self._path}: seq {seq} ({kind}): {exc}") from None
+                    raise self._refused(exc, seq, kind) from None
             if self._redact is not None:
                 line = self._redact(line)
             offset = self._size
@@ -975,6 +982,8 @@ class Run:
         self._session = session
         self._id = run_id
         self._closed = False
+        # The event recorded last and its result: the same object again is not written twice.
+        self._last: tuple[Event, Record | None] | None = None
         _run_lock(session._fd, held=True)
 
     @property
@@ -999,17 +1008,30 @@ class Run:
     def record(self, event: Event) -> Record | None:
         """Write ``event`` if the recording policy keeps it (see ``loopscribe.events``).
 
+        The same Event object recorded again right after itself is one fact
+        delivered twice (a host recording both an AgentLoop's stream and its
+        executor's observer): when it has a source timestamp, nothing more is
+        written and the first call's result is returned.
+
         Returns:
             The written Record, or ``None`` for a transient event that is not written.
 
         Raises:
             ValueError: ``event.type`` is a lifecycle type the Session writes itself.
-            EncodeError: A custom codec refused the data (this record only; the
-                built-in codec diagnoses such values instead).
+            UnknownTypeError: A message (or artifact) position holds an object
+                of a class not registered with the codec (sticky; nothing of the
+                record is written). Data elsewhere never raises: the built-in
+                codec diagnoses what JSON cannot hold.
+            EncodeError: A custom codec refused the data (sticky).
             WriteError: The write failed (sticky).
             SessionClosedError: The run or its Session is closed.
         """
-        return self._record(event.type, event.execution, event.data, event.timestamp)
+        last = self._last
+        if last is not None and last[0] is event:
+            return last[1]
+        record = self._record(event.type, event.execution, event.data, event.timestamp)
+        self._last = (event, record) if event.timestamp is not None else None
+        return record
 
     def _record(
         self,

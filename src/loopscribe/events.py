@@ -418,9 +418,15 @@ def agent_end(
     stop_reason: str | None = None,
     error: BaseException | Mapping[str, Any] | str | None = None,
     turns: int | None = None,
+    artifacts: Mapping[str, Any] | None = None,
     timestamp: datetime | None = None,
 ) -> Event:
-    """The agent loop ended; ``error`` is set when it failed."""
+    """The agent loop ended; ``error`` is set when it failed.
+
+    ``artifacts`` are the artifacts the run staged, by name (codec-registered
+    values or plain JSON), after-run writes included: the run's summary
+    passes them explicitly.
+    """
     return _event(
         AGENT_END,
         execution,
@@ -429,6 +435,7 @@ def agent_end(
         stop_reason=stop_reason,
         error=_error(error),
         turns=turns,
+        artifacts=None if not artifacts else dict(artifacts),
     )
 
 
@@ -444,16 +451,18 @@ def context_transform_end(
     *,
     messages: int | None = None,
     summary: Any = None,
+    artifacts: Mapping[str, Any] | None = None,
     error: BaseException | Mapping[str, Any] | str | None = None,
     timestamp: datetime | None = None,
 ) -> Event:
-    """Context preparation ended, with its summary when it produced one."""
+    """Context preparation ended, with its summary and staged artifacts when it made any."""
     return _event(
         CONTEXT_TRANSFORM_END,
         execution,
         timestamp,
         messages_after=messages,
         summary=summary,
+        artifacts=None if not artifacts else dict(artifacts),
         error=_error(error),
     )
 

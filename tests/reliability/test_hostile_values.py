@@ -118,6 +118,34 @@ def test_a_dict_using_the_reserved_key_reads_back_equal(tmp_path: Path, value: A
 @pytest.mark.parametrize(
     ("case", "value", "type_name"), UNENCODABLE, ids=[c[0] for c in UNENCODABLE]
 )
+def test_a_hostile_value_where_a_message_belongs_is_data_unless_it_is_a_host_class(
+    tmp_path: Path, case: str, value: Any, type_name: str
+) -> None:
+    """As a message, in a dict message or as a block: diagnosed; an unregistered class raises."""
+    path = tmp_path / "s.jsonl"
+    session = Session.create(path)
+    run = session.begin_run()
+    run.record(ev.message_end(EX, {"role": "tool", "content": value}))
+    run.record(ev.model_request(EX, [{"role": "user", "content": [value]}]))
+    if isinstance(value, Unregistered):
+        with pytest.raises(loopscribe.UnknownTypeError, match="Unregistered"):
+            run.record(ev.message_end(EX, value))
+        with pytest.raises(loopscribe.UnknownTypeError):
+            session.close()
+    else:
+        run.record(ev.message_end(EX, value))
+        run.record(ev.message_end(EX, ToolResultMessage("c", "t", (value,))))
+        assert session.error is None
+        session.close()
+    assert b"CANARY" not in path.read_bytes()
+    ends = [r.data["message"] for r in loopscribe.read(path) if r.type == "message_end"]
+    assert len(_snapshot_errors(ends[0])) == 1, case
+    assert all(type_name in error for error in _snapshot_errors(ends))
+
+
+@pytest.mark.parametrize(
+    ("case", "value", "type_name"), UNENCODABLE, ids=[c[0] for c in UNENCODABLE]
+)
 def test_an_unencodable_value_is_diagnosed_alone(
     tmp_path: Path, case: str, value: Any, type_name: str
 ) -> None:
