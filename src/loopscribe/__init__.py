@@ -54,6 +54,7 @@ from ._reader import load_checkpoint, read
 from ._redact import COMMON_PATTERNS, Redactor
 from ._session import Actor, Observer, Run, Session
 from ._verify import BrokenLink, VerifyReport, verify
+from .summary import summarize
 from .workspace import SessionSummary, Workspace
 
 __version__ = "0.1.0"
@@ -117,5 +118,6 @@ __all__ = [
     "freeze_request",
     "load_checkpoint",
     "read",
+    "summarize",
     "verify",
 ]
