@@ -141,6 +141,8 @@ def test_values_json_cannot_hold_are_still_shown() -> None:
     assert summarize(b"\x00ab") == "b'\\x00ab'"
     assert summarize(b"z" * 1000, 40).startswith("b'zzz")
     assert summarize({"k": {"only"}}) == '{"k":["only"]}'
+    assert summarize({"a": "x\ud800", "b": 2**64}) == '{"a":"x\\ud800","b":18446744073709551616}'
+    assert summarize({"a": 1, "b": [1.5, None, True]}) == '{"a":1,"b":[1.5,null,true]}'
     assert summarize(Unprintable()) == "<Unprintable>"
     assert summarize(HostileMapping()) == "<HostileMapping>"
 
