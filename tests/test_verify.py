@@ -191,6 +191,17 @@ def test_a_chain_can_begin_on_an_existing_file_and_verify_says_where(session_pat
     assert f"from seq {start} (line {start + 1}), where the chain begins" in report.describe()
 
 
+def test_verify_cli_says_where_a_late_chain_begins(
+    session_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`loopscribe verify` names the chain's first seq, in its line and in --json."""
+    _, start = unchained_then_chained(session_path)
+    assert main(["verify", str(session_path)]) == 0
+    assert f"from seq {start}" in capsys.readouterr().out
+    assert main(["--json", "verify", str(session_path)]) == 0
+    assert orjson.loads(capsys.readouterr().out)["start_seq"] == start
+
+
 def test_a_late_chain_catches_changes_after_it_and_at_its_anchor(session_path: Path) -> None:
     """A change after chain_start, or to the line it is anchored to, breaks the chain."""
     lines, start = unchained_then_chained(session_path)
