@@ -188,7 +188,10 @@ def test_a_chain_can_begin_on_an_existing_file_and_verify_says_where(session_pat
     assert (report.start_seq, report.start_line) == (start, start + 1)
     assert report.records == len(lines) - start
     assert [r.type for r in read(session_path)].count("session_close") == 2
-    assert f"from seq {start} (line {start + 1}), where the chain begins" in report.describe()
+    assert report.describe().endswith(
+        f"the chain begins at seq {start} (line {start + 1}; the {start} records before it "
+        f"are not chained): {report.records} records verified, chain intact and sealed"
+    )
 
 
 def test_verify_cli_says_where_a_late_chain_begins(
@@ -197,7 +200,7 @@ def test_verify_cli_says_where_a_late_chain_begins(
     """`loopscribe verify` names the chain's first seq, in its line and in --json."""
     _, start = unchained_then_chained(session_path)
     assert main(["verify", str(session_path)]) == 0
-    assert f"from seq {start}" in capsys.readouterr().out
+    assert f"the chain begins at seq {start}" in capsys.readouterr().out
     assert main(["--json", "verify", str(session_path)]) == 0
     assert orjson.loads(capsys.readouterr().out)["start_seq"] == start
 
@@ -231,7 +234,7 @@ def test_opening_a_chained_file_with_chain_true_adds_no_second_start(session_pat
     report = verify(session_path)
     assert report.ok
     assert report.start_seq == 0
-    assert "where the chain begins" not in report.describe()
+    assert "the chain begins" not in report.describe()
 
 
 def test_a_file_written_before_actors_and_chain_starts_reads_verifies_and_grows(

@@ -89,26 +89,26 @@ class VerifyReport:
                 f"{self.path}: not hash-chained (created without chain=True, and no "
                 "chain_start record); nothing to verify"
             )
-        begins = ""
+        where = f"{self.path}: "
         if self.start_seq:
-            begins = (
-                f" from seq {self.start_seq} (line {self.start_line}), where the chain begins; "
-                f"the {self.start_seq} records before it are not chained"
+            where += (
+                f"the chain begins at seq {self.start_seq} (line {self.start_line}; the "
+                f"{self.start_seq} records before it are not chained): "
             )
         if self.broken is not None:
             b = self.broken
             at = f"seq {b.seq}, " if b.seq is not None else ""
             return (
-                f"{self.path}: chain broken at {at}line {b.line}, byte {b.offset}: {b.reason} "
-                f"({self.records} records verified before it{begins})"
+                f"{where}chain broken at {at}line {b.line}, byte {b.offset}: {b.reason} "
+                f"({self.records} records verified before it)"
             )
         if not self.sealed:
             return (
-                f"{self.path}: {self.records} records verified{begins}, but the file ends "
-                "without its session_close seal: it is still being written, its writer "
-                "crashed, or records were cut from its end"
+                f"{where}{self.records} records verified, but the file ends without its "
+                "session_close seal: it is still being written, its writer crashed, or "
+                "records were cut from its end"
             )
-        return f"{self.path}: {self.records} records verified{begins}, chain intact and sealed"
+        return f"{where}{self.records} records verified, chain intact and sealed"
 
 
 def verify(path: str | os.PathLike[str]) -> VerifyReport:
