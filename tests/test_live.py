@@ -579,6 +579,25 @@ def test_is_terminal_decides_by_type_nesting_and_handoff() -> None:
     assert not is_terminal(rec("model_exec_end", Execution("m", "model"), {}))
 
 
+def test_published_records_decide_by_type_not_by_how_they_were_built() -> None:
+    """Records handed to publish() without a run id still start and end streams by their type."""
+    bus, sid = Bus(), "5" * 32
+
+    def publish(seq: int, kind: str, execution: Execution | None) -> None:
+        bus.publish(Record(sid, seq, kind, datetime.now(UTC), None, execution, {}, seq, 1))
+
+    publish(0, "session_start", None)
+    assert not bus.has_pending(sid)
+    publish(1, "agent_start", Execution("a1", "agent"))
+    publish(2, "agent_end", Execution("a2", "agent", parent_id="call_1"))
+    assert bus.has_pending(sid)
+    assert bus.terminal(sid) is None
+    publish(3, "agent_end", Execution("a1", "agent"))
+    publish(4, "todos", None)
+    assert not bus.has_pending(sid)
+    assert bus.terminal(sid).seq == 3  # type: ignore[union-attr]
+
+
 def test_a_bounded_bus_forgets_only_ended_unwatched_sessions(tmp_path: Path) -> None:
     """max_sessions: the oldest ended session nobody watches goes; streaming or watched stay."""
     bus = Bus(max_sessions=2)

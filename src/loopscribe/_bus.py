@@ -48,9 +48,8 @@ def is_terminal(record: Record) -> bool:
     ) != _HANDOFF
 
 
-def _starts_nothing(record: Record) -> bool:
-    """Session-level facts and checkpoints: they neither start nor end a stream."""
-    return record.run_id is None or record.type == ev.CHECKPOINT
+# Session-level facts, the file's own records and checkpoints neither start nor end a stream.
+_NEUTRAL = ev.SESSION_FACTS | {ev.SESSION_START, ev.SESSION_CLOSE, ev.CHAIN_START, ev.CHECKPOINT}
 
 
 _DONE = object()
@@ -269,7 +268,7 @@ class Bus:
             if is_terminal(record):
                 self._terminals[sid] = record
                 self._streaming.discard(sid)
-            elif not _starts_nothing(record):
+            elif record.type not in _NEUTRAL:
                 self._streaming.add(sid)
             subscribers = tuple(self._subscribers.get(sid, ()))
         for subscriber in subscribers:
