@@ -6,17 +6,22 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from loopscribe import (
+    Actor,
     AssistantMessage,
+    CorruptRecordError,
     Event,
     Execution,
     Session,
     TextContent,
     UserMessage,
     read,
+    summarize,
 )
 from loopscribe import events as ev
+from loopscribe.live import follow
 
 MODEL = Execution("m1", "model", parent_id="turn_1")
 TOOL = Execution("call_1", "tool", parent_id="turn_1")
@@ -194,3 +199,76 @@ def test_only_policy_types_have_their_data_changed() -> None:
         if kind not in ev.POLICY_TYPES:
             assert ev.written_data(kind, data) is data, kind
     assert {ev.TURN_START, ev.MESSAGE_START, ev.MODEL_STREAM, ev.MODEL_REQUEST} <= ev.POLICY_TYPES
+
+
+# -- the audit trail: who did it, and approvals -------------------------------------------
+
+
+def test_an_event_names_its_own_actor_and_the_record_keeps_it(session_path: Path) -> None:
+    """Event(actor=...) is written per record and read back (read and follow), beside the run's."""
+    user, agent = Actor(user_id="u-7", tenant_id="acme"), Actor(label="researcher")
+    with Session.create(session_path) as s, s.begin_run(actor=Actor(label="host")) as run:
+        written = run.record(Event("tool_exec_start", TOOL, {"tool": "rm"}, actor=agent))
+        plain = run.record(Event("tool_exec_end", TOOL, {"tool": "rm"}))
+    assert written is not None
+    assert written.actor == agent
+    assert plain is not None
+    assert plain.actor is None
+    records = {r.seq: r for r in read(session_path)}
+    assert records[written.seq].actor == agent
+    assert records[plain.seq].actor is None
+    assert records[1].data["actor"] == {"label": "host"}  # the run's actor, as before
+    followed = list(follow(session_path, idle_timeout=0.1))
+    assert [r.actor for r in followed] == [r.actor for r in records.values()]
+    line = session_path.read_bytes().splitlines()[written.seq]
+    assert orjson.loads(line)["actor"] == {"label": "researcher"}
+    assert user.to_json() == {"user_id": "u-7", "tenant_id": "acme"}
+
+
+@pytest.mark.parametrize("actor", [["u1"], "u1", {"user_id": 7}, {"label": None}])
+def test_a_damaged_actor_is_reported_by_read_and_open(session_path: Path, actor: Any) -> None:
+    """An actor that is not an object of strings is a corrupt line to read() and Session.open."""
+    with Session.create(session_path) as s, s.begin_run() as run:
+        run.record(Event("turn_start", TOOL, {}, actor=Actor("u1")))
+    lines = session_path.read_bytes().splitlines(keepends=True)
+    obj = orjson.loads(lines[2])
+    obj["actor"] = actor
+    lines[2] = orjson.dumps(obj) + b"\n"
+    session_path.write_bytes(b"".join(lines))
+    with pytest.raises(CorruptRecordError, match="'actor'"):
+        list(read(session_path))
+    with pytest.raises(CorruptRecordError, match="'actor'"):
+        Session.open(session_path)
+
+
+def test_an_approval_names_the_call_the_decision_and_who_made_it(session_path: Path) -> None:
+    """events.approval: tool, decision, a bounded one-line summary of the arguments, the actor."""
+    args = {"path": "/srv/data\n" + "x" * 10_000}
+    alice = Actor(user_id="alice")
+    with Session.create(session_path) as s, s.begin_run() as run:
+        run.record(ev.approval(TOOL, "rm", approved=True, args=args, reason="ok'd", actor=alice))
+        run.record(ev.approval(TOOL, "rm", approved=False, always=True))
+    approved, rejected = [r for r in read(session_path) if r.type == ev.APPROVAL]
+    assert approved.execution == TOOL
+    assert approved.actor == alice
+    assert approved.data == {
+        "tool": "rm",
+        "approved": True,
+        "summary": summarize(args),
+        "reason": "ok'd",
+    }
+    assert len(approved.data["summary"]) <= 160
+    assert "\n" not in approved.data["summary"]
+    assert rejected.data == {"tool": "rm", "approved": False, "always": True}
+    assert rejected.actor is None
+    assert ev.APPROVAL not in ev.POLICY_TYPES  # hosts record it like any fact
+
+
+def test_chain_start_is_written_by_the_session_only(session_path: Path) -> None:
+    """chain_start is a lifecycle record: a host cannot forge where a chain begins."""
+    with (
+        Session.create(session_path) as s,
+        s.begin_run() as run,
+        pytest.raises(ValueError, match="written by loopscribe"),
+    ):
+        run.record(Event(ev.CHAIN_START, None, {"chain": "sha256"}))

@@ -32,3 +32,15 @@ def test_import_does_not_pull_in_adapter_frameworks_or_exporters() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_public_modules_export_what_they_list() -> None:
+    """live and summary: every name in __all__ exists, and the new public names are listed."""
+    from loopscribe import live, summary
+
+    for module in (live, summary):
+        for name in module.__all__:
+            assert getattr(module, name) is not None, (module.__name__, name)
+    assert {"global_bus", "is_terminal", "Bus", "TERMINAL_TYPES"} <= set(live.__all__)
+    assert live.global_bus() is live.global_bus()
+    assert summary.summarize is loopscribe.summarize

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from loopscribe import (
     Transient,
     read,
 )
+from loopscribe import events as ev
 from loopscribe.live import Bus, Subscription, follow
 
 
@@ -445,3 +447,175 @@ def test_executor_stream_chunks_reach_the_bus_through_the_recorder(session_path:
     chunks = [i.data["chunk"] for i in drain(sub) if isinstance(i, Transient)]
     assert chunks == ["Hel", "lo"]
     assert "model_stream" not in {r.type for r in read(session_path)}
+
+
+# -- the process-wide bus and the end of a stream ---------------------------------------
+
+
+def test_global_bus_is_one_bus_a_session_joins_with_one_argument(tmp_path: Path) -> None:
+    """global_bus() is the same Bus everywhere; bus=True (create or open) publishes into it."""
+    from loopscribe.live import global_bus
+
+    assert global_bus() is global_bus()
+    with Session.create(tmp_path / "a.jsonl", bus=True) as s, s.begin_run() as run:
+        run.record(Event("turn_start", Execution("t1", "turn")))
+        sub = global_bus().subscribe(s.id, records_only=True)
+        run.record(Event("turn_end", Execution("t1", "turn")))
+    assert [r.type for r in drain(sub)] == [
+        "session_start",
+        "run_start",
+        "turn_start",
+        "turn_end",
+        "run_close",
+    ]
+    with Session.open(tmp_path / "a.jsonl", bus=True) as s, s.begin_run():
+        assert global_bus().has_pending(s.id)
+    assert global_bus().terminal(s.id).type == "run_close"  # type: ignore[union-attr]
+    global_bus().clear(s.id)
+
+
+def test_bus_argument_takes_a_bus_of_ones_own_and_refuses_anything_else(tmp_path: Path) -> None:
+    """bus=<Bus> joins that bus (not the global one); any other value is a TypeError."""
+    from loopscribe.live import global_bus
+
+    own = Bus()
+    with Session.create(tmp_path / "a.jsonl", bus=own) as s:
+        pass
+    assert [r.type for r in own.subscribe(s.id)._replay] == ["session_start"]
+    assert not global_bus().subscribe(s.id)._replay
+    with pytest.raises(TypeError, match="global_bus"):
+        Session.create(tmp_path / "b.jsonl", bus="yes")  # type: ignore[arg-type]
+    assert not (tmp_path / "b.jsonl").exists()
+
+
+def record_nested_agent(path: Path, bus: Bus, seen: list[tuple[str, bool, str | None]]) -> str:
+    """A top-level agent whose tool runs a sub-agent; note the bus's state after each record."""
+
+    def probe(record: Record) -> None:
+        # An observer after the bus: what a client joining right now would be told.
+        terminal = bus.terminal(record.session_id)
+        ended = None if terminal is None else terminal.type
+        seen.append((record.type, bus.has_pending(record.session_id), ended))
+
+    top = Execution("agent_1", "agent")
+    turn = Execution("turn_1", "turn", parent_id="agent_1")
+    call = Execution("call_1", "tool", parent_id="turn_1")
+    sub = Execution("agent_2", "agent", parent_id="call_1")
+    with Session.create(path, observers=[bus, probe]) as s, s.begin_run() as run:
+        for event in (
+            ev.agent_start(top, "planner"),
+            ev.turn_start(turn, 1),
+            ev.tool_exec_start(call, "research"),
+            ev.agent_start(sub, "researcher"),
+            ev.agent_end(sub, "researcher", stop_reason="final_output"),
+            ev.tool_exec_end(call, "research", "found it"),
+            ev.turn_end(turn, 1),
+            ev.agent_end(top, "planner", stop_reason="final_output"),
+        ):
+            run.record(event)
+        run.save_checkpoint({"turns": 1})
+    return s.id
+
+
+def test_a_nested_agents_end_does_not_end_the_stream(session_path: Path) -> None:
+    """Only the top-level agent_end and run_close end the stream; a sub-agent's end does not."""
+    bus = Bus()
+    seen: list[tuple[str, bool, str | None]] = []
+    sid = record_nested_agent(session_path, bus, seen)
+    assert seen == [
+        ("session_start", False, None),
+        ("run_start", True, None),
+        ("agent_start", True, None),
+        ("turn_start", True, None),
+        ("tool_exec_start", True, None),
+        ("agent_start", True, None),
+        ("agent_end", True, None),  # the sub-agent: the run goes on
+        ("tool_exec_end", True, None),
+        ("turn_end", True, None),
+        ("agent_end", False, "agent_end"),  # the top-level agent: the stream ended
+        ("checkpoint", False, "agent_end"),  # a checkpoint starts nothing
+        ("run_close", False, "run_close"),
+    ]
+    # A client joining after the sub-agent ended gets the rest of the stream, live.
+    assert bus.terminal(sid) is not None
+    assert bus.terminal(sid).execution is None  # type: ignore[union-attr]
+
+
+def test_a_handoff_and_session_facts_do_not_end_or_start_a_stream(session_path: Path) -> None:
+    """A top-level agent that hands off goes on in its target; a title change is no stream."""
+    bus = Bus()
+    first, second = Execution("agent_1", "agent"), Execution("agent_2", "agent")
+    with Session.create(session_path, observers=[bus]) as s:
+        with s.begin_run() as run:
+            run.record(ev.agent_start(first, "triage"))
+            run.record(ev.agent_end(first, "triage", stop_reason="handoff"))
+            assert bus.has_pending(s.id)
+            assert bus.terminal(s.id) is None
+            run.record(ev.agent_start(second, "billing"))
+            run.record(ev.agent_end(second, "billing", error=RuntimeError("card declined")))
+            assert not bus.has_pending(s.id)
+            assert bus.terminal(s.id).data["agent"] == "billing"  # type: ignore[union-attr]
+        s.annotate("session_update", {"title": "Billing"})
+        assert not bus.has_pending(s.id)
+        with s.begin_run():
+            assert bus.has_pending(s.id)
+            assert bus.terminal(s.id) is None  # the last end belongs to the stream before
+    assert not bus.has_pending(s.id)
+
+
+def test_is_terminal_decides_by_type_nesting_and_handoff() -> None:
+    """is_terminal: run_close, and agent_end of a top-level agent that did not hand off."""
+    from loopscribe.live import is_terminal
+
+    def rec(kind: str, execution: Execution | None, data: dict[str, Any]) -> Record:
+        return Record("s" * 32, 1, kind, datetime.now(UTC), "r", execution, data, 0, 1)
+
+    top, nested = Execution("a1", "agent"), Execution("a2", "agent", parent_id="call_1")
+    assert is_terminal(rec("run_close", None, {}))
+    assert is_terminal(rec("agent_end", top, {"stop_reason": "final_output"}))
+    assert is_terminal(rec("agent_end", top, {"stop_reason": "interrupted"}))
+    assert not is_terminal(rec("agent_end", top, {"stop_reason": "handoff"}))
+    assert not is_terminal(rec("agent_end", nested, {}))
+    assert not is_terminal(rec("model_exec_end", Execution("m", "model"), {}))
+
+
+def test_published_records_decide_by_type_not_by_how_they_were_built() -> None:
+    """Records handed to publish() without a run id still start and end streams by their type."""
+    bus, sid = Bus(), "5" * 32
+
+    def publish(seq: int, kind: str, execution: Execution | None) -> None:
+        bus.publish(Record(sid, seq, kind, datetime.now(UTC), None, execution, {}, seq, 1))
+
+    publish(0, "session_start", None)
+    assert not bus.has_pending(sid)
+    publish(1, "agent_start", Execution("a1", "agent"))
+    publish(2, "agent_end", Execution("a2", "agent", parent_id="call_1"))
+    assert bus.has_pending(sid)
+    assert bus.terminal(sid) is None
+    publish(3, "agent_end", Execution("a1", "agent"))
+    publish(4, "todos", None)
+    assert not bus.has_pending(sid)
+    assert bus.terminal(sid).seq == 3  # type: ignore[union-attr]
+
+
+def test_a_bounded_bus_forgets_only_ended_unwatched_sessions(tmp_path: Path) -> None:
+    """max_sessions: the oldest ended session nobody watches goes; streaming or watched stay."""
+    bus = Bus(max_sessions=2)
+    with Session.create(tmp_path / "streaming.jsonl", observers=[bus]) as streaming:
+        streaming_run = streaming.begin_run()
+        with Session.create(tmp_path / "watched.jsonl", observers=[bus]) as watched:
+            pass
+        watcher = bus.subscribe(watched.id)
+        with Session.create(tmp_path / "old.jsonl", observers=[bus]) as old:
+            pass
+        with Session.create(tmp_path / "new.jsonl", observers=[bus]) as new:
+            pass
+        # Over the limit: only "old" had ended and had no subscriber.
+        assert not bus.subscribe(old.id)._replay
+        assert bus.subscribe(watched.id, records_only=True)._replay
+        assert bus.subscribe(new.id)._replay
+        assert bus.has_pending(streaming.id)
+        streaming_run.close()
+    watcher.close()
+    with pytest.raises(ValueError, match="max_sessions"):
+        Bus(max_sessions=0)

@@ -49,11 +49,12 @@ from ._messages import (
     Usage,
     UserMessage,
 )
-from ._model import CallRef, Event, Execution, Record, Transient
+from ._model import Actor, CallRef, Event, Execution, Record, Transient
 from ._reader import load_checkpoint, read
 from ._redact import COMMON_PATTERNS, Redactor
-from ._session import Actor, Observer, Run, Session
+from ._session import Observer, Run, Session
 from ._verify import BrokenLink, VerifyReport, verify
+from .summary import summarize
 from .workspace import SessionSummary, Workspace
 
 __version__ = "0.1.0"
@@ -119,5 +120,6 @@ __all__ = [
     "freeze_request",
     "load_checkpoint",
     "read",
+    "summarize",
     "verify",
 ]

@@ -145,6 +145,11 @@ class Scanner:
             type(ex) is not dict or type(ex.get("id")) is not str or type(ex.get("kind")) is not str
         ):
             raise self.corrupt(number, offset, "'execution' needs string 'id' and 'kind'")
+        actor = obj.get("actor")
+        if actor is not None and (
+            type(actor) is not dict or any(type(v) is not str for v in actor.values())
+        ):
+            raise self.corrupt(number, offset, "'actor' must be an object of strings")
         self.next_seq = seq + 1
         self.end_offset = offset + len(raw)
         return obj

@@ -1,4 +1,4 @@
-"""The value types every other module speaks: Execution, CallRef, Event, Record, Transient."""
+"""The value types every module speaks: Execution, CallRef, Actor, Event, Record, Transient."""
 
 from __future__ import annotations
 
@@ -93,6 +93,41 @@ class CallRef:
 
 
 @dataclass(frozen=True, slots=True)
+class Actor:
+    """Who an action is attributed to: a run (``begin_run(actor=...)``) or one record.
+
+    Any field may be ``None`` where the host does not know that identity
+    (a local desktop app has no tenant).
+
+    Attributes:
+        user_id: The user the action was taken for or by.
+        tenant_id: The tenant (organization, workspace) the user belongs to.
+        label: A human-readable name: an agent's name, a channel, a service.
+    """
+
+    user_id: str | None = None
+    tenant_id: str | None = None
+    label: str | None = None
+
+    def to_json(self) -> dict[str, str]:
+        """The stored form: only the fields that are set."""
+        return {
+            k: v
+            for k, v in (
+                ("user_id", self.user_id),
+                ("tenant_id", self.tenant_id),
+                ("label", self.label),
+            )
+            if v is not None
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Actor:
+        """Build an Actor from its stored form (other keys, from a later version, are ignored)."""
+        return cls(obj.get("user_id"), obj.get("tenant_id"), obj.get("label"))
+
+
+@dataclass(frozen=True, slots=True)
 class Event:
     """A fact published by an agent host, handed to ``Run.record``.
 
@@ -102,12 +137,16 @@ class Event:
         data: The payload; JSON-compatible values and codec-registered types.
         timestamp: When the fact happened at the source. ``None`` means now.
             A naive datetime is taken as local time.
+        actor: Who did it, when that is not (only) the run's actor: the
+            user who approved a tool call, the agent that ran it. Written
+            in the record (``Record.actor``).
     """
 
     type: str
     execution: Execution | None = None
     data: Mapping[str, Any] = field(default_factory=dict)
     timestamp: datetime | None = None
+    actor: Actor | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +165,13 @@ class Record:
             written; ``read`` gives them decoded from the file.
         offset: Byte offset of the line in the file.
         size: Length of the line in bytes, including the final newline.
+        actor: Who the record is attributed to, when the event named one
+            (the run's actor, if any, is in its ``run_start``).
+        chain_hash: In a hash-chained session, the SHA-256 (hex) of this
+            record's line: the ``prev`` of the record after it. Set on the
+            Records a Session writes (``Run.record`` returns it, observers
+            get it); ``None`` otherwise, and on Records read back (check a
+            file with ``loopscribe.verify``). Not compared by ``==``.
     """
 
     session_id: str
@@ -137,6 +183,8 @@ class Record:
     data: Mapping[str, Any]
     offset: int
     size: int
+    actor: Actor | None = None
+    chain_hash: str | None = field(default=None, compare=False)
 
     @property
     def end_offset(self) -> int:
@@ -180,6 +228,9 @@ class Transient:
     offset: int
 
 
+_OPTIONAL = frozenset({"actor", "chain_hash"})
+
+
 def _record_factory() -> Callable[..., Record]:
     """A constructor for Record that skips the frozen dataclass ``__init__``.
 
@@ -188,10 +239,11 @@ def _record_factory() -> Callable[..., Record]:
     (the same values, the same immutable object afterwards).
     """
     names = [f.name for f in fields(Record)]
+    params = ", ".join(f"{f.name}=None" if f.name in _OPTIONAL else f.name for f in fields(Record))
     namespace: dict[str, Any] = {"new": object.__new__, "Record": Record}
     namespace.update({f"set_{n}": getattr(Record, n).__set__ for n in names})
     body = "\n".join(f"    set_{n}(r, {n})" for n in names)
-    exec(f"def make({', '.join(names)}):\n    r = new(Record)\n{body}\n    return r", namespace)
+    exec(f"def make({params}):\n    r = new(Record)\n{body}\n    return r", namespace)
     factory: Callable[..., Record] = namespace["make"]
     return factory
 

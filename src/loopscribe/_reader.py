@@ -11,7 +11,7 @@ from typing import IO, Any
 from ._codec import DEFAULT_CODEC, TAG_KEY_BYTES, Codec
 from ._errors import DecodeError
 from ._format import Scanner, parse_ts
-from ._model import Execution, Record, new_record
+from ._model import Actor, Execution, Record, new_record
 from ._safeopen import open_session_file
 from ._source import is_url, open_binary
 
@@ -127,6 +127,7 @@ def to_record(
             data,
             offset,
             len(raw),
+            None if (actor := obj.get("actor")) is None else Actor.from_json(actor),
         )
     except DecodeError as exc:
         raise scanner.corrupt(number, offset, str(exc)) from exc
@@ -188,6 +189,7 @@ def _records(stream: IO[bytes], scanner: Scanner, codec: Codec | None) -> Iterat
             data,
             offset,
             len(raw),
+            None if (actor := obj.get("actor")) is None else Actor.from_json(actor),
         )
 
 

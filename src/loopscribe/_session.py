@@ -40,7 +40,6 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -51,6 +50,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 
 from . import events as ev
+from ._bus import Bus, global_bus
 from ._codec import DEFAULT_CODEC, DUMPS_OPTIONS, TAG_KEY_BYTES, Codec
 from ._errors import (
     EncodeError,
@@ -66,7 +66,7 @@ from ._errors import (
 from ._fields import typed_positions
 from ._format import FORMAT_VERSION, Scanner, format_ts
 from ._freeze import FrozenConfig, freeze_config
-from ._model import CallRef, Event, Execution, Record, Transient, new_record
+from ._model import Actor, CallRef, Event, Execution, Record, Transient, new_record
 from ._redact import LineRedactor
 
 logger = logging.getLogger("loopscribe")
@@ -135,32 +135,23 @@ def _run_start_ref(obj: Mapping[str, Any]) -> dict[str, Any]:
     return ref
 
 
-def _chain_head(start: Mapping[str, Any] | None, last: bytes) -> str | None:
-    """The chain state to continue from: ``None`` for an unchained file."""
-    if start is None or start.get("data", {}).get("chain") != CHAIN_ALGORITHM:
-        return None
-    return hashlib.sha256(last).hexdigest()
+def _chained_from_start(start: Mapping[str, Any] | None) -> bool:
+    """Whether the file was created hash-chained (its ``session_start`` says so)."""
+    return start is not None and start.get("data", {}).get("chain") == CHAIN_ALGORITHM
 
 
-@dataclass(frozen=True, slots=True)
-class Actor:
-    """Who a run is attributed to; any field may be ``None``."""
-
-    user_id: str | None = None
-    tenant_id: str | None = None
-    label: str | None = None
-
-    def to_json(self) -> dict[str, str]:
-        """The stored form: only the fields that are set."""
-        return {
-            k: v
-            for k, v in (
-                ("user_id", self.user_id),
-                ("tenant_id", self.tenant_id),
-                ("label", self.label),
-            )
-            if v is not None
-        }
+def _joined(observers: Iterable[Observer], bus: Bus | bool) -> Iterable[Observer]:
+    """``observers``, and the bus a Session was asked to join (``True``: the process's)."""
+    if bus is False:
+        return observers
+    if bus is True:
+        return (*observers, global_bus())
+    if not isinstance(bus, Bus):
+        raise TypeError(
+            f"bus= takes True (the process-wide loopscribe.live.global_bus()) or a "
+            f"loopscribe.live.Bus, got {type(bus).__name__}"
+        )
+    return (*observers, bus)
 
 
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
@@ -331,6 +322,7 @@ class Session:
         chain: bool = False,
         session_id: str | None = None,
         redact: LineRedactor | None = None,
+        bus: Bus | bool = False,
     ) -> Session:
         """Create a new session file with a fresh random ``session_id``.
 
@@ -347,13 +339,18 @@ class Session:
                 random one, for hosts that name files after their sessions.
             redact: Scrubs each encoded line before it is written, for
                 application secrets (see :class:`loopscribe.Redactor`).
+            bus: ``True`` joins the process-wide live bus
+                (``loopscribe.live.global_bus()``), so any part of the process
+                can subscribe to this session; a ``Bus`` joins that one.
 
         Raises:
             SessionExistsError: ``path`` exists already.
             SessionLockedError: Another handle locked the new file first.
             ValueError: ``session_id`` is not 32 lowercase hex digits.
+            TypeError: ``bus`` is neither a bool nor a ``Bus``.
             OSError: The folder is missing or not writable.
         """
+        observers = _joined(observers, bus)
         if session_id is None:
             session_id = secrets.token_hex(16)
         elif not _SESSION_ID.fullmatch(session_id):
@@ -407,13 +404,30 @@ class Session:
         observers: Iterable[Observer] = (),
         *,
         redact: LineRedactor | None = None,
+        chain: bool = False,
+        bus: Bus | bool = False,
     ) -> Session:
         """Open an existing session file for appending.
 
         Takes the writer lock, validates every complete line, and removes an
         unfinished final line (the only damage a crash can cause) before
         anything is appended. An interrupted run stays incomplete; the next
-        ``begin_run`` gets a fresh ``run_id``.
+        ``begin_run`` gets a fresh ``run_id``. A hash-chained file goes on
+        being chained.
+
+        Args:
+            path: The session file.
+            codec: As for :meth:`create`.
+            observers: As for :meth:`create`.
+            redact: As for :meth:`create`.
+            chain: Start hash-chaining a file that is not chained yet: a
+                ``chain_start`` record (holding the SHA-256 of the line
+                before it) is appended now, and every record after it is
+                chained and the file sealed on close, as with
+                ``create(chain=True)``. :func:`loopscribe.verify` then
+                checks every record from there on and says where the chain
+                begins; the records before it are not protected.
+            bus: As for :meth:`create`.
 
         Raises:
             FileNotFoundError: ``path`` does not exist.
@@ -421,7 +435,9 @@ class Session:
             CorruptRecordError: A complete line is damaged (names line and offset).
             UnsupportedVersionError: The file's format version is not supported.
             FormatError: The file holds no complete ``session_start`` record.
+            TypeError: ``bus`` is neither a bool nor a ``Bus``.
         """
+        observers = _joined(observers, bus)
         path = Path(path).absolute()
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
         try:
@@ -432,6 +448,7 @@ class Session:
             open_run_start: dict[str, Any] | None = None
             messages = 0
             compaction_at: int | None = None
+            chained_later = False
             last = b""
             synced_seq = 0  # session_start is synced by create()
             with open(path, "rb", buffering=_SCAN_BUFFER_BYTES) as stream:
@@ -453,6 +470,8 @@ class Session:
                         open_run_start = _run_start_ref(obj)
                     elif kind == ev.RUN_CLOSE and obj.get("run_id") == open_run:
                         open_run = None
+                    elif kind == ev.CHAIN_START:
+                        chained_later = True
             if scanner.session_id is None:
                 raise FormatError(
                     f"{path}: no complete session_start record; the file is empty or was "
@@ -486,7 +505,8 @@ class Session:
         except BaseException:
             os.close(fd)
             raise
-        return cls(
+        chained = chained_later or _chained_from_start(scanner.start)
+        session = cls(
             fd,
             path,
             scanner.session_id,
@@ -496,13 +516,21 @@ class Session:
             size=scanner.end_offset,
             checkpoint=checkpoint,
             unsynced=unsynced,
-            chain_head=_chain_head(scanner.start, last),
+            chain_head=hashlib.sha256(last).hexdigest() if chained or chain else None,
             redact=redact,
             open_run=open_run,
             open_run_start=open_run_start,
             messages=messages,
             compaction_at=compaction_at,
         )
+        if chain and not chained:
+            try:
+                # Its "prev" ties the chain to the last line before it.
+                session._append(ev.CHAIN_START, None, None, {"chain": CHAIN_ALGORITHM}, None)
+            except BaseException:
+                session._release()
+                raise
+        return session
 
     # -- properties ----------------------------------------------------
 
@@ -771,13 +799,14 @@ class Session:
         execution: Execution | None,
         data: Mapping[str, Any],
         timestamp: Any,
+        actor: Actor | None = None,
     ) -> Record:
         with self._lock:
             if self._closed or self._error is not None or _forks[0] != self._forks:
                 self._check_usable()  # raises the reason
             ts, ts_text = format_ts(timestamp)
             seq = self._next_seq
-            obj = self._envelope(seq, kind, run_id, ts_text, execution, data)
+            obj = self._envelope(seq, kind, run_id, ts_text, execution, data, actor)
             try:
                 # Data is not an error: the codec escapes and diagnoses what it
                 # cannot hold. What it refuses (an unregistered class where a
@@ -798,7 +827,19 @@ class Session:
             else:
                 self._buffer(pending, line, offset)
             self._advance(seq, kind, line, offset)
-            record = new_record(self._id, seq, kind, ts, run_id, execution, data, offset, len(line))
+            record = new_record(
+                self._id,
+                seq,
+                kind,
+                ts,
+                run_id,
+                execution,
+                data,
+                offset,
+                len(line),
+                actor,
+                self._chain_head,  # the hash of this line, once _advance has run
+            )
             if kind == ev.CHECKPOINT:
                 self._checkpoint = (offset, len(line))
             for observer in self._observers:
@@ -860,6 +901,7 @@ class Session:
         ts_text: str,
         execution: Execution | None,
         data: Mapping[str, Any],
+        actor: Actor | None = None,
     ) -> dict[str, Any]:
         """The line's object, keys in the format's order (called with the lock held)."""
         obj: dict[str, Any] = {"session_id": self._id, "seq": seq, "type": kind}
@@ -868,6 +910,8 @@ class Session:
         obj["ts"] = ts_text
         if execution is not None:
             obj["execution"] = execution.to_json()
+        if actor is not None:
+            obj["actor"] = actor.to_json()
         obj["data"] = data
         if kind in _COUNTED:
             # The committed-message count through this record, and where the
@@ -1014,7 +1058,10 @@ class Run:
         written and the first call's result is returned.
 
         Returns:
-            The written Record, or ``None`` for a transient event that is not written.
+            The written Record, or ``None`` for a transient event that is not
+            written. In a hash-chained session, ``Record.chain_hash`` is the
+            SHA-256 of the written line (what the next record's ``prev``
+            holds): keep it elsewhere to prove later what was written.
 
         Raises:
             ValueError: ``event.type`` is a lifecycle type the Session writes itself.
@@ -1029,7 +1076,7 @@ class Run:
         last = self._last
         if last is not None and last[0] is event:
             return last[1]
-        record = self._record(event.type, event.execution, event.data, event.timestamp)
+        record = self._record(event.type, event.execution, event.data, event.timestamp, event.actor)
         self._last = (event, record) if event.timestamp is not None else None
         return record
 
@@ -1039,6 +1086,7 @@ class Run:
         execution: Execution | None,
         data: Mapping[str, Any],
         timestamp: datetime | None,
+        actor: Actor | None = None,
     ) -> Record | None:
         """:meth:`record` for callers that hold the event's parts (the importers)."""
         special = kind in ev.POLICY_TYPES
@@ -1062,7 +1110,7 @@ class Run:
             # hand-built ones too, so no credential reaches the file either way.
             config = freeze_config(written.get("config"), self._session.codec)
             written = {**written, "config": config}
-        return self._session._append(kind, self._id, execution, written, timestamp)
+        return self._session._append(kind, self._id, execution, written, timestamp, actor)
 
     def save_checkpoint(self, snapshot: Any, *, timestamp: datetime | None = None) -> Record:
         """Append a codec-encoded snapshot and fsync it together with every prior record.

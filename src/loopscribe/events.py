@@ -24,6 +24,9 @@ turn, agent, context, retry  lifecycle facts and summaries, never a full
                              ``state`` snapshot
 ``guardrail_start``/end      a guardrail's name and kind; whether it tripped,
                              its output info, its own failure
+``approval``                 a decision on a tool call (approved or rejected),
+                             by whom (``actor``), why, and a bounded summary
+                             of the call's arguments
 ==========================  ===================================================
 
 Not written (transient): ``message_update`` (token deltas and partial
@@ -35,7 +38,11 @@ Transient events recorded through a run are handed to observers with an
 
 The Session writes ``session_start``, ``run_start``, ``run_close``,
 ``run_resume`` (``Session.resume_run``: the run continues after a gap),
-``checkpoint`` and ``session_close`` itself.
+``checkpoint``, ``chain_start`` (``Session.open(path, chain=True)``: the
+hash chain begins here) and ``session_close`` itself.
+
+Any event may name who did it (``Event(..., actor=Actor(...))``); the
+record keeps it (``Record.actor``), beside the run's own actor.
 """
 
 from __future__ import annotations
@@ -46,7 +53,8 @@ from typing import Any
 
 from ._codec import DEFAULT_CODEC, Codec
 from ._freeze import freeze_request
-from ._model import Event, Execution
+from ._model import Actor, Event, Execution
+from .summary import summarize
 
 # Lifecycle records written by the Session itself; hosts cannot publish them.
 SESSION_START = "session_start"
@@ -56,6 +64,8 @@ RUN_RESUME = "run_resume"
 CHECKPOINT = "checkpoint"
 SESSION_CLOSE = "session_close"
 """The seal a hash-chained session writes when it is closed."""
+CHAIN_START = "chain_start"
+"""Where the hash chain of a file that was not created chained begins."""
 
 # Session-level facts, appended by the workspace (never by rewriting a header).
 SESSION_UPDATE = "session_update"
@@ -66,7 +76,9 @@ SOURCE_ENTRY = "source_entry"
 SESSION_FACTS = frozenset({SESSION_UPDATE, TODOS, COMPACTION, SOURCE_ENTRY})
 
 RESERVED = (
-    frozenset({SESSION_START, RUN_START, RUN_CLOSE, RUN_RESUME, CHECKPOINT, SESSION_CLOSE})
+    frozenset(
+        {SESSION_START, RUN_START, RUN_CLOSE, RUN_RESUME, CHECKPOINT, CHAIN_START, SESSION_CLOSE}
+    )
     | SESSION_FACTS
 )
 
@@ -92,6 +104,7 @@ CONTEXT_TRANSFORM_END = "context_transform_end"
 RETRY_SCHEDULED = "retry_scheduled"
 GUARDRAIL_START = "guardrail_start"
 GUARDRAIL_END = "guardrail_end"
+APPROVAL = "approval"
 
 TRANSIENT = frozenset({MESSAGE_UPDATE, MODEL_STREAM, TOOL_EXEC_UPDATE})
 LIFECYCLE = frozenset(
@@ -525,4 +538,45 @@ def guardrail_end(
         behavior=behavior,
         output_info=output_info,
         error=_error(error),
+    )
+
+
+def approval(
+    execution: Execution,
+    tool: str,
+    *,
+    approved: bool,
+    args: Any = None,
+    reason: str | None = None,
+    always: bool | None = None,
+    actor: Actor | None = None,
+    timestamp: datetime | None = None,
+) -> Event:
+    """A decision on a tool call that needed approval: who decided what, and why.
+
+    Record it under the tool call's execution (its id is the call id), so
+    the decision sits beside the call it allowed or refused.
+
+    Args:
+        execution: The tool call's execution.
+        tool: The tool's name.
+        approved: ``True`` if the call may run, ``False`` if it was rejected.
+        args: The call's arguments: stored as a bounded one-line summary
+            (``summary``, see :func:`loopscribe.summarize`), enough to tell
+            what was approved without copying it (the call's own records
+            hold the arguments in full).
+        reason: Why, in the approver's words.
+        always: The decision also holds for later calls of this tool.
+        actor: Who decided (a user, a policy); stored as ``Record.actor``.
+        timestamp: When it was decided; ``None`` means now.
+    """
+    data = {
+        "tool": tool,
+        "approved": bool(approved),
+        "summary": None if args is None else summarize(args),
+        "reason": reason,
+        "always": always,
+    }
+    return Event(
+        APPROVAL, execution, {k: v for k, v in data.items() if v is not None}, timestamp, actor
     )

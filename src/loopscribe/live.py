@@ -20,13 +20,18 @@ followers: treat them as read-only.
 
 The :class:`Bus` delivers what a Session writes (Records, exactly, with
 replay from a byte offset) and what it does not (``Transient`` token deltas
-and tool progress, best-effort: see :class:`Bus`).
+and tool progress, best-effort: see :class:`Bus`). :func:`global_bus` is the
+process-wide one; a Session joins it with ``bus=True``::
+
+    with Session.create("agent.jsonl", bus=True) as session:
+        ...                                   # elsewhere in the process:
+    for item in global_bus().subscribe(session_id):
+        ...
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import ctypes
 import ctypes.util
@@ -37,19 +42,28 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
 
+from ._bus import TERMINAL_TYPES, Bus, Subscription, global_bus, is_terminal
 from ._codec import DEFAULT_CODEC, Codec
 from ._errors import CorruptRecordError, FormatError
 from ._format import Scanner
-from ._model import Event, Record, Transient
+from ._model import Record, Transient
 from ._reader import to_record
 from ._safeopen import open_session_file
 
-__all__ = ["TERMINAL_TYPES", "Bus", "Subscription", "Transient", "follow", "watch_mode"]
+__all__ = [
+    "TERMINAL_TYPES",
+    "Bus",
+    "Subscription",
+    "Transient",
+    "follow",
+    "global_bus",
+    "is_terminal",
+    "watch_mode",
+]
 
 _CHUNK_BYTES = 1 << 20
 _STOP_CHECK_SECONDS = 0.1
@@ -541,274 +555,3 @@ class follow:  # used like a function, as in ``for r in follow(path)``
         finally:
             channel.async_wake = None
             reader.leave(channel)
-
-
-TERMINAL_TYPES = frozenset({"agent_end", "run_close"})
-"""Record types that end a live stream; the bus remembers the last one per session."""
-
-_DONE = object()
-Live = Record | Transient
-"""What a subscription delivers: written Records and, unless asked not to, Transients."""
-
-
-class Subscription:
-    """What a :class:`Bus` delivers for one session: replay first, then live.
-
-    Iterate it (``for``, or ``async for``) until :meth:`close`. Items are
-    Records and, unless subscribed with ``records_only=True``, Transients
-    (token deltas, tool progress). A subscriber that falls behind by more
-    than its queue holds loses items — counted in :attr:`dropped` (records)
-    and :attr:`dropped_transient` — rather than slowing the writer down.
-    """
-
-    def __init__(
-        self, bus: Bus, session_id: str, replay: list[Live], maxsize: int, records_only: bool
-    ) -> None:
-        self._bus = bus
-        self.session_id = session_id
-        self.records_only = records_only
-        self._replay = collections.deque(replay)
-        self._queue: queue.Queue[object] = queue.Queue(maxsize)
-        self._async_wake: Callable[[], object] | None = None
-        self.dropped = 0
-        """Records not delivered because the queue was full."""
-        self.dropped_transient = 0
-        """Transient events not delivered because the queue was full."""
-        self._closed = False
-
-    def _offer(self, item: Live) -> None:
-        try:
-            self._queue.put_nowait(item)
-        except queue.Full:
-            if type(item) is Record:
-                self.dropped += 1
-            else:
-                self.dropped_transient += 1
-            return
-        wake = self._async_wake
-        if wake is not None:
-            with contextlib.suppress(RuntimeError):  # its event loop closed
-                wake()
-
-    def close(self) -> None:
-        """Stop delivery; a waiting iteration ends."""
-        if not self._closed:
-            self._closed = True
-            self._bus._unsubscribe(self)
-            with contextlib.suppress(queue.Full):
-                self._queue.put_nowait(_DONE)
-            wake = self._async_wake
-            if wake is not None:
-                with contextlib.suppress(RuntimeError):
-                    wake()
-
-    def get(self, timeout: float | None = None) -> Live | None:
-        """The next item, or ``None`` after ``timeout`` seconds or once closed."""
-        if self._replay:
-            return self._replay.popleft()
-        if self._closed and self._queue.empty():
-            return None
-        try:
-            item = self._queue.get(timeout=timeout)
-        except queue.Empty:
-            return None
-        return item if isinstance(item, Record | Transient) else None
-
-    def __iter__(self) -> Iterator[Live]:
-        while (item := self.get()) is not None:
-            yield item
-
-    async def __aiter__(self) -> AsyncIterator[Live]:
-        loop = asyncio.get_running_loop()
-        wake = asyncio.Event()
-        self._async_wake = lambda: loop.call_soon_threadsafe(wake.set)
-        try:
-            while True:
-                item = self.get(timeout=0)
-                if item is not None:
-                    yield item
-                    continue
-                if self._closed:
-                    return
-                wake.clear()
-                if self._queue.empty() and not self._closed:  # re-checked: no lost wake-up
-                    await wake.wait()
-        finally:
-            self._async_wake = None
-
-    def __enter__(self) -> Subscription:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class Bus:
-    """An in-process publish/subscribe of one session's live stream, with replay.
-
-    Attach it to a Session as an observer (``observers=[bus]``): it receives
-    every written Record, and — through its ``on_transient`` method — every
-    transient event the run is handed (``message_update``, ``model_stream``,
-    ``tool_exec_update``), which the Session never writes. Or call
-    :meth:`publish` yourself.
-
-    Replay is exact for Records: they are buffered per session until
-    :meth:`clear`, and a late subscriber gets every buffered Record at or
-    after ``from_offset`` (e.g. where its read of the file stopped), then
-    each new one, exactly once and in order. Transients are best-effort: the
-    last ``transient_buffer_size`` are kept and replayed in their place
-    among the Records (a reconnecting UI redraws the message in progress),
-    older ones are gone, and a full subscriber queue drops them like
-    Records. Publishing never blocks. The last terminal record
-    (``agent_end``, ``run_close``) is remembered.
-
-    Args:
-        buffer_size: Records kept per session for replay (oldest dropped first).
-        queue_size: Items a subscriber may fall behind before drops start.
-        transient_buffer_size: Transients kept per session for replay.
-    """
-
-    def __init__(
-        self,
-        *,
-        buffer_size: int = 10_000,
-        queue_size: int = 1_000,
-        transient_buffer_size: int = 1_000,
-    ) -> None:
-        self.buffer_size = buffer_size
-        self.queue_size = queue_size
-        self.transient_buffer_size = transient_buffer_size
-        self._lock = threading.Lock()
-        self._buffers: dict[str, collections.deque[Record]] = {}
-        self._transients: dict[str, collections.deque[Transient]] = {}
-        self._terminals: dict[str, Record] = {}
-        self._subscribers: dict[str, list[Subscription]] = {}
-
-    def __call__(self, record: Record) -> None:
-        """Observer entry point for written Records: same as :meth:`publish`."""
-        self.publish(record)
-
-    def on_transient(self, item: Transient) -> None:
-        """Observer entry point for transient events: same as :meth:`publish`."""
-        self.publish(item)
-
-    def publish(self, item: Record | Transient | Event, *, session_id: str | None = None) -> None:
-        """Buffer ``item`` and offer it to every subscriber of its session.
-
-        Args:
-            item: A written Record, a Transient, or a plain ``Event``. A plain
-                Event was not written, so it is delivered as a Transient of
-                ``session_id`` (placed after the last Record published).
-            session_id: The session of a plain Event; ignored otherwise.
-
-        Raises:
-            TypeError: ``item`` is none of these, or a plain Event without
-                ``session_id``.
-        """
-        if type(item) is Record:
-            self._publish_record(item)
-        elif type(item) is Transient:
-            self._publish_transient(item)
-        elif isinstance(item, Event):
-            if not isinstance(session_id, str) or not session_id:
-                raise TypeError(
-                    f"Bus.publish got a plain Event ({item.type!r}) without session_id: "
-                    "an Event has no session of its own. Pass session_id=..., or record "
-                    "it through Run.record so the Session delivers it"
-                )
-            self._publish_transient(self._as_transient(item, session_id))
-        elif isinstance(item, Record | Transient):  # subclasses
-            self.publish(item)
-        else:
-            raise TypeError(
-                f"Bus.publish takes a Record, a Transient or an Event, got {type(item).__name__}"
-            )
-
-    def _as_transient(self, event: Event, session_id: str) -> Transient:
-        ts = event.timestamp or datetime.now(UTC)
-        if ts.tzinfo is not UTC:
-            ts = ts.astimezone(UTC)
-        with self._lock:
-            buffer = self._buffers.get(session_id)
-            offset = buffer[-1].end_offset if buffer else 0
-        return Transient(session_id, None, event.type, ts, event.execution, event.data, offset)
-
-    def _publish_record(self, record: Record) -> None:
-        sid = record.session_id
-        with self._lock:
-            buffer = self._buffers.get(sid)
-            if buffer is None:
-                buffer = self._buffers[sid] = collections.deque(maxlen=self.buffer_size)
-            buffer.append(record)
-            if record.type in TERMINAL_TYPES:
-                self._terminals[sid] = record
-            subscribers = tuple(self._subscribers.get(sid, ()))
-        for subscriber in subscribers:
-            subscriber._offer(record)
-
-    def _publish_transient(self, item: Transient) -> None:
-        sid = item.session_id
-        with self._lock:
-            kept = self._transients.get(sid)
-            if kept is None:
-                kept = self._transients[sid] = collections.deque(maxlen=self.transient_buffer_size)
-            kept.append(item)
-            subscribers = tuple(self._subscribers.get(sid, ()))
-        for subscriber in subscribers:
-            if not subscriber.records_only:
-                subscriber._offer(item)
-
-    def subscribe(
-        self, session_id: str, from_offset: int = 0, *, records_only: bool = False
-    ) -> Subscription:
-        """Buffered items at or after ``from_offset``, then every new one.
-
-        Args:
-            session_id: The session.
-            from_offset: Skip what starts before this byte offset (what the
-                subscriber already read from the file).
-            records_only: Deliver written Records only, no Transients.
-        """
-        with self._lock:
-            # Under the lock: no item can be published between the replay
-            # snapshot and the registration, so none is missed or repeated.
-            replay: list[Live] = [
-                r for r in self._buffers.get(session_id, ()) if r.offset >= from_offset
-            ]
-            if not records_only:
-                transients = [
-                    t for t in self._transients.get(session_id, ()) if t.offset >= from_offset
-                ]
-                if transients:
-                    # A transient published at offset X came before the record written at X.
-                    replay = sorted(
-                        [*transients, *replay],
-                        key=lambda item: (item.offset, type(item) is Record),
-                    )
-            subscription = Subscription(self, session_id, replay, self.queue_size, records_only)
-            self._subscribers.setdefault(session_id, []).append(subscription)
-        return subscription
-
-    def _unsubscribe(self, subscription: Subscription) -> None:
-        with self._lock:
-            subs = self._subscribers.get(subscription.session_id, [])
-            if subscription in subs:
-                subs.remove(subscription)
-
-    def terminal(self, session_id: str) -> Record | None:
-        """The last terminal record published for the session since :meth:`clear`."""
-        with self._lock:
-            return self._terminals.get(session_id)
-
-    def has_pending(self, session_id: str) -> bool:
-        """Whether the newest buffered record is not terminal: a stream is in progress."""
-        with self._lock:
-            buffer = self._buffers.get(session_id)
-            return buffer is not None and bool(buffer) and buffer[-1].type not in TERMINAL_TYPES
-
-    def clear(self, session_id: str) -> None:
-        """Forget the session's buffered items and terminal state (before a new turn)."""
-        with self._lock:
-            self._buffers.pop(session_id, None)
-            self._transients.pop(session_id, None)
-            self._terminals.pop(session_id, None)

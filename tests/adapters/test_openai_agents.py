@@ -34,6 +34,8 @@ from agents import (
     RunConfig,
     RunContextWrapper,
     Runner,
+    RunResult,
+    RunState,
     ToolErrorFormatterArgs,
     TResponseInputItem,
     Usage,
@@ -77,6 +79,7 @@ from opentelemetry.trace import StatusCode
 
 import loopscribe
 from loopscribe import (
+    Actor,
     AssistantMessage,
     Record,
     Session,
@@ -1488,6 +1491,7 @@ def test_checkpoints_say_where_each_run_left_the_conversation(tmp_path: Path) ->
             "agent": "helper",
             "input_items": len(second.to_input_list()),
             "last_response_id": second.last_response_id,
+            "input": json.loads(json.dumps(second.to_input_list())),
         }
     assert hooks.errors == 0
     records = list(loopscribe.read(path))
@@ -1720,3 +1724,158 @@ def test_stream_events_records_guardrails_as_the_run_reports_them(tmp_path: Path
     for end in ends:
         assert end.execution is not None
         assert end.execution.parent_id == "agent_1"
+
+
+# -- resuming from a checkpoint ---------------------------------------------------------
+
+
+@function_tool(needs_approval=True)
+def delete_file(path: str) -> str:
+    """Delete a file; a human approves each call."""
+    return f"{OUTPUT_CANARY}: deleted {path}"
+
+
+def ops_agent(model: Model) -> Agent[Any]:
+    """An agent whose only tool needs approval."""
+    return Agent(name="ops", instructions="You run operations.", model=model, tools=[delete_file])
+
+
+def interrupted_session(path: Path) -> None:
+    """A run that asks for two deletions and stops for their approval, with checkpoints on."""
+    model = ScriptedModel(
+        [
+            [
+                function_call("delete_file", {"path": "/srv/a"}, call_id="call_a"),
+                function_call("delete_file", {"path": "/srv/b"}, call_id="call_b"),
+            ]
+        ]
+    )
+    with Session.create(path) as session, session.begin_run() as run:
+        hooks = LoopscribeHooks(run, checkpoints=True)
+        result = asyncio.run(
+            hooks.run(ops_agent(model), "Delete /srv/a and /srv/b.", run_config=OFFLINE)
+        )
+        assert [item.tool_name for item in result.interruptions] == ["delete_file"] * 2
+        assert hooks.errors == 0
+
+
+def test_an_interrupted_run_resumes_from_its_checkpoint_in_a_fresh_runner(tmp_path: Path) -> None:
+    """The checkpoint holds the SDK's RunState; rebuilt from the file, approved, it completes."""
+    path = tmp_path / "agent.jsonl"
+    interrupted_session(path)
+    snapshot = loopscribe.load_checkpoint(path)
+    assert snapshot["interrupted"] is True
+    assert "input" not in snapshot
+    assert snapshot["run_state"]["$schemaVersion"]
+    assert snapshot["run_state"]["current_agent"]["name"] == "ops"
+
+    # A fresh agent, model and Runner call: nothing but the file carries the state over.
+    model = ScriptedModel([[assistant_message("Deleted /srv/a; /srv/b was refused.")]])
+    agent = ops_agent(model)
+
+    async def resume(hooks: LoopscribeHooks) -> RunResult:
+        state = await RunState.from_json(agent, snapshot["run_state"])
+        first, second = state.get_interruptions()
+        state.approve(first)
+        state.reject(second, rejection_message="Not /srv/b.")
+        return await hooks.run(agent, state, run_config=OFFLINE)
+
+    with Session.open(path) as session, session.begin_run(actor=Actor(user_id="alice")) as run:
+        hooks = LoopscribeHooks(run, checkpoints=True)
+        result = asyncio.run(resume(hooks))
+    assert hooks.errors == 0
+    assert result.final_output == "Deleted /srv/a; /srv/b was refused."
+    (request,) = model.calls  # the resumed model call saw both calls answered
+    outputs = {
+        item["call_id"]: item["output"]
+        for item in request.input
+        if isinstance(item, dict) and item.get("type") == "function_call_output"
+    }
+    assert set(outputs) == {"call_a", "call_b"}
+
+    records = list(loopscribe.read(path))
+    runs = [r for r in records if r.type == "run_start"]
+    assert len(runs) == 2
+    first_part = [r for r in records if r.run_id == runs[0].run_id]
+    second_part = [r for r in records if r.run_id == runs[1].run_id]
+    # Part one: the request, the calls asked for, an agent ended "interrupted".
+    assert [r.data["stop_reason"] for r in of_type(first_part, "agent_end")] == ["interrupted"]
+    assert not of_type(first_part, "tool_exec_start")
+    # Part two: the decisions, the approved call run, the refused one answered, the reply.
+    agent_start = of_type(second_part, "agent_start")[0]
+    assert agent_start.data["resumed"] is True
+    approvals = {r.execution.id: r for r in of_type(second_part, "approval") if r.execution}
+    assert {k: r.data["approved"] for k, r in approvals.items()} == {
+        "call_a": True,
+        "call_b": False,
+    }
+    assert approvals["call_a"].data["summary"] == '{"path":"/srv/a"}'
+    ends = {r.execution.id: r for r in of_type(second_part, "tool_exec_end") if r.execution}
+    assert OUTPUT_CANARY in ends["call_a"].data["result"]
+    assert ends["call_b"].data["disposition"] == "not_executed"
+    assert ends["call_b"].data["result"] == "Not /srv/b."
+    for call in ("call_a", "call_b"):
+        assert approvals[call].execution == ends[call].execution
+        assert ends[call].execution.parent_id == agent_start.execution.id  # type: ignore[union-attr]
+    assert [r.data["stop_reason"] for r in of_type(second_part, "agent_end")] == ["final_output"]
+    # The user's request is committed once, by the part that received it.
+    users = [
+        r
+        for r in of_type(records, "message_end")
+        if getattr(r.data["message"], "role", None) == "user"
+    ]
+    assert len(users) == 1
+    assert users[0].run_id == runs[0].run_id
+    # The finished run's checkpoint holds its input list: the next Runner.run starts from it.
+    done = of_type(second_part, "checkpoint")[-1].data["snapshot"]
+    assert "run_state" not in done
+    assert len(done["input"]) == len(result.to_input_list()) == done["input_items"]
+
+
+def test_a_finished_runs_checkpoint_continues_the_conversation(tmp_path: Path) -> None:
+    """The input list of a finished run's checkpoint, plus a message, is a valid next run."""
+    path = tmp_path / "agent.jsonl"
+    model = ScriptedModel([[assistant_message("Hello.")], [assistant_message("Still here.")]])
+    with Session.create(path) as session, session.begin_run() as run:
+        asyncio.run(
+            LoopscribeHooks(run, checkpoints=True).run(ops_agent(model), "Hi", run_config=OFFLINE)
+        )
+    snapshot = loopscribe.load_checkpoint(path)
+    follow_up: list[TResponseInputItem] = [{"role": "user", "content": "Are you there?"}]
+    result = asyncio.run(
+        Runner.run(ops_agent(model), snapshot["input"] + follow_up, run_config=OFFLINE)
+    )
+    assert result.final_output == "Still here."
+    assert [i.get("content") for i in result.to_input_list()[:1]] == ["Hi"]
+
+
+def test_replay_of_a_resumed_run_nests_its_calls_under_the_resumed_agent(tmp_path: Path) -> None:
+    """The approved call of a resumed run is a tool span under its agent, in the run's trace."""
+    path = tmp_path / "agent.jsonl"
+    interrupted_session(path)
+    snapshot = loopscribe.load_checkpoint(path)
+    agent = ops_agent(ScriptedModel([[assistant_message("Done.")]]))
+
+    async def resume(hooks: LoopscribeHooks) -> None:
+        state = await RunState.from_json(agent, snapshot["run_state"])
+        for item in state.get_interruptions():
+            state.approve(item)
+        await hooks.run(agent, state, run_config=OFFLINE)
+
+    with Session.open(path) as session, session.begin_run() as run:
+        asyncio.run(resume(LoopscribeHooks(run)))
+    captured = captured_spans()
+    replay(path, captured.processor)
+    tree = span_tree(captured.spans)
+    assert tree.endswith(
+        "\n".join(
+            [
+                "invoke_agent ops",
+                "  invoke_agent ops",
+                "    execute_tool delete_file",
+                "    execute_tool delete_file",
+                "    turn",
+                "      chat ScriptedModel",
+            ]
+        )
+    ), tree

@@ -262,6 +262,7 @@ def show_verify_report(report: VerifyReport, out: Out) -> int:
                 "file": str(report.path),
                 "records": report.records,
                 "chained": report.chained,
+                "start_seq": report.start_seq,
                 "sealed": report.sealed,
                 "ok": report.ok,
                 "head": report.head,

@@ -15,87 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
+from ..summary import SUMMARY_CHARS
+from ..summary import summarize as snippet
 
 __all__ = ["PREVIEW_CHARS", "error_text", "preview", "snippet"]
 
-PREVIEW_CHARS = 160
+PREVIEW_CHARS = SUMMARY_CHARS
 """The longest preview kept for a bar."""
-_WALK_BUDGET = 400
-"""Values looked at per preview: a huge body costs no more than a small one."""
-_TEXT_KEYS = ("text", "content", "output", "result", "message", "thinking", "parts")
-
-
-def _compact(value: Any, limit: int) -> str:
-    try:
-        raw = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
-    except TypeError:
-        raw = str(value)
-    return raw if len(raw) <= limit else raw[: limit - 1] + "…"
-
-
-def snippet(value: Any, limit: int = PREVIEW_CHARS) -> str:
-    """The readable text of a parsed JSON value, on one line, at most ``limit`` characters.
-
-    Text blocks and message contents give their text; a tool call gives
-    ``name(arguments)``; an image or file gives a bracketed tag; any other
-    object is shown as compact JSON.
-    """
-    parts: list[str] = []
-    size = 0
-    budget = _WALK_BUDGET
-
-    def put(s: str) -> bool:
-        nonlocal size
-        s = " ".join(s.split())
-        if s:
-            parts.append(s)
-            size += len(s) + 1
-        return size < limit
-
-    def walk(v: Any) -> bool:
-        nonlocal budget
-        budget -= 1
-        if budget < 0:
-            return False
-        if isinstance(v, str):
-            return put(v)
-        if isinstance(v, list | tuple):
-            return all(walk(item) for item in v)
-        if not isinstance(v, Mapping):
-            return v is None or put(str(v))
-        tag = v.get("$ls") or v.get("type")
-        if tag in ("tool_call", "tool_use", "function_call"):
-            name = v.get("name") or "?"
-            args = v.get("arguments", v.get("input"))
-            return put(f"{name}({_compact(args, limit) if args not in (None, '') else ''})")
-        function = v.get("function")
-        if isinstance(function, Mapping):
-            return put(f"{function.get('name') or '?'}({function.get('arguments') or ''})")
-        if tag in ("image", "image_url", "input_image"):
-            return put("[image]")
-        if tag in ("file", "document", "input_file"):
-            return put(f"[file {v.get('name') or v.get('uri') or v.get('file_id') or ''}]".strip())
-        if tag in ("thinking", "reasoning", "redacted_thinking"):
-            return True  # reasoning is folded away in the views; a preview skips it
-        found = False
-        for key in _TEXT_KEYS:
-            if key in v and v[key] not in (None, "", [], {}):
-                found = True
-                if not walk(v[key]):
-                    return False
-        calls = v.get("tool_calls")
-        if isinstance(calls, list):
-            found = True
-            if not walk(calls):
-                return False
-        if not found:
-            return put(_compact(v, limit))
-        return True
-
-    walk(value)
-    line = " ".join(parts)
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def error_text(data: Mapping[str, Any]) -> str | None:

@@ -69,9 +69,17 @@ are logged on the ``loopscribe`` logger and counted in
 Streaming: :meth:`LoopscribeHooks.stream_events` iterates a streamed result
 for the host and publishes each text, reasoning and tool-argument delta as
 a transient ``message_update`` of its model execution (live subscribers
-only; never written). ``LoopscribeHooks(run, checkpoints=True)`` writes a
-``checkpoint`` after each recorded run (agent, ``to_input_list()`` length,
-last response id, ``interrupted``).
+only; never written).
+
+Checkpoints and resuming: ``LoopscribeHooks(run, checkpoints=True)`` writes a
+``checkpoint`` after each recorded top-level run: the agent, the last
+response id, and what the SDK resumes from, ``input`` (the run's
+``to_input_list()``) or, for a run interrupted for tool approvals,
+``run_state`` (the SDK's ``result.to_state().to_json()``). Rebuild the
+state with ``RunState.from_json``, approve or reject its interruptions, and
+pass it to :meth:`LoopscribeHooks.run`: the resumed part is an agent
+execution marked ``resumed``, with an ``approval`` record per decision under
+the call's execution, then the approved calls and the rest of the run.
 
 Retries: each attempt of a model call the SDK's retry policy retried is an
 attempt of the turn's ``model_N`` (the failed one's error, ``retry_scheduled``,

@@ -32,6 +32,7 @@ from agents import (
     RunHooks,
     Runner,
     RunResult,
+    RunState,
     Tool,
     ToolErrorFormatterArgs,
     ToolInputGuardrailTripwireTriggered,
@@ -133,6 +134,14 @@ def _new_user_input(items: Sequence[Any]) -> list[Any]:
             break
         tail.append(item)
     return [_jsonable(item) for item in reversed(tail)]
+
+
+def _run_state(result: RunResultBase) -> Any:
+    """The SDK's serialized state of an interrupted run (without the tracing API key)."""
+    to_state = getattr(result, "to_state", None)
+    if not callable(to_state):
+        return None
+    return to_state().to_json()
 
 
 def _tool_result(call_id: str, name: str, body: Any, is_error: bool) -> ToolResultMessage:
@@ -322,13 +331,17 @@ class LoopscribeHooks(RunHooks[Any]):
             run: The loopscribe run to record into.
             parent: The execution this run happens inside (the tool call that
                 runs an agent as a tool); ``None`` for a top-level run.
-            checkpoints: After each run :meth:`record_result` records, write a
-                loopscribe ``checkpoint`` (``Run.save_checkpoint``, which
-                fsyncs) with what a host needs to continue the conversation:
-                the agent to continue with, ``len(result.to_input_list())``
-                (every item of it committed in the file by then), the last
-                response id, and whether the run stopped for approvals. Off by
-                default: each checkpoint costs an fsync.
+            checkpoints: After each top-level run :meth:`record_result`
+                records, write a loopscribe ``checkpoint``
+                (``Run.save_checkpoint``, which fsyncs) with what a host
+                needs to go on: the agent to continue with, the last
+                response id, and either ``input`` (``result.to_input_list()``:
+                the next ``Runner.run`` takes it plus the next message) or,
+                for a run interrupted for tool approvals, ``run_state`` (the
+                SDK's ``result.to_state().to_json()``: rebuild it with
+                ``RunState.from_json``, approve or reject, and pass it to
+                :meth:`run`). Off by default: each checkpoint costs an fsync
+                and holds the conversation so far.
         """
         super().__init__()
         _install_runner()
@@ -340,6 +353,10 @@ class LoopscribeHooks(RunHooks[Any]):
         self._run_config: RunConfig | None = None
         self.errors = 0
         self._starting_agent: Agent[Any] | None = None
+        # The run continues an interrupted one (a RunState was passed): its input is
+        # in the file already, and the calls approved since run before its agent starts.
+        self._resuming = False
+        self._resumed_calls: list[Any] = []
         self._reset()
 
     def _reset(self) -> None:
@@ -368,6 +385,11 @@ class LoopscribeHooks(RunHooks[Any]):
         self._model_starts: tuple[Event, ...] = ()
         self._retries: list[tuple[Any, float | None, datetime]] = []
         self._guardrails_seen: dict[int, Any] = {}
+        # The agent opened for the approved calls of a resumed run, before the SDK's
+        # on_agent_start for it (which then continues it instead of starting another).
+        self._resumed_agent: Agent[Any] | None = None
+        # The executions of calls whose approval decision was recorded, by call id.
+        self._decided: dict[str, Execution] = {}
 
     # -- installing --------------------------------------------------------
 
@@ -408,6 +430,40 @@ class LoopscribeHooks(RunHooks[Any]):
             model_settings=self._watch_retries(config.model_settings),
         )
         return self._run_config
+
+    def _resume(self, input: Any) -> None:
+        """Note whether a run continues an interrupted one, and the calls it left pending."""
+        self._resuming = isinstance(input, RunState)
+        self._resumed_calls = []
+        if isinstance(input, RunState):
+            self._resumed_calls = [_jsonable(item.raw_item) for item in input.get_interruptions()]
+
+    def _continue_agent(self, context: RunContextWrapper[Any], agent: Agent[Any]) -> None:
+        """Open the agent execution of a resumed run, with the decisions on its pending calls.
+
+        Each call the host approved or rejected since the interruption gets an
+        ``approval`` record (under the call's own execution), then its pending
+        calls are the last output: a rejected call never reaches
+        ``on_tool_start``; like a call a guardrail refused, it becomes a tool
+        execution when the next request shows what the model was told instead
+        (see :meth:`_calls_not_run`).
+        """
+        self._reset()
+        ex = self._start_agent(agent, resumed=True)
+        self._last_output = self._resumed_calls
+        self._resuming = False
+        for call in self._resumed_calls:
+            if not (isinstance(call, Mapping) and isinstance(call.get("call_id"), str)):
+                continue
+            call_id, name = call["call_id"], str(call.get("name"))
+            approved = context.is_tool_approved(name, call_id)
+            if approved is None:
+                continue
+            tool = self._decided[call_id] = Execution(
+                self._ids.tool_id(call_id), "tool", parent_id=ex.id
+            )
+            args = _arguments(str(call.get("arguments") or ""))
+            self._record(ev.approval(tool, name, approved=approved, args=args))
 
     def _watch_retries(self, settings: ModelSettings | None) -> ModelSettings:
         """Run-level model settings whose retry policy also tells these hooks what it decided.
@@ -485,7 +541,7 @@ class LoopscribeHooks(RunHooks[Any]):
     async def run(
         self,
         starting_agent: Agent[Any],
-        input: str | list[TResponseInputItem],
+        input: str | list[TResponseInputItem] | RunState[Any],
         *,
         run_config: RunConfig | None = None,
         **kwargs: Any,
@@ -494,7 +550,10 @@ class LoopscribeHooks(RunHooks[Any]):
 
         Args:
             starting_agent: As for ``Runner.run``.
-            input: As for ``Runner.run``.
+            input: As for ``Runner.run``; a ``RunState`` resumes an
+                interrupted run (for example one rebuilt from a checkpoint's
+                ``run_state``): the calls approved since run first, under
+                an agent execution marked ``resumed``.
             run_config: As for ``Runner.run``; see :meth:`run_config`.
             **kwargs: Passed to ``Runner.run`` (``context``, ``max_turns``, ...).
 
@@ -507,6 +566,7 @@ class LoopscribeHooks(RunHooks[Any]):
         self._reset()
         self._starting_agent = starting_agent
         self._stream = False
+        self._resume(input)
         try:
             result = await Runner.run(
                 starting_agent, input, hooks=self, run_config=self.run_config(run_config), **kwargs
@@ -520,7 +580,7 @@ class LoopscribeHooks(RunHooks[Any]):
     def run_streamed(
         self,
         starting_agent: Agent[Any],
-        input: str | list[TResponseInputItem],
+        input: str | list[TResponseInputItem] | RunState[Any],
         *,
         run_config: RunConfig | None = None,
         **kwargs: Any,
@@ -542,6 +602,7 @@ class LoopscribeHooks(RunHooks[Any]):
         self._reset()
         self._starting_agent = starting_agent
         self._stream = True
+        self._resume(input)
         return Runner.run_streamed(
             starting_agent, input, hooks=self, run_config=self.run_config(run_config), **kwargs
         )
@@ -645,16 +706,23 @@ class LoopscribeHooks(RunHooks[Any]):
     def _checkpoint(self, result: RunResultBase, interrupted: bool) -> None:
         """Where the conversation stands after a run: what a host resumes from."""
         try:
+            items = result.to_input_list()
             snapshot: dict[str, Any] = {
                 "framework": "openai-agents",
                 "agent": result.last_agent.name,
-                "input_items": len(result.to_input_list()),
+                "input_items": len(items),
             }
             if result.last_response_id is not None:
                 snapshot["last_response_id"] = result.last_response_id
             if interrupted:
-                # Resume with result.to_state() after the approvals.
                 snapshot["interrupted"] = True
+                # The SDK's own serialized state: what Runner.run resumes from after the
+                # approvals (it holds the pending calls, which its input list cannot).
+                snapshot["run_state"] = _run_state(result)
+            else:
+                # A finished run resumes as a new Runner.run of its input list plus the
+                # next message (running its RunState again would just call the model again).
+                snapshot["input"] = [_jsonable(item) for item in items]
             self._run.save_checkpoint(snapshot)
         except Exception:
             self._failed("a checkpoint")
@@ -698,8 +766,15 @@ class LoopscribeHooks(RunHooks[Any]):
     # -- hooks -------------------------------------------------------------
 
     async def on_agent_start(self, context: AgentHookContext[Any], agent: Agent[Any]) -> None:
-        """An agent became the current agent: a new run or a handoff's target."""
+        """An agent became the current agent: a new run, a resumed one, or a handoff's target."""
         try:
+            resumed, self._resumed_agent = self._resumed_agent, None
+            if resumed is agent and self._agent is not None:
+                return  # the resumed run's approved calls ran under this agent already
+            if self._resuming and not self._handoff_pending:
+                # Its input was committed by the run it continues.
+                self._continue_agent(context, agent)
+                return
             fresh = not self._handoff_pending
             if fresh:
                 self._reset()
@@ -807,14 +882,23 @@ class LoopscribeHooks(RunHooks[Any]):
     ) -> None:
         """A local tool is about to run."""
         try:
+            if self._agent is None and not self._handoff_pending:
+                # A resumed run (a RunState) runs the calls approved since it was
+                # interrupted before the SDK reports its agent's start.
+                self._continue_agent(context, agent)
+                self._resumed_agent = agent
             name = _tool_name(tool)
             call_id: str | None = None
             args: Any = None
             if isinstance(context, ToolContext):
                 call_id, args = context.tool_call_id, _arguments(context.tool_arguments)
-            ex_id = self._ids.tool_id(call_id) if call_id else f"tool_{self._ids.number('tool')}"
-            parent = self._turn or self._agent
-            ex = Execution(ex_id, "tool", parent_id=parent.id if parent is not None else None)
+            ex = self._decided.pop(call_id, None) if call_id else None
+            if ex is None:
+                ex_id = (
+                    self._ids.tool_id(call_id) if call_id else f"tool_{self._ids.number('tool')}"
+                )
+                parent = self._turn or self._agent
+                ex = Execution(ex_id, "tool", parent_id=parent.id if parent is not None else None)
             open_tool = _OpenTool(ex, name, call_id)
             if call_id:
                 self._tools[call_id] = open_tool
@@ -950,8 +1034,9 @@ class LoopscribeHooks(RunHooks[Any]):
                 continue
             self._ran.add(call_id)
             name = str(call.get("name"))
-            ex_id = self._ids.tool_id(call_id)
-            ex = Execution(ex_id, "tool", parent_id=parent.id if parent is not None else None)
+            ex = self._decided.pop(call_id, None) or Execution(
+                self._ids.tool_id(call_id), "tool", parent_id=parent.id if parent else None
+            )
             self._turn_tools += 1
             args = _arguments(str(call.get("arguments") or ""))
             self._record(ev.tool_exec_start(ex, name, args, tool_type="function"))
@@ -973,16 +1058,25 @@ class LoopscribeHooks(RunHooks[Any]):
         else:
             logger.debug("loopscribe could not record %s", what, exc_info=True)
 
-    def _start_agent(self, agent: Agent[Any]) -> Execution:
-        """An agent execution; the target of a handoff names the handoff's tool call."""
+    def _start_agent(self, agent: Agent[Any], *, resumed: bool = False) -> Execution:
+        """An agent execution; the target of a handoff names the handoff's tool call.
+
+        ``resumed``: it continues a run interrupted for approvals (``agent_start``
+        says so with ``resumed: true``).
+        """
         parent = self._parent.id if self._parent is not None else None
         ex = Execution(f"agent_{self._ids.number('agent')}", "agent", parent_id=parent)
         self._agent, self._agent_name, self._agent_turns = ex, agent.name, 0
         self._agents.append((agent, ex))
         start = ev.agent_start(ex, agent.name)
         handed_off_by, self._handed_off_by = self._handed_off_by, None
+        extra: dict[str, Any] = {}
         if handed_off_by is not None:
-            start = Event(start.type, ex, {**start.data, "handoff_call_id": handed_off_by})
+            extra["handoff_call_id"] = handed_off_by
+        if resumed:
+            extra["resumed"] = True
+        if extra:
+            start = Event(start.type, ex, {**start.data, **extra})
         self._record(start)
         return ex
 
