@@ -59,6 +59,7 @@ from ._codec import DEFAULT_CODEC, Codec
 from ._errors import FormatError, LoopscribeError, SessionLockedError
 from ._fields import field as get_field
 from ._fields import plain, text, token_usage
+from ._files import append_whole, complete_end, open_append
 from ._format import Scanner, format_ts, parse_ts
 from ._messages import SystemMessage
 from ._reader import to_record
@@ -499,16 +500,16 @@ def _with_side(fold: _Fold, side: list[_SideFact]) -> _Fold:
 
 
 def _append_side(path: Path, codec: Codec, kind: str, data: Mapping[str, Any], offset: int) -> None:
-    """Append one fact to a side log under its own lock (writers from many processes)."""
+    """Append one fact to a side log, whole or not at all (see ``loopscribe._files``).
+
+    Writers in many processes take the side log's ``flock`` in turn; an
+    unfinished line a failed write left is removed before the fact is added.
+    """
     ts = format_ts(None)[1]
     line = codec.dumps({"type": kind, "ts": ts, "offset": offset, "data": data}, newline=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    fd = open_append(path)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        written = os.write(fd, line)
-        if written != len(line):
-            raise OSError(errno.EIO, f"{path}: short write ({written} of {len(line)} bytes)")
-        os.fsync(fd)
+        append_whole(fd, line, path, sync=True)
     finally:
         os.close(fd)
 
@@ -628,15 +629,7 @@ class _FileSource:
 
     def complete_end(self) -> int:
         """The offset just after the last ``\\n``: an unfinished final line is left out."""
-        pos = os.fstat(self.fd).st_size
-        while pos > 0:
-            size = min(_BLOCK_BYTES, pos)
-            block = os.pread(self.fd, size, pos - size)
-            newline = block.rfind(b"\n")
-            if newline >= 0:
-                return pos - size + newline + 1
-            pos -= size
-        return 0
+        return complete_end(self.fd)
 
     def close(self) -> None:
         os.close(self.fd)
