@@ -1,4 +1,4 @@
-"""The files of a workspace: side logs appended whole."""
+"""The files of a workspace: side logs appended whole, huge lines read linearly."""
 
 from __future__ import annotations
 
@@ -6,16 +6,24 @@ import errno
 import json
 import os
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from loopscribe import (
+    AssistantMessage,
+    Execution,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
     Workspace,
     WriteError,
 )
+from loopscribe import events as ev
+from loopscribe import workspace as workspace_module
+from loopscribe.workspace import _reverse_lines, tail_offset
 
 from .scripted import scripted
 
@@ -99,3 +107,127 @@ def test_a_torn_side_log_line_is_removed_before_the_next_fact(
     listed = {s.id: s for s in Workspace(ws.root).list()}
     assert sorted(listed) == sorted(ids)
     assert [t["text"] for t in listed[ids[1]].todos] == ["after the crash"]
+
+
+# -- one huge line -------------------------------------------------------------------------
+
+
+class Metered(bytes):
+    """Bytes a reader got from a file; every look at them is charged to ``meter``.
+
+    Searching, splitting, slicing or concatenating costs a pass over the
+    bytes involved; a reader that is linear in what it reads stays within a
+    small multiple of the file's size, one that copies a growing line again
+    for every block does not.
+    """
+
+    meter: list[int]
+
+
+def _charged(name: str, cost: Callable[[bytes, tuple[Any, ...], Any], int]) -> Any:
+    method = getattr(bytes, name)
+
+    def charged(self: Metered, *args: Any) -> Any:
+        result = method(self, *args)
+        self.meter[0] += cost(self, args, result)
+        return result
+
+    return charged
+
+
+def _whole(data: bytes, args: tuple[Any, ...], result: Any) -> int:
+    return len(data)
+
+
+def _both(data: bytes, args: tuple[Any, ...], result: Any) -> int:
+    return len(data) + len(args[0])
+
+
+def _result(data: bytes, args: tuple[Any, ...], result: Any) -> int:
+    return len(result) if isinstance(result, bytes) else 1
+
+
+for _name in ("__contains__", "find", "rfind", "index", "rindex", "count", "split", "rsplit"):
+    setattr(Metered, _name, _charged(_name, _whole))
+Metered.__add__ = _charged("__add__", _both)  # type: ignore[method-assign]
+Metered.__getitem__ = _charged("__getitem__", _result)  # type: ignore[method-assign]
+Metered.splitlines = _charged("splitlines", _whole)  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def meter(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The bytes read from session files by range, plus every look at them, counted."""
+    meter = [0]
+
+    class MeteredSource(workspace_module._FileSource):
+        __slots__ = ()
+
+        def pread(self, size: int, offset: int) -> bytes:
+            block = Metered(super().pread(size, offset))
+            block.meter = meter
+            meter[0] += len(block)
+            return block
+
+    monkeypatch.setattr(workspace_module, "_FileSource", MeteredSource)
+    return meter
+
+
+def _huge(ws: Workspace, line_bytes: int) -> str:
+    tool = Execution("call_1", "tool")
+    with ws.create(title="huge") as session, session.begin_run() as run:
+        run.record(ev.message_end(None, UserMessage("Dump the table.")))
+        output = TextContent("0123456789abcdef" * (line_bytes // 16))
+        run.record(ev.message_end(tool, ToolResultMessage("call_1", "dump", (output,))))
+        run.record(ev.message_end(None, AssistantMessage((TextContent("Done."),))))
+        return session.id
+
+
+@pytest.mark.parametrize("line_mb", [1, 8])
+def test_reading_back_over_one_huge_line_is_linear(
+    tmp_path: Path, meter: list[int], line_mb: int
+) -> None:
+    """messages() and tail_offset() over a line of megabytes do work linear in the file's size."""
+    ws = Workspace(tmp_path)
+    sid = _huge(ws, line_mb << 20)
+    size = ws.path(sid).stat().st_size
+    page = Workspace(tmp_path).messages(sid, last=50)
+    assert [type(m).__name__ for m in page.messages] == [
+        "UserMessage",
+        "ToolResultMessage",
+        "AssistantMessage",
+    ]
+    assert len(page.messages[1].content[0].text) == line_mb << 20
+    assert meter[0] <= 4 * size, f"{meter[0] / size:.1f}x the file's size"
+    meter[0] = 0
+    assert tail_offset(ws.path(sid), 10) == 0
+    assert meter[0] <= 4 * size, f"{meter[0] / size:.1f}x the file's size"
+
+
+class _Bytes:
+    """A byte string as a range source."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def pread(self, size: int, offset: int) -> bytes:
+        return self.data[offset : offset + size]
+
+    def complete_end(self) -> int:
+        return self.data.rfind(b"\n") + 1
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 7, 64])
+def test_reverse_lines_gives_every_line_and_offset_at_any_block_size(
+    monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    """Lines shorter, as long as, and longer than a block, empty lines too: all back, in order."""
+    monkeypatch.setattr(workspace_module, "_BLOCK_BYTES", block)
+    lines = [b"a\n", b"\n", b"bcdefgh\n", b"x" * 150 + b"\n", b"ij\n", b"\n", b"k" * 7 + b"\n"]
+    data = b"".join(lines)
+    offsets = [sum(map(len, lines[:i])) for i in range(len(lines))]
+    got = list(_reverse_lines(_Bytes(data), len(data)))
+    assert got == list(zip(offsets, lines, strict=True))[::-1]
+    assert list(_reverse_lines(_Bytes(data), offsets[3])) == got[-3:]

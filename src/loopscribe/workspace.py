@@ -661,24 +661,37 @@ def _line_at(source: _ByteSource, offset: int) -> bytes | None:
 
 
 def _reverse_lines(source: _ByteSource, end: int) -> Iterator[tuple[int, bytes]]:
-    """Complete lines before byte ``end`` (a line boundary), last first, with offsets."""
+    """Complete lines before byte ``end`` (a line boundary), last first, with offsets.
+
+    Each block is read and split once, and a line longer than a block is
+    joined once from its blocks, so the cost is linear in the bytes read
+    even for one line of hundreds of megabytes.
+    """
     pos = end
-    carry = b""
+    # The line that ends where the blocks read so far begin, its last part first.
+    carry: list[bytes] = []
     while pos > 0:
         size = min(_BLOCK_BYTES, pos)
         pos -= size
-        block = source.pread(size, pos) + carry
+        block = source.pread(size, pos)
+        if b"\n" not in block:
+            carry.append(block)  # the middle of a long line
+            continue
         pieces = block.split(b"\n")
-        # pieces[-1] is empty (block ends at a line boundary); pieces[0] may
-        # continue in the block before, unless this block starts the file.
-        first = 0 if pos == 0 else 1
-        # The first piece is the end of a line that starts in the block before:
-        # carry it (with its newline) so that block also ends on a line boundary.
-        carry = b"" if pos == 0 else pieces[0] + b"\n"
-        cursor = pos + len(block)
-        for piece in reversed(pieces[first:-1]):
+        # The last piece begins the line whose rest was read before (none at ``end``).
+        cursor = pos + len(block) - len(pieces[-1])
+        if carry:
+            carry.append(pieces[-1])
+            carry.reverse()
+            yield cursor, b"".join(carry)
+        for piece in reversed(pieces[1:-1]):
             cursor -= len(piece) + 1
             yield cursor, piece + b"\n"
+        # The first piece ends a line that starts in a block before (or starts the file).
+        carry = [pieces[0] + b"\n"]
+    if carry:
+        carry.reverse()
+        yield 0, b"".join(carry)
 
 
 # A record line's start: nothing inside a JSON line can hold a raw newline.
