@@ -1,4 +1,5 @@
-"""The files of a workspace: side logs appended whole, huge lines read linearly."""
+"""The files of a workspace: side logs appended whole, huge lines read linearly,
+artifacts."""
 
 from __future__ import annotations
 
@@ -231,3 +232,53 @@ def test_reverse_lines_gives_every_line_and_offset_at_any_block_size(
     got = list(_reverse_lines(_Bytes(data), len(data)))
     assert got == list(zip(offsets, lines, strict=True))[::-1]
     assert list(_reverse_lines(_Bytes(data), offsets[3])) == got[-3:]
+
+
+# -- artifacts --------------------------------------------------------------------------------
+
+
+def test_an_artifact_is_kept_privately_and_listed(tmp_path: Path) -> None:
+    """add_artifact writes a 0600 file in a 0700 folder and replaces one of the same name."""
+    ws = Workspace(tmp_path)
+    with ws.create() as session:
+        pass
+    first = ws.add_artifact(session.id, "plan.md", b"# draft\n")
+    second = ws.add_artifact(session.id, "plan.md", b"# final plan\n")
+    assert first.path == second.path == ws.artifact_dir(session.id) / "plan.md"
+    assert [(a.name, a.size) for a in ws.artifacts(session.id)] == [("plan.md", 13)]
+    assert ws.artifact_dir(session.id).stat().st_mode & 0o777 == 0o700
+    assert second.path.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "../escape", "a/b", ".hidden", "a\0b", "x" * 256])
+def test_an_artifact_name_that_is_not_a_plain_file_name_is_refused(
+    tmp_path: Path, name: str
+) -> None:
+    """Folders, parents, hidden names, NUL and overlong names never become a path."""
+    ws = Workspace(tmp_path)
+    with ws.create() as session:
+        pass
+    with pytest.raises(ValueError, match="not an artifact name"):
+        ws.add_artifact(session.id, name, b"x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{session.id}.jsonl"]
+
+
+def test_a_planted_symlink_is_never_written_through(tmp_path: Path) -> None:
+    """A symlink as the artifact folder, or at an artifact's temporary name, is not followed."""
+    ws = Workspace(tmp_path / "ws")
+    with ws.create() as session:
+        pass
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    ws.artifact_dir(session.id).symlink_to(outside)
+    with pytest.raises(FileExistsError, match="symbolic link"):
+        ws.add_artifact(session.id, "a.txt", b"x")
+    ws.artifact_dir(session.id).unlink()
+    ws.artifact_dir(session.id).mkdir()
+    victim = outside / "victim"
+    victim.write_bytes(b"keep")
+    (ws.artifact_dir(session.id) / "a.txt.tmp").symlink_to(victim)
+    with pytest.raises(OSError, match="symbolic links"):
+        ws.add_artifact(session.id, "a.txt", b"x")
+    assert victim.read_bytes() == b"keep"
+    assert list(outside.iterdir()) == [victim]

@@ -1,14 +1,17 @@
-"""Files loopscribe appends to beside a session: private, appended whole.
+"""Files loopscribe writes beside a session: private, appended whole, replaced whole.
 
-Everything written here holds session content (facts, spans), so:
+Everything written here holds session content (facts, spans, cursors,
+artifacts), so:
 
-* a file is created 0600, whatever the umask;
+* a file is created 0600 and a folder 0700, whatever the umask;
 * an append-only file that several writers share (a side log, the embedded
   OTLP JSON file) is appended under an exclusive ``flock``: a torn last line
   (a crash, a full disk or a file-size limit stopped a write halfway) is cut
   back first, and a line that cannot be written whole is cut back too, so
   the next append never lands after half a line and a reader, which ignores
-  a final line without ``\\n``, never meets a damaged complete one.
+  a final line without ``\\n``, never meets a damaged complete one;
+* a small state file (a cursor) is replaced whole: written beside its name,
+  fsynced, renamed.
 
 The session file follows the same rules in ``loopscribe._session``.
 """
@@ -20,15 +23,39 @@ import errno
 import fcntl
 import logging
 import os
+from pathlib import Path
 
 from ._errors import WriteError
 
 PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
 
 _BLOCK_BYTES = 1 << 16
 _NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 logger = logging.getLogger("loopscribe")
+
+
+def make_private_dir(path: str | os.PathLike[str]) -> Path:
+    """Create folder ``path`` and every missing parent 0700; folders that exist stay as they are.
+
+    Returns:
+        ``path`` as a Path.
+
+    Raises:
+        FileExistsError: ``path`` or a parent exists and is not a folder.
+        OSError: A folder cannot be created.
+    """
+    folder = Path(path)
+    try:
+        folder.mkdir(mode=PRIVATE_DIR)
+    except FileNotFoundError:
+        make_private_dir(folder.parent)
+        folder.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+    except FileExistsError:
+        if not folder.is_dir():
+            raise
+    return folder
 
 
 def complete_end(fd: int) -> int:
@@ -135,3 +162,28 @@ def _cut_torn_line(fd: int, path: str | os.PathLike[str]) -> int:
         "%s: removed an unfinished final line of %d bytes at byte %d", path, size - end, end
     )
     return end
+
+
+def replace_file(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically, as a 0600 file (write beside it, fsync, rename).
+
+    Raises:
+        OSError: Writing failed; ``path`` is as it was and no temporary file is left.
+    """
+    target = Path(path)
+    tmp = target.with_name(target.name + ".tmp")
+    # O_NOFOLLOW: a symlink planted at the temporary name must not redirect the write.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, PRIVATE_FILE)
+    try:
+        try:
+            os.fchmod(fd, PRIVATE_FILE)  # a temporary file an older version left may be 0644
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise

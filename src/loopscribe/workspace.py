@@ -59,7 +59,7 @@ from ._codec import DEFAULT_CODEC, Codec
 from ._errors import FormatError, LoopscribeError, SessionLockedError
 from ._fields import field as get_field
 from ._fields import plain, text, token_usage
-from ._files import append_whole, complete_end, open_append
+from ._files import append_whole, complete_end, make_private_dir, open_append, replace_file
 from ._format import Scanner, format_ts, parse_ts
 from ._messages import SystemMessage
 from ._reader import to_record
@@ -792,8 +792,7 @@ class Workspace:
         return super().__new__(cls)
 
     def __init__(self, root: str | os.PathLike[str], *, codec: Codec | None = None) -> None:
-        self.root = Path(root).absolute()
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root = make_private_dir(Path(root).absolute())
         self.codec = codec or DEFAULT_CODEC
         self._cache: dict[str, _Cached] = {}  # by file name
         self._listed: tuple[tuple[int, ...], builtins.list[SessionSummary]] = ((), [])
@@ -1368,6 +1367,37 @@ class Workspace:
         with self._lock:
             self._cache.pop(path.name, None)
 
+    def add_artifact(self, session_id: str, name: str, data: bytes) -> Artifact:
+        """Keep a file the session produced in its artifact folder, privately.
+
+        The folder is created 0700 and the file 0600; the file is written
+        beside its name and renamed into place, so a reader never sees half
+        of it, and an artifact of the same name is replaced.
+
+        Args:
+            session_id: The session.
+            name: A file name: no folder in it, not hidden (no leading ``.``),
+                at most 255 bytes.
+            data: The file's content.
+
+        Raises:
+            ValueError: ``name`` is not such a file name.
+            SessionNotFoundError: No such session.
+        """
+        _check_artifact_name(name)
+        _check_header(self._existing(session_id))
+        folder = self.artifact_dir(session_id)
+        if folder.is_symlink():
+            raise FileExistsError(
+                errno.EEXIST,
+                f"{folder}: is a symbolic link, not the session's artifact folder; "
+                "remove it, then add the artifact again",
+            )
+        target = make_private_dir(folder) / name
+        replace_file(target, data)
+        st = target.stat()
+        return Artifact(name, target, st.st_size, datetime.fromtimestamp(st.st_mtime, UTC))
+
     def artifacts(self, session_id: str) -> builtins.list[Artifact]:
         """Files in the session's artifact folder, by name; empty if there is none."""
         _check_header(self._existing(session_id))
@@ -1380,6 +1410,19 @@ class Workspace:
                     created = datetime.fromtimestamp(st.st_mtime, UTC)
                     out.append(Artifact(str(entry.relative_to(folder)), entry, st.st_size, created))
         return out
+
+
+def _check_artifact_name(name: str) -> None:
+    """Raise ``ValueError`` unless ``name`` is a plain, visible file name (the one door for it)."""
+    try:
+        encoded = os.fsencode(name)
+    except (TypeError, UnicodeEncodeError):
+        encoded = b""
+    if not encoded or len(encoded) > 255 or name.startswith(".") or any(c in name for c in "/\\\0"):
+        raise ValueError(
+            f"{name!r} is not an artifact name: give a file name of at most 255 bytes, "
+            "without '/', '\\', NUL or a leading '.'"
+        )
 
 
 def _check_fields(fields: Mapping[str, Any]) -> None:
