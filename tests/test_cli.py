@@ -808,3 +808,34 @@ def test_debug_before_or_after_the_command_shows_the_tracebacks(where: str) -> N
     assert done.stderr.count("Traceback (most recent call last)") == 2
     assert "ValueError: a step failed\non two lines" in done.stderr
     assert done.stderr.splitlines()[-1].startswith("loopscribe: error: KeyError: 'runs'")
+
+
+def test_ls_names_the_files_and_folders_it_cannot_read(tmp_path: Path) -> None:
+    """An unreadable session file and an unreadable subfolder are named on stderr, not hidden."""
+    s = record_demo(tmp_path / "ok.jsonl", turns=1)
+    locked = tmp_path / "locked.jsonl"
+    record_demo(locked, turns=1)
+    locked.chmod(0)
+    closed = tmp_path / "closed"
+    closed.mkdir()
+    record_demo(closed / "inside.jsonl", turns=1)
+    closed.chmod(0)
+    from .scripted import held_to_file_modes
+
+    try:
+        done = subprocess.run(
+            held_to_file_modes([sys.executable, "-m", "loopscribe", "--json", "ls", str(tmp_path)]),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        closed.chmod(0o700)
+    assert done.returncode == 0, done.stderr
+    assert [orjson.loads(line)["id"] for line in done.stdout.splitlines()] == [s.id]
+    lines = sorted(done.stderr.splitlines())
+    assert lines == [
+        f"skipped {closed}: cannot read it (Permission denied); check its permissions",
+        f"skipped {locked}: cannot read it (Permission denied); check its permissions",
+    ]

@@ -1,11 +1,13 @@
-"""The files of a workspace: side logs appended whole, huge lines read linearly,
-artifacts."""
+"""The files of a workspace: side logs appended whole, huge lines read linearly, artifacts,
+unreadable files named."""
 
 from __future__ import annotations
 
 import errno
 import json
 import os
+import subprocess
+import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,7 +28,7 @@ from loopscribe import events as ev
 from loopscribe import workspace as workspace_module
 from loopscribe.workspace import _reverse_lines, tail_offset
 
-from .scripted import scripted
+from .scripted import held_to_file_modes, scripted
 
 HOLD = textwrap.dedent(
     """
@@ -282,3 +284,42 @@ def test_a_planted_symlink_is_never_written_through(tmp_path: Path) -> None:
         ws.add_artifact(session.id, "a.txt", b"x")
     assert victim.read_bytes() == b"keep"
     assert list(outside.iterdir()) == [victim]
+
+
+# -- files that cannot be read --------------------------------------------------------------
+
+LIST = textwrap.dedent(
+    """
+    import json, sys
+    from loopscribe import Workspace
+    ws = Workspace(sys.argv[1])
+    listed = [s.id for s in ws.list()]
+    print(json.dumps({
+        "listed": listed,
+        "unreadable": [[str(p), e.errno, str(e)] for p, e in ws.unreadable],
+    }))
+    """
+)
+
+
+def test_list_leaves_out_a_file_it_cannot_read_and_names_it(tmp_path: Path) -> None:
+    """A session file of mode 000 does not hide the others; ``unreadable`` names it and why."""
+    ws = Workspace(tmp_path)
+    ids = []
+    for n in range(3):
+        with ws.create(title=f"s{n}") as session:
+            ids.append(session.id)
+    locked = ws.path(ids[0])
+    locked.chmod(0)
+    done = subprocess.run(
+        held_to_file_modes([sys.executable, "-c", LIST, str(tmp_path)]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    got = json.loads(done.stdout)
+    assert sorted(got["listed"]) == sorted(ids[1:])
+    [(path, code, message)] = got["unreadable"]
+    assert (path, code) == (str(locked), errno.EACCES)
+    assert str(locked) in message

@@ -784,6 +784,11 @@ class Workspace:
         codec: Decodes messages for :meth:`messages`.
     """
 
+    unreadable: tuple[tuple[Path, OSError], ...] = ()
+    """The session files the last :meth:`list` could not read, each with its error
+    (``PermissionError``, an I/O error; the error names the file, or its side log):
+    they are left out of that listing."""
+
     def __new__(cls, root: str | os.PathLike[str], *, codec: Codec | None = None) -> Workspace:
         if cls is Workspace and is_url(root):
             from .store._workspace import StoreWorkspace
@@ -882,12 +887,16 @@ class Workspace:
                 ``"channel"`` (created by a messaging channel, not a person
                 at the UI).
 
+        A file this process cannot read (its permissions, an I/O error) is
+        left out too, and named with its error in :attr:`unreadable`.
+
         Raises:
             NotASessionError: A ``.jsonl`` file in the folder is not a session.
             CorruptRecordError: A session file is damaged.
         """
         summaries: list[SessionSummary] = []
-        skipped: list[str] = []  # listed names with no session file (any more)
+        skipped: list[str] = []  # listed names with no session file (any more), or unreadable
+        unreadable: list[tuple[Path, OSError]] = []
         keep, skip, is_reg = summaries.append, skipped.append, stat.S_ISREG
         summarize = self._summary_locked
         locks: builtins.list[_Locks | None] = []
@@ -920,11 +929,23 @@ class Workspace:
                     if not locks:
                         # Read once, and only when a status has to be worked out.
                         locks.append(_locked_inodes())
-                    summary = summarize(name, st, locks[0], name in sides)
+                    try:
+                        summary = summarize(name, st, locks[0], name in sides)
+                    except FileNotFoundError:
+                        skip(name)  # deleted meanwhile
+                        continue
+                    except OSError as exc:
+                        if isinstance(exc, LoopscribeError):
+                            raise
+                        # One file this process may not read must not hide the others.
+                        skip(name)
+                        unreadable.append((root / name, exc))
+                        continue
                 if (include_children or summary.parent_id is None) and (
                     include_channels or summary.source != "channel"
                 ):
                     keep(summary)
+            self.unreadable = tuple(unreadable)
             cache = self._cache
             # Every file summarized is in the cache; anything more there is gone.
             if len(cache) > len(names.sessions) - len(skipped):

@@ -82,6 +82,19 @@ class Found:
 
     sessions: list[Path] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
+    unreadable: list[tuple[Path, OSError]] = field(default_factory=list)
+    """Files and folders that could not be read, with why (also counted in ``skipped``)."""
+
+    def report_unreadable(self, out: Out) -> None:
+        """Name each file or folder that could not be read, one line each on stderr."""
+        for path, exc in self.unreadable:
+            hint = "; check its permissions" if isinstance(exc, PermissionError) else ""
+            out.stderr.print(
+                f"skipped {path}: cannot read it ({exc.strerror or exc}){hint}",
+                highlight=False,
+                markup=False,
+                style="yellow",
+            )
 
     def error(self, where: str) -> CliError:
         """ "No sessions here", saying what was found instead and what to do with it."""
@@ -122,16 +135,20 @@ def find_sessions(root: Path, found: Found | None = None) -> Found:
     if not root.is_dir():
         missing = f"{root}: no such file or folder"
         raise CliError(not_a_session_file(root) if root.exists() else missing)
-    for path in candidate_files(root):
+    errors: list[OSError] = []
+    for path in candidate_files(root, errors):
         try:
             kind = file_kind(path)
-        except OSError:
-            found.skipped["unreadable"] += 1
+        except OSError as exc:
+            errors.append(exc if exc.filename else OSError(exc.errno, exc.strerror, str(path)))
             continue
         if kind.is_session:
             found.sessions.append(path)
         else:
             found.skipped[kind.kind] += 1
+    for error in errors:
+        found.skipped["unreadable"] += 1
+        found.unreadable.append((Path(error.filename), error))
     return found
 
 
