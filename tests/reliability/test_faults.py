@@ -416,3 +416,55 @@ def test_an_otlp_json_file_with_a_torn_last_line_is_cut_before_the_next_export(
     assert [
         len(orjson.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"]) for line in lines
     ] == [1, 2]
+
+
+TRANSCRIPTS = Path(__file__).parent.parent / "data" / "transcripts" / "claude-code"
+
+
+def _import(out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loopscribe",
+            "import",
+            "claude-code",
+            str(TRANSCRIPTS),
+            "--out",
+            str(out),
+            "--settle",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+@pytest.mark.parametrize("room", [0, 600_000], ids=["no room", "room for half"])
+def test_import_on_a_full_disk_is_one_line_and_the_next_import_completes(
+    tmp_path: Path, room: int
+) -> None:
+    """A full disk stops ``import`` with one line; with room made, it imports every session."""
+    reference = tmp_path / "reference"
+    assert _import(reference).returncode == 0
+    expected = sorted(
+        (s.title, s.records) for s in Workspace(reference).list(include_children=True)
+    )
+    with tmpfs(tmp_path, "8m") as mnt:
+        out = mnt / "imported"
+        filler = fill(mnt, leave=room)
+        done = _import(out)
+        assert done.returncode == 1, done.stderr
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1, done.stderr
+        assert "No space left on device" in lines[0]
+        assert "run the same command again" in lines[0]
+        filler.unlink()
+        done = _import(out)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        listed = Workspace(out).list(include_children=True)
+        assert sorted((s.title, s.records) for s in listed) == expected

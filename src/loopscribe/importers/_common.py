@@ -708,11 +708,13 @@ class Destination:
 
     def abort(self) -> None:
         """Close without saving anything more (after an error)."""
-        if self._session is not None and not self._session.closed:
+        session = self._session
+        if session is not None and not session.closed:
             try:
-                self._session.close()
-            except LoopscribeError:
-                logger.exception("%s: closing after a failed import", self.path)
+                session.close()
+            except LoopscribeError as exc:
+                if exc is not session.error:  # the sticky error is the one being raised
+                    logger.exception("%s: closing after a failed import", self.path)
 
     @property
     def session(self) -> Session | None:
