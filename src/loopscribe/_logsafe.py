@@ -78,11 +78,12 @@ class CredentialFilter(logging.Filter):
         clean = scrub(message)
         if clean != message:
             record.msg, record.args = clean, None
-        if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
-            # Formatters print exc_text when it is set: render it now, to scrub it. The
-            # exception stays, so a handler may print it as one line instead.
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
+        if record.exc_info and record.exc_info[1] is not None:
+            # Formatters print the exception's text: render it now, scrubbed.
+            text = logging.Formatter().formatException(record.exc_info)
+            record.exc_info, record.exc_text = None, None
+            record.msg = f"{record.msg}\n{scrub(text)}"
+        elif record.exc_text:
             record.exc_text = scrub(record.exc_text)
         return True
 

@@ -29,7 +29,6 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 
 from .._errors import LoopscribeError
 from .._logsafe import install as install_log_filter
-from .._logsafe import scrub
 from .._model import Record
 from .._safeopen import not_a_session_file
 from ._kinds import AGENT_LABELS, candidate_files, describe, file_kind
@@ -460,24 +459,27 @@ def _one_line(text: str) -> str:
     return " ".join(part.strip() for part in text.strip().splitlines() if part.strip())
 
 
+_TRACEBACK = "\nTraceback (most recent call last):\n"
+
+
 class _LogFormatter(PrintableFormatter):
-    """Log lines without tracebacks: an exception joins the line as its type and message."""
+    """Log records as one line each: a traceback becomes its exception's line, in parentheses.
+
+    The credential filter has already rendered a logged exception into the
+    message, scrubbed; only its last part (the exception's type and
+    message) is kept, after the frames.
+    """
 
     def format(self, record: logging.LogRecord) -> str:
-        """The record as one line; its exception, if any, in parentheses at the end."""
-        exc_info, exc_text, stack = record.exc_info, record.exc_text, record.stack_info
-        if not (exc_info or exc_text or stack):
-            return super().format(record)
-        record.exc_info, record.exc_text, record.stack_info = None, None, None
-        try:
-            line = super().format(record)
-        finally:
-            record.exc_info, record.exc_text, record.stack_info = exc_info, exc_text, stack
-        exc = exc_info[1] if exc_info else None
-        if exc is not None:
-            # The credential filter scrubbed the traceback; this text is new.
-            line += f" ({type(exc).__name__}: {scrub(_one_line(str(exc)))})"
-        return line
+        """The record as one line."""
+        text = super().format(record)
+        head, found, trace = text.partition(_TRACEBACK)
+        if not found:
+            return _one_line(text)
+        lines = trace.splitlines()
+        frames = [i for i, line in enumerate(lines) if line.startswith(" ")]
+        exception = _one_line("\n".join(lines[frames[-1] + 1 if frames else 0 :]))
+        return f"{_one_line(head)} ({exception})" if exception else _one_line(head)
 
 
 @contextmanager
