@@ -1,6 +1,6 @@
 """Benchmark: ``Workspace.messages``, ``Workspace.list`` and ``follow`` at scale.
 
-Three checks, each against a baseline measured in the same run:
+Four checks, each against a baseline measured in the same run:
 
 * **messages**: ``Workspace.messages(id, last=50)`` on a large session (1 GiB
   by default, recorded through the real API from the shared agent workload)
@@ -22,9 +22,15 @@ Three checks, each against a baseline measured in the same run:
   ``follow(path)`` (default poll interval) yields them on another thread;
   latency runs from the host's ``Run.record`` call to the record's arrival
   (so it includes encoding and the write).
+* **huge-line**: ``Workspace.messages`` and ``tail_offset`` on a session
+  whose one tool result is a single line of 8, 32 and 200 MB (``--line-mib``)
+  against a full forward ``read`` of the same file: reading backwards must
+  stay linear in the line's length, a small multiple of the scan at every
+  size.
 
 Run: ``.venv/bin/python benchmarks/workspace.py [--size-mib N] [--sessions N]
-[--events N] [--reps N] [--profile] [--strict] [--only messages|list|follow]``
+[--events N] [--reps N] [--line-mib N ...] [--profile] [--strict]
+[--only messages|list|follow|huge-line]``
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import gc
 import os
 import pstats
 import random
+import subprocess
 import sys
 import threading
 import time
@@ -52,6 +59,7 @@ from loopscribe import (
     Execution,
     Session,
     TextContent,
+    ToolResultMessage,
     Usage,
     UserMessage,
     Workspace,
@@ -59,12 +67,14 @@ from loopscribe import (
     read,
 )
 from loopscribe.live import follow
-from loopscribe.workspace import MessagePage, _count_visible
+from loopscribe.workspace import MessagePage, _count_visible, tail_offset
 
 TARGET_MESSAGES_RATIO = 100.0
 TARGET_LIST_RATIO = 2.0
 LIST_TURNS = 15  # warm lists, each paired with a pass of bare os.stat calls
 TARGET_FOLLOW_P99_MS = 50.0
+TARGET_HUGE_LINE_RATIO = 4.0  # messages() over a full forward read, at every line length
+HUGE_LINE_MIB = (8, 32, 200)
 PAGE = 50
 INTERRUPTED_EVERY = 10  # every 10th listed session lost its run_close, as a crash leaves it
 
@@ -402,18 +412,87 @@ def bench_follow(count: int, spacing_ms: float) -> bool:
     return passed
 
 
+# -- huge line -------------------------------------------------------------------
+
+
+def _huge_session(ws: Workspace, line_bytes: int) -> str:
+    """A session whose middle message is one tool result of ``line_bytes`` characters."""
+    tool = Execution("call_1", "tool")
+    output = ("0123456789abcdef" * (line_bytes // 16 + 1))[:line_bytes]
+    with ws.create(title="huge tool output") as session, session.begin_run() as run:
+        run.record(events.message_end(None, UserMessage("Dump the table.")))
+        result = ToolResultMessage("call_1", "dump", (TextContent(output),))
+        run.record(events.message_end(tool, result))
+        run.record(events.message_end(None, AssistantMessage((TextContent("Done."),))))
+        return session.id
+
+
+def _huge_line_check(root: Path, mib: int, reps: int) -> bool:
+    """Time one line of ``mib`` MB read backwards, by the library and by ``loopscribe show``."""
+    ws = Workspace(root)
+    sid = _huge_session(ws, mib * 1_000_000)
+    path = ws.path(sid)
+    try:
+        scans, pages, tails, shows = [], [], [], []
+        for _ in range(reps):
+            scans.append(_timed(lambda: sum(1 for _ in read(path, decode=False)))[0])
+            took, page = _timed(lambda: Workspace(root).messages(sid, last=50))
+            pages.append(took)
+            tails.append(_timed(lambda: tail_offset(path, 10))[0])
+            shows.append(_timed(lambda: _show(path))[0])
+    finally:
+        path.unlink()
+    scan, best = min(scans), min(pages)
+    correct = len(page.messages) == 3 and page.total == 3
+    ratio = best / scan
+    passed = ratio <= TARGET_HUGE_LINE_RATIO and correct
+    print(
+        f"huge line of {mib} MB: messages(last=50) {_ms(best)}, tail_offset "
+        f"{_ms(min(tails))}, `loopscribe show` {_ms(min(shows))} (a process); full read "
+        f"{_ms(scan)} (best of {reps}) -> messages {ratio:.1f}x a full read "
+        f"(target <= {TARGET_HUGE_LINE_RATIO:.0f}x) {_verdict(passed)}"
+        + ("" if correct else " (wrong page)")
+    )
+    return passed
+
+
+def _show(path: Path) -> None:
+    """``loopscribe show FILE`` in its own process, its output thrown away."""
+    subprocess.run(
+        [sys.executable, "-m", "loopscribe", "show", str(path)],
+        stdout=subprocess.DEVNULL,
+        check=True,
+    )
+
+
+def bench_huge_line(sizes_mib: list[int], reps: int) -> bool:
+    """Print messages(), tail_offset() and ``show`` on one huge line against a full read."""
+    with scratch_dir() as root:
+        results = [_huge_line_check(root, mib, reps) for mib in sizes_mib]  # every size, always
+    return all(results)
+
+
 def main() -> int:
-    """Run the three checks; with ``--strict``, return 1 if any target is missed."""
+    """Run the four checks; with ``--strict``, return 1 if any target is missed."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mib", type=int, default=1024, help="messages session size")
     parser.add_argument("--sessions", type=int, default=10_000, help="sessions to list")
     parser.add_argument("--events", type=int, default=2_000, help="events to follow")
     parser.add_argument("--spacing-ms", type=float, default=3.0, help="gap between events")
     parser.add_argument("--reps", type=int, default=3, help="timed repetitions of slow calls")
+    parser.add_argument(
+        "--line-mib",
+        type=int,
+        nargs="+",
+        default=list(HUGE_LINE_MIB),
+        help="huge-line lengths in MB (10^6 bytes)",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile the measured calls")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument(
-        "--only", choices=("messages", "list", "follow"), help="run one of the three checks"
+        "--only",
+        choices=("messages", "list", "follow", "huge-line"),
+        help="run one of the four checks",
     )
     args = parser.parse_args()
     args.reps = max(1, args.reps)
@@ -421,6 +500,7 @@ def main() -> int:
         "messages": lambda: bench_messages(args.size_mib, args.reps, args.profile),
         "list": lambda: bench_list(args.sessions, args.reps, args.profile),
         "follow": lambda: bench_follow(args.events, args.spacing_ms),
+        "huge-line": lambda: bench_huge_line(args.line_mib, args.reps),
     }
     results = [check() for name, check in checks.items() if args.only in (None, name)]
     return 1 if args.strict and not all(results) else 0

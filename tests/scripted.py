@@ -1,12 +1,19 @@
-"""Another process running a short script, told when to go on: a writer beside the test."""
+"""Another process running a short script, told when to go on: a writer beside the test.
+
+Also how to run a process that file modes hold back even when the tests run as root.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from typing import IO
+
+import pytest
 
 
 class Scripted:
@@ -47,3 +54,20 @@ def scripted(script: str, *args: str) -> Iterator[Scripted]:
             yield agent
         finally:
             process.kill()
+
+
+READ_OVERRIDE = ("setpriv", "--bounding-set=-dac_override,-dac_read_search", "--")
+"""Runs a command held to file modes even as root: without these two capabilities,
+root no longer reads every file."""
+
+
+def held_to_file_modes(argv: list[str]) -> list[str]:
+    """``argv`` run so that a file of mode 000 cannot be read, also when the tests run as root.
+
+    Skips the test when running as root without setpriv (util-linux).
+    """
+    if os.geteuid() != 0:
+        return argv
+    if shutil.which("setpriv") is None:
+        pytest.skip("root reads every file, and setpriv (util-linux) is not here to stop that")
+    return [*READ_OVERRIDE, *argv]

@@ -741,3 +741,101 @@ def test_hostile_folders_neither_hide_sessions_nor_hang(
     code, out, _ = run_cli(capsys, "--json", "show", s.id[:10], "--dir", str(tmp_path))
     assert code == 0
     assert orjson.loads(out)["summary"]["id"] == s.id
+
+
+# -- errors: one line, tracebacks with --debug -------------------------------------------
+
+FAILING_LS = """
+import logging, sys
+from loopscribe.cli import _sessions, main
+
+class BackendError(Exception):
+    pass
+
+def ls(args, out):
+    try:
+        raise ValueError("a step failed\\non two lines")
+    except ValueError:
+        logging.getLogger("loopscribe.store").exception("syncing %s", "s3://bucket")
+    raise {error}
+
+_sessions.cmd_ls = ls
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _failing_ls(error: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", FAILING_LS.format(error=error), *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (
+            'BackendError("endpoint unreachable\\nretries exhausted")',
+            "BackendError: endpoint unreachable retries exhausted (not an error loopscribe knows;"
+            " run the command again with --debug",
+        ),
+        ('OSError(28, "No space left on device", "/x/s.jsonl")', "No space left on device"),
+        ('KeyError("runs")', "KeyError: 'runs'"),
+    ],
+)
+def test_any_error_is_one_line_and_a_logged_one_has_no_traceback(error: str, expected: str) -> None:
+    """Without --debug: the logged error and the one that ends the command, a line each."""
+    done = _failing_ls(error, "ls", ".")
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    logged, final = done.stderr.splitlines()
+    assert logged == (
+        "loopscribe: ERROR: syncing s3://bucket (ValueError: a step failed on two lines)"
+    )
+    assert final.startswith("loopscribe: error: ")
+    assert expected in final
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_debug_before_or_after_the_command_shows_the_tracebacks(where: str) -> None:
+    """--debug prints the traceback of the error and of the logged one, then the same line."""
+    argv = ["--debug", "ls", "."] if where == "before" else ["ls", ".", "--debug"]
+    done = _failing_ls('KeyError("runs")', *argv)
+    assert done.returncode == 1
+    assert done.stderr.count("Traceback (most recent call last)") == 2
+    assert "ValueError: a step failed\non two lines" in done.stderr
+    assert done.stderr.splitlines()[-1].startswith("loopscribe: error: KeyError: 'runs'")
+
+
+def test_ls_names_the_files_and_folders_it_cannot_read(tmp_path: Path) -> None:
+    """An unreadable session file and an unreadable subfolder are named on stderr, not hidden."""
+    s = record_demo(tmp_path / "ok.jsonl", turns=1)
+    locked = tmp_path / "locked.jsonl"
+    record_demo(locked, turns=1)
+    locked.chmod(0)
+    closed = tmp_path / "closed"
+    closed.mkdir()
+    record_demo(closed / "inside.jsonl", turns=1)
+    closed.chmod(0)
+    from .scripted import held_to_file_modes
+
+    try:
+        done = subprocess.run(
+            held_to_file_modes([sys.executable, "-m", "loopscribe", "--json", "ls", str(tmp_path)]),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        closed.chmod(0o700)
+    assert done.returncode == 0, done.stderr
+    assert [orjson.loads(line)["id"] for line in done.stdout.splitlines()] == [s.id]
+    lines = sorted(done.stderr.splitlines())
+    assert lines == [
+        f"skipped {closed}: cannot read it (Permission denied); check its permissions",
+        f"skipped {locked}: cannot read it (Permission denied); check its permissions",
+    ]

@@ -221,6 +221,19 @@ def _run_lock(fd: int, *, held: bool) -> None:
         fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack(_FLOCK_STRUCT, kind, os.SEEK_SET, 0, 1, 0))
 
 
+def _remove_unborn(fd: int, path: Path) -> None:
+    """Remove the file ``create`` just made if nothing could be written to it (a full disk).
+
+    Left behind, the empty file would make the next ``create`` of the same
+    path fail. Only this very file goes: the lock is still held, and the
+    name must still lead to the descriptor's file.
+    """
+    with contextlib.suppress(OSError):
+        st, named = os.fstat(fd), os.stat(path)
+        if st.st_size == 0 and (named.st_dev, named.st_ino) == (st.st_dev, st.st_ino):
+            path.unlink()
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -392,6 +405,7 @@ class Session:
             session._sync()
             _fsync_dir(path)
         except BaseException:
+            _remove_unborn(fd, path)
             session._release()
             raise
         return session

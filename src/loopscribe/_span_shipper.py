@@ -13,7 +13,6 @@ batch, never lose one.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -27,6 +26,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ._errors import FormatError
+from ._files import replace_file
 from ._model import Record
 from ._reader import read
 from ._safeopen import check_regular
@@ -91,14 +91,9 @@ class Cursor:
         return cls(session_id, seq, offset)
 
     def save(self, path: Path) -> None:
-        """Replace the cursor file atomically (write, fsync, rename)."""
-        tmp = path.with_name(path.name + ".tmp")
+        """Replace the cursor file atomically (write, fsync, rename), mode 0600."""
         data = {"session_id": self.session_id, "seq": self.seq, "offset": self.offset}
-        with open(tmp, "wb") as f:
-            f.write(orjson.dumps(data))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        replace_file(path, orjson.dumps(data))
 
 
 @dataclass(slots=True)

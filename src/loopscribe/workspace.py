@@ -59,6 +59,7 @@ from ._codec import DEFAULT_CODEC, Codec
 from ._errors import FormatError, LoopscribeError, SessionLockedError
 from ._fields import field as get_field
 from ._fields import plain, text, token_usage
+from ._files import append_whole, complete_end, make_private_dir, open_append, replace_file
 from ._format import Scanner, format_ts, parse_ts
 from ._messages import SystemMessage
 from ._reader import to_record
@@ -499,16 +500,16 @@ def _with_side(fold: _Fold, side: list[_SideFact]) -> _Fold:
 
 
 def _append_side(path: Path, codec: Codec, kind: str, data: Mapping[str, Any], offset: int) -> None:
-    """Append one fact to a side log under its own lock (writers from many processes)."""
+    """Append one fact to a side log, whole or not at all (see ``loopscribe._files``).
+
+    Writers in many processes take the side log's ``flock`` in turn; an
+    unfinished line a failed write left is removed before the fact is added.
+    """
     ts = format_ts(None)[1]
     line = codec.dumps({"type": kind, "ts": ts, "offset": offset, "data": data}, newline=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    fd = open_append(path)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        written = os.write(fd, line)
-        if written != len(line):
-            raise OSError(errno.EIO, f"{path}: short write ({written} of {len(line)} bytes)")
-        os.fsync(fd)
+        append_whole(fd, line, path, sync=True)
     finally:
         os.close(fd)
 
@@ -628,15 +629,7 @@ class _FileSource:
 
     def complete_end(self) -> int:
         """The offset just after the last ``\\n``: an unfinished final line is left out."""
-        pos = os.fstat(self.fd).st_size
-        while pos > 0:
-            size = min(_BLOCK_BYTES, pos)
-            block = os.pread(self.fd, size, pos - size)
-            newline = block.rfind(b"\n")
-            if newline >= 0:
-                return pos - size + newline + 1
-            pos -= size
-        return 0
+        return complete_end(self.fd)
 
     def close(self) -> None:
         os.close(self.fd)
@@ -668,24 +661,37 @@ def _line_at(source: _ByteSource, offset: int) -> bytes | None:
 
 
 def _reverse_lines(source: _ByteSource, end: int) -> Iterator[tuple[int, bytes]]:
-    """Complete lines before byte ``end`` (a line boundary), last first, with offsets."""
+    """Complete lines before byte ``end`` (a line boundary), last first, with offsets.
+
+    Each block is read and split once, and a line longer than a block is
+    joined once from its blocks, so the cost is linear in the bytes read
+    even for one line of hundreds of megabytes.
+    """
     pos = end
-    carry = b""
+    # The line that ends where the blocks read so far begin, its last part first.
+    carry: list[bytes] = []
     while pos > 0:
         size = min(_BLOCK_BYTES, pos)
         pos -= size
-        block = source.pread(size, pos) + carry
+        block = source.pread(size, pos)
+        if b"\n" not in block:
+            carry.append(block)  # the middle of a long line
+            continue
         pieces = block.split(b"\n")
-        # pieces[-1] is empty (block ends at a line boundary); pieces[0] may
-        # continue in the block before, unless this block starts the file.
-        first = 0 if pos == 0 else 1
-        # The first piece is the end of a line that starts in the block before:
-        # carry it (with its newline) so that block also ends on a line boundary.
-        carry = b"" if pos == 0 else pieces[0] + b"\n"
-        cursor = pos + len(block)
-        for piece in reversed(pieces[first:-1]):
+        # The last piece begins the line whose rest was read before (none at ``end``).
+        cursor = pos + len(block) - len(pieces[-1])
+        if carry:
+            carry.append(pieces[-1])
+            carry.reverse()
+            yield cursor, b"".join(carry)
+        for piece in reversed(pieces[1:-1]):
             cursor -= len(piece) + 1
             yield cursor, piece + b"\n"
+        # The first piece ends a line that starts in a block before (or starts the file).
+        carry = [pieces[0] + b"\n"]
+    if carry:
+        carry.reverse()
+        yield 0, b"".join(carry)
 
 
 # A record line's start: nothing inside a JSON line can hold a raw newline.
@@ -778,6 +784,11 @@ class Workspace:
         codec: Decodes messages for :meth:`messages`.
     """
 
+    unreadable: tuple[tuple[Path, OSError], ...] = ()
+    """The session files the last :meth:`list` could not read, each with its error
+    (``PermissionError``, an I/O error; the error names the file, or its side log):
+    they are left out of that listing."""
+
     def __new__(cls, root: str | os.PathLike[str], *, codec: Codec | None = None) -> Workspace:
         if cls is Workspace and is_url(root):
             from .store._workspace import StoreWorkspace
@@ -786,8 +797,7 @@ class Workspace:
         return super().__new__(cls)
 
     def __init__(self, root: str | os.PathLike[str], *, codec: Codec | None = None) -> None:
-        self.root = Path(root).absolute()
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root = make_private_dir(Path(root).absolute())
         self.codec = codec or DEFAULT_CODEC
         self._cache: dict[str, _Cached] = {}  # by file name
         self._listed: tuple[tuple[int, ...], builtins.list[SessionSummary]] = ((), [])
@@ -877,12 +887,16 @@ class Workspace:
                 ``"channel"`` (created by a messaging channel, not a person
                 at the UI).
 
+        A file this process cannot read (its permissions, an I/O error) is
+        left out too, and named with its error in :attr:`unreadable`.
+
         Raises:
             NotASessionError: A ``.jsonl`` file in the folder is not a session.
             CorruptRecordError: A session file is damaged.
         """
         summaries: list[SessionSummary] = []
-        skipped: list[str] = []  # listed names with no session file (any more)
+        skipped: list[str] = []  # listed names with no session file (any more), or unreadable
+        unreadable: list[tuple[Path, OSError]] = []
         keep, skip, is_reg = summaries.append, skipped.append, stat.S_ISREG
         summarize = self._summary_locked
         locks: builtins.list[_Locks | None] = []
@@ -915,11 +929,23 @@ class Workspace:
                     if not locks:
                         # Read once, and only when a status has to be worked out.
                         locks.append(_locked_inodes())
-                    summary = summarize(name, st, locks[0], name in sides)
+                    try:
+                        summary = summarize(name, st, locks[0], name in sides)
+                    except FileNotFoundError:
+                        skip(name)  # deleted meanwhile
+                        continue
+                    except OSError as exc:
+                        if isinstance(exc, LoopscribeError):
+                            raise
+                        # One file this process may not read must not hide the others.
+                        skip(name)
+                        unreadable.append((root / name, exc))
+                        continue
                 if (include_children or summary.parent_id is None) and (
                     include_channels or summary.source != "channel"
                 ):
                     keep(summary)
+            self.unreadable = tuple(unreadable)
             cache = self._cache
             # Every file summarized is in the cache; anything more there is gone.
             if len(cache) > len(names.sessions) - len(skipped):
@@ -1362,6 +1388,37 @@ class Workspace:
         with self._lock:
             self._cache.pop(path.name, None)
 
+    def add_artifact(self, session_id: str, name: str, data: bytes) -> Artifact:
+        """Keep a file the session produced in its artifact folder, privately.
+
+        The folder is created 0700 and the file 0600; the file is written
+        beside its name and renamed into place, so a reader never sees half
+        of it, and an artifact of the same name is replaced.
+
+        Args:
+            session_id: The session.
+            name: A file name: no folder in it, not hidden (no leading ``.``),
+                at most 255 bytes.
+            data: The file's content.
+
+        Raises:
+            ValueError: ``name`` is not such a file name.
+            SessionNotFoundError: No such session.
+        """
+        _check_artifact_name(name)
+        _check_header(self._existing(session_id))
+        folder = self.artifact_dir(session_id)
+        if folder.is_symlink():
+            raise FileExistsError(
+                errno.EEXIST,
+                f"{folder}: is a symbolic link, not the session's artifact folder; "
+                "remove it, then add the artifact again",
+            )
+        target = make_private_dir(folder) / name
+        replace_file(target, data)
+        st = target.stat()
+        return Artifact(name, target, st.st_size, datetime.fromtimestamp(st.st_mtime, UTC))
+
     def artifacts(self, session_id: str) -> builtins.list[Artifact]:
         """Files in the session's artifact folder, by name; empty if there is none."""
         _check_header(self._existing(session_id))
@@ -1374,6 +1431,19 @@ class Workspace:
                     created = datetime.fromtimestamp(st.st_mtime, UTC)
                     out.append(Artifact(str(entry.relative_to(folder)), entry, st.st_size, created))
         return out
+
+
+def _check_artifact_name(name: str) -> None:
+    """Raise ``ValueError`` unless ``name`` is a plain, visible file name (the one door for it)."""
+    try:
+        encoded = os.fsencode(name)
+    except (TypeError, UnicodeEncodeError):
+        encoded = b""
+    if not encoded or len(encoded) > 255 or name.startswith(".") or any(c in name for c in "/\\\0"):
+        raise ValueError(
+            f"{name!r} is not an artifact name: give a file name of at most 255 bytes, "
+            "without '/', '\\', NUL or a leading '.'"
+        )
 
 
 def _check_fields(fields: Mapping[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -10,11 +11,19 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import orjson
 import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.trace import SpanContext
 
-from loopscribe import Event, Execution, Session, WriteError, read
+from loopscribe import Event, Execution, Session, Workspace, WriteError, read
+from loopscribe.otel import OTLPJsonFileExporter
+
+from ..scripted import scripted
 
 EX = Execution("c", "tool")
 PAD = "x" * 300
@@ -97,16 +106,16 @@ def test_file_size_limit_fails_loudly_cuts_the_partial_line_and_stays_failed(
     assert_intact(path, result["written"])
 
 
-@pytest.fixture
-def full_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MiB tmpfs mounted on a fresh folder, unmounted afterwards."""
+@contextmanager
+def tmpfs(tmp_path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (as mount(8) takes it) on a fresh folder, unmounted afterwards."""
     mount = shutil.which("mount")
     if os.geteuid() != 0 or mount is None:
         pytest.skip("mounting a tmpfs needs root and mount(8)")
     target = tmp_path / "mnt"
     target.mkdir()
     done = subprocess.run(
-        [mount, "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(target)],
+        [mount, "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(target)],
         capture_output=True,
         text=True,
         check=False,
@@ -117,6 +126,31 @@ def full_tmpfs(tmp_path: Path) -> Iterator[Path]:
         yield target
     finally:
         subprocess.run(["umount", str(target)], check=True)
+
+
+@pytest.fixture
+def full_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted on a fresh folder, unmounted afterwards."""
+    with tmpfs(tmp_path, "1m") as target:
+        yield target
+
+
+def fill(folder: Path, *, leave: int = 0) -> Path:
+    """Fill ``folder``'s file system to the last byte with one file, then free ``leave`` bytes.
+
+    Files already there can still grow into the unused rest of their last
+    page: a write that crosses into a new page is cut short there.
+    """
+    filler = folder / "filler"
+    with open(filler, "wb", buffering=0) as stream:
+        for chunk in (1 << 16, 1):
+            with contextlib.suppress(OSError):
+                while stream.write(b"\0" * chunk):
+                    pass
+        assert os.statvfs(folder).f_bavail == 0
+        if leave:
+            stream.truncate(filler.stat().st_size - leave)
+    return filler
 
 
 def test_full_tmpfs_raises_enospc_cuts_the_partial_line_and_stays_failed(
@@ -250,3 +284,187 @@ def test_write_eio_is_sticky_and_leaves_whole_lines(
     monkeypatch.undo()
     assert session_path.stat().st_size == session.size
     assert_intact(session_path, 3)
+
+
+# -- files beside a session: the side log, the OTLP JSON file, an import --------------
+
+HOLD = textwrap.dedent(
+    """
+    import sys
+    from loopscribe import Session
+    with Session.open(sys.argv[1]):
+        print("ready", flush=True)
+        sys.stdin.readline()
+    """
+)
+
+# Renames a held session through its side log, with a long title each time, until a
+# write fails; RLIMIT_FSIZE (given) stops the side log just past its current size.
+RENAME_CHILD = textwrap.dedent(
+    """
+    import json, os, resource, sys
+    from loopscribe import Workspace
+    ws = Workspace(sys.argv[1])
+    side = ws.path(sys.argv[2]).with_name(sys.argv[2] + ".jsonl.meta")
+    if len(sys.argv) > 3:
+        limit = side.stat().st_size + int(sys.argv[3])
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    for i in range(100_000):
+        try:
+            ws.update(sys.argv[2], title=f"title {i} " + "x" * 300)
+        except OSError as exc:
+            print(json.dumps({"renamed": i, "errno": exc.errno, "message": str(exc)}))
+            break
+    """
+)
+
+
+def _sessions(root: Path, count: int) -> list[str]:
+    ws = Workspace(root)
+    ids = []
+    for n in range(count):
+        with ws.create(title=f"session {n}") as session:
+            ids.append(session.id)
+    return ids
+
+
+@pytest.mark.parametrize("fault", ["full tmpfs", "file-size limit"])
+def test_a_side_log_write_cut_short_leaves_no_torn_line(tmp_path: Path, fault: str) -> None:
+    """A side-log update that fails halfway is cut back; the next one lands, every session lists."""
+    with contextlib.ExitStack() as stack:
+        root = (
+            stack.enter_context(tmpfs(tmp_path, "1m")) if fault == "full tmpfs" else tmp_path
+        ) / "ws"
+        ids = _sessions(root, 3)
+        held = ids[1]
+        side = root / f"{held}.jsonl.meta"
+        agent = stack.enter_context(scripted(HOLD, str(root / f"{held}.jsonl")))
+        Workspace(root).update(held, title="before")  # another process writes: the side log
+        assert side.exists()
+        if fault == "full tmpfs":
+            filler = fill(root.parent)
+            args = [str(root), held]
+        else:
+            args = [str(root), held, "1000"]
+        child = subprocess.run(
+            [sys.executable, "-c", RENAME_CHILD, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        failure = json.loads(child.stdout)
+        assert failure["errno"] == (errno.ENOSPC if fault == "full tmpfs" else errno.EFBIG)
+        assert failure["renamed"] > 0, "the first write already failed: nothing was cut short"
+        assert str(side) in failure["message"]
+        assert side.read_bytes().endswith(b"\n")  # the half-written fact was cut back
+        if fault == "full tmpfs":
+            filler.unlink()
+        ws = Workspace(root)
+        assert ws.update(held, title="after").title == "after"
+        listed = Workspace(root).list()
+        assert sorted(s.id for s in listed) == sorted(ids)
+        assert {s.id: s.title for s in listed}[held] == "after"
+        assert len(side.read_bytes().splitlines()) == failure["renamed"] + 2
+        agent.go()
+
+
+def _spans(count: int) -> list[ReadableSpan]:
+    return [
+        ReadableSpan(
+            f"span {n}", context=SpanContext(1, n + 1, is_remote=False), attributes={"pad": PAD}
+        )
+        for n in range(count)
+    ]
+
+
+def test_an_otlp_json_file_export_cut_short_leaves_no_torn_line(full_tmpfs: Path) -> None:
+    """An export that fails halfway on a full disk is cut back; after room is made exports go on."""
+    target = full_tmpfs / "s.jsonl.otlp.jsonl"
+    exporter = OTLPJsonFileExporter(target)
+    try:
+        assert exporter.export(_spans(1)) is SpanExportResult.SUCCESS
+        filler = fill(full_tmpfs)
+        exported = 1
+        while exporter.export(_spans(3)) is SpanExportResult.SUCCESS:
+            exported += 1
+        assert exported > 1, "the first write already failed: nothing was cut short"
+        assert target.read_bytes().endswith(b"\n")
+        filler.unlink()
+        assert exporter.export(_spans(2)) is SpanExportResult.SUCCESS
+    finally:
+        exporter.shutdown()  # the file closed, so the tmpfs can be unmounted
+    lines = target.read_bytes().splitlines()
+    assert len(lines) == exported + 1
+    assert all(orjson.loads(line)["resourceSpans"] for line in lines)
+
+
+def test_an_otlp_json_file_with_a_torn_last_line_is_cut_before_the_next_export(
+    tmp_path: Path,
+) -> None:
+    """A line a crash left unfinished is removed before the next export appends."""
+    target = tmp_path / "s.jsonl.otlp.jsonl"
+    first = OTLPJsonFileExporter(target)
+    assert first.export(_spans(1)) is SpanExportResult.SUCCESS
+    first.shutdown()
+    with open(target, "ab") as stream:
+        stream.write(b'{"resourceSpans":[{"scope')  # a crash mid-write
+    again = OTLPJsonFileExporter(target)
+    assert again.export(_spans(2)) is SpanExportResult.SUCCESS
+    again.shutdown()
+    lines = target.read_bytes().splitlines()
+    assert [
+        len(orjson.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"]) for line in lines
+    ] == [1, 2]
+
+
+TRANSCRIPTS = Path(__file__).parent.parent / "data" / "transcripts" / "claude-code"
+
+
+def _import(out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loopscribe",
+            "import",
+            "claude-code",
+            str(TRANSCRIPTS),
+            "--out",
+            str(out),
+            "--settle",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+@pytest.mark.parametrize("room", [0, 600_000], ids=["no room", "room for half"])
+def test_import_on_a_full_disk_is_one_line_and_the_next_import_completes(
+    tmp_path: Path, room: int
+) -> None:
+    """A full disk stops ``import`` with one line; with room made, it imports every session."""
+    reference = tmp_path / "reference"
+    assert _import(reference).returncode == 0
+    expected = sorted(
+        (s.title, s.records) for s in Workspace(reference).list(include_children=True)
+    )
+    with tmpfs(tmp_path, "8m") as mnt:
+        out = mnt / "imported"
+        filler = fill(mnt, leave=room)
+        done = _import(out)
+        assert done.returncode == 1, done.stderr
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1, done.stderr
+        assert "No space left on device" in lines[0]
+        assert "run the same command again" in lines[0]
+        filler.unlink()
+        done = _import(out)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        listed = Workspace(out).list(include_children=True)
+        assert sorted((s.title, s.records) for s in listed) == expected

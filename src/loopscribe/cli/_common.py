@@ -14,6 +14,7 @@ import shlex
 import signal
 import sys
 import threading
+import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -80,6 +81,19 @@ class Found:
 
     sessions: list[Path] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
+    unreadable: list[tuple[Path, OSError]] = field(default_factory=list)
+    """Files and folders that could not be read, with why (also counted in ``skipped``)."""
+
+    def report_unreadable(self, out: Out) -> None:
+        """Name each file or folder that could not be read, one line each on stderr."""
+        for path, exc in self.unreadable:
+            hint = "; check its permissions" if isinstance(exc, PermissionError) else ""
+            out.stderr.print(
+                f"skipped {path}: cannot read it ({exc.strerror or exc}){hint}",
+                highlight=False,
+                markup=False,
+                style="yellow",
+            )
 
     def error(self, where: str) -> CliError:
         """ "No sessions here", saying what was found instead and what to do with it."""
@@ -120,16 +134,20 @@ def find_sessions(root: Path, found: Found | None = None) -> Found:
     if not root.is_dir():
         missing = f"{root}: no such file or folder"
         raise CliError(not_a_session_file(root) if root.exists() else missing)
-    for path in candidate_files(root):
+    errors: list[OSError] = []
+    for path in candidate_files(root, errors):
         try:
             kind = file_kind(path)
-        except OSError:
-            found.skipped["unreadable"] += 1
+        except OSError as exc:
+            errors.append(exc if exc.filename else OSError(exc.errno, exc.strerror, str(path)))
             continue
         if kind.is_session:
             found.sessions.append(path)
         else:
             found.skipped[kind.kind] += 1
+    for error in errors:
+        found.skipped["unreadable"] += 1
+        found.unreadable.append((Path(error.filename), error))
     return found
 
 
@@ -318,10 +336,16 @@ def _add_shared(parser: argparse.ArgumentParser, default: Any) -> None:
     parser.add_argument(
         "-v", "--verbose", action="store_true", default=default, help="log progress details"
     )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=default,
+        help="show the traceback of an error, and of errors logged on the way",
+    )
 
 
 def share_options(parser: argparse.ArgumentParser) -> None:
-    """Accept ``--json`` and ``-v`` after every subcommand too, not only before it."""
+    """Accept ``--json``, ``-v`` and ``--debug`` after every subcommand too, not only before it."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in dict.fromkeys(action.choices.values()):
@@ -331,7 +355,7 @@ def share_options(parser: argparse.ArgumentParser) -> None:
 
 
 def command_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """A parser with the options every command shares (``--json``, ``-v``, ``--version``).
+    """A parser with the shared options: ``--json``, ``-v``, ``--debug`` and ``--version``.
 
     Call :func:`share_options` once its subcommands are added.
     """
@@ -387,28 +411,86 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run a parsed command (from :func:`command_parser`); returns the exit status."""
+    """Run a parsed command (from :func:`command_parser`); returns the exit status.
+
+    Any error ends the command with one line on stderr and exit status 1;
+    ``--debug`` prints its traceback first.
+    """
     out = Out(SafeConsole(soft_wrap=True), SafeConsole(stderr=True, soft_wrap=True), args.json)
     handler: Callable[[argparse.Namespace, Out], int] = args.handler
+    debug = bool(getattr(args, "debug", False))
     try:
-        with _logging(verbose=args.verbose):
+        with _logging(verbose=args.verbose, debug=debug):
             return handler(args, out)
     except BrokenPipeError:  # pragma: no cover - e.g. `loopscribe find ... | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (CliError, LoopscribeError, OSError) as exc:
-        out.stderr.print(f"loopscribe: error: {exc}", highlight=False, markup=False, style="red")
+    except KeyboardInterrupt:
+        if debug:
+            traceback.print_exc()
+        out.stderr.print("loopscribe: interrupted", highlight=False, markup=False, style="red")
+        return 130
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        out.stderr.print(
+            f"loopscribe: error: {error_line(exc)}", highlight=False, markup=False, style="red"
+        )
         return 1
 
 
+def error_line(exc: BaseException) -> str:
+    """An error as one line: what, where and what to do.
+
+    loopscribe's errors, ``OSError`` and :class:`CliError` say that
+    themselves; anything else (a bug, a backend's own exception) is named by
+    its type, with the way to see where it came from.
+    """
+    text = _one_line(str(exc))
+    if isinstance(exc, CliError | LoopscribeError | OSError):
+        return text or type(exc).__name__
+    return (
+        f"{type(exc).__name__}: {text or 'no message'} (not an error loopscribe knows; "
+        "run the command again with --debug for the traceback, and report it)"
+    )
+
+
+def _one_line(text: str) -> str:
+    return " ".join(part.strip() for part in text.strip().splitlines() if part.strip())
+
+
+_TRACEBACK = "\nTraceback (most recent call last):\n"
+
+
+class _LogFormatter(PrintableFormatter):
+    """Log records as one line each: a traceback becomes its exception's line, in parentheses.
+
+    The credential filter has already rendered a logged exception into the
+    message, scrubbed; only its last part (the exception's type and
+    message) is kept, after the frames.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as one line."""
+        text = super().format(record)
+        head, found, trace = text.partition(_TRACEBACK)
+        if not found:
+            return _one_line(text)
+        lines = trace.splitlines()
+        frames = [i for i, line in enumerate(lines) if line.startswith(" ")]
+        exception = _one_line("\n".join(lines[frames[-1] + 1 if frames else 0 :]))
+        return f"{_one_line(head)} ({exception})" if exception else _one_line(head)
+
+
 @contextmanager
-def _logging(*, verbose: bool) -> Iterator[None]:
+def _logging(*, verbose: bool, debug: bool = False) -> Iterator[None]:
     """Log lines on stderr, printable and without credentials, while a command runs.
 
-    Only when nobody configured logging (as ``logging.basicConfig`` decides);
-    the handler is removed afterwards, so ``main()`` called in-process (a
-    test, a host) leaves the process's logging as it found it and never
-    touches handlers it did not add.
+    One line each, without a traceback, unless ``debug``. Only when nobody
+    configured logging (as ``logging.basicConfig`` decides); the handler is
+    removed afterwards, so ``main()`` called in-process (a test, a host)
+    leaves the process's logging as it found it and never touches handlers
+    it did not add.
     """
     install_log_filter()
     root = logging.getLogger()
@@ -416,7 +498,8 @@ def _logging(*, verbose: bool) -> Iterator[None]:
         yield
         return
     stderr = logging.StreamHandler()
-    stderr.setFormatter(PrintableFormatter("loopscribe: %(levelname)s: %(message)s"))
+    formatter = PrintableFormatter if debug else _LogFormatter
+    stderr.setFormatter(formatter("loopscribe: %(levelname)s: %(message)s"))
     install_log_filter(stderr)
     level = root.level
     root.addHandler(stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import shlex
 import signal
@@ -21,6 +22,9 @@ from ..importers import claude_code, codex
 from ..importers._common import DEFAULT_SETTLE_SECONDS, Cursor, ImportReport, cursor_path
 from ._common import REF_BASE_HELP, CliError, Out, seconds
 from ._kinds import AGENT_LABELS, file_kind
+
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+"""Why a write fails for every transcript alike: the destination has no room."""
 
 AGENTS: dict[str, tuple[ModuleType, str]] = {
     "claude-code": (claude_code, "Claude Code"),
@@ -210,6 +214,14 @@ def cmd_import(args: argparse.Namespace, out: Out) -> int:
                 )
             except (LoopscribeError, OSError) as exc:
                 errors.append(str(exc))
+                if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
+                    # Every transcript after this one would fail the same way.
+                    errors[-1] += (
+                        f"; make room on the file system of {out_dir} (or raise its quota or "
+                        "file-size limit) and run the same command again: what was imported "
+                        "is kept, the rest resumes"
+                    )
+                    break
                 continue
             finally:
                 done += size

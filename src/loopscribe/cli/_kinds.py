@@ -174,10 +174,13 @@ def file_kind(path: Path) -> FileKind:
     return FileKind("json")
 
 
-def candidate_files(root: Path) -> list[Path]:
-    """Every ``*.jsonl`` below ``root`` outside artifact folders, in path order."""
+def candidate_files(root: Path, errors: list[OSError] | None = None) -> list[Path]:
+    """Every ``*.jsonl`` below ``root`` outside artifact folders, in path order.
+
+    A folder that cannot be read is left out; ``errors`` gets why, if given.
+    """
     found: list[Path] = []
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in os.walk(root, onerror=None if errors is None else errors.append):
         dirs[:] = sorted(d for d in dirs if not d.endswith(".artifacts"))
         base = Path(folder)
         found.extend(

@@ -127,6 +127,7 @@ def cmd_ls(args: argparse.Namespace, out: Out) -> int:
     if not root.is_dir():
         raise CliError(f"{root}: no such folder (give the folder that holds your sessions)")
     found = find_sessions(root)
+    found.report_unreadable(out)
     workspaces: dict[Path, Workspace] = {}
     summaries = []
     for path in found.sessions:

@@ -48,6 +48,7 @@ import orjson
 
 from .. import events as ev
 from .._errors import LoopscribeError
+from .._files import make_private_dir, replace_file
 from .._format import format_ts as format_record_ts
 from .._freeze import FrozenConfig, freeze_config
 from .._model import Event, Execution, Record
@@ -436,13 +437,8 @@ class Cursor:
         }
 
     def save(self, path: Path) -> None:
-        """Replace the cursor file atomically (write, fsync, rename)."""
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as stream:
-            stream.write(orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2))
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(tmp, path)
+        """Replace the cursor file atomically (write, fsync, rename), mode 0600."""
+        replace_file(path, orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2))
 
 
 # -- the destination --------------------------------------------------------------
@@ -712,11 +708,13 @@ class Destination:
 
     def abort(self) -> None:
         """Close without saving anything more (after an error)."""
-        if self._session is not None and not self._session.closed:
+        session = self._session
+        if session is not None and not session.closed:
             try:
-                self._session.close()
-            except LoopscribeError:
-                logger.exception("%s: closing after a failed import", self.path)
+                session.close()
+            except LoopscribeError as exc:
+                if exc is not session.error:  # the sticky error is the one being raised
+                    logger.exception("%s: closing after a failed import", self.path)
 
     @property
     def session(self) -> Session | None:
@@ -1208,5 +1206,5 @@ def result_of(
     **options: Any,
 ) -> ImportReport:
     """Import ``source`` into ``out_dir/<name>.jsonl`` with ``importer``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dir(out_dir)
     return importer(source, out_dir / f"{name}.jsonl", **options).run()

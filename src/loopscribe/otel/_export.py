@@ -13,7 +13,6 @@ processor or a JSON line is actually made.
 
 from __future__ import annotations
 
-import errno
 import inspect
 import logging
 import os
@@ -26,6 +25,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from .._files import append_whole, open_append
 from .._logsafe import install as install_log_filter
 from ._otlp import encode_otlp_json
 
@@ -56,9 +56,10 @@ class OTLPJsonFileExporter(SpanExporter):
     """A SpanExporter that appends OTLP JSON lines to a file.
 
     Each ``export`` call appends one ``ExportTraceServiceRequest`` as one
-    line with a single ``O_APPEND`` write, so a reader never sees half a
-    request followed by another. The file is created (mode 0600) on the
-    first export.
+    line under the file's ``flock``, whole or not at all: a line a failed
+    write (a full disk, a file-size limit) or a crash left unfinished is cut
+    back before the next one, so a reader never sees half a request followed
+    by another. The file is created (mode 0600) on the first export.
 
     Args:
         path: The file to append to.
@@ -90,15 +91,8 @@ class OTLPJsonFileExporter(SpanExporter):
                 return SpanExportResult.FAILURE
             try:
                 if self._fd is None:
-                    self._fd = os.open(
-                        self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600
-                    )
-                view = memoryview(line)
-                while view:
-                    written = os.write(self._fd, view)
-                    if written == 0:
-                        raise OSError(errno.ENOSPC, "write made no progress")
-                    view = view[written:]
+                    self._fd = open_append(self._path)
+                append_whole(self._fd, line, self._path)
             except OSError:
                 logger.exception("could not write %d spans to %s", len(spans), self._path)
                 return SpanExportResult.FAILURE
