@@ -18,7 +18,8 @@ import urllib.parse
 
 REPLACEMENT = "[REDACTED]"
 
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"<>]+@")
+# User info runs to the *last* "@" before the path: a password may hold "@" itself.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s'\"<>]*@")
 _SECRET_PARAM = re.compile(
     r"(?i)([?&#;](?:[\w.-]*?(?:key|token|secret|password|passwd|pwd|auth|sig|signature|"
     r"credential|session)[\w.-]*)=)[^&#\s'\"<>]+"
@@ -64,6 +65,22 @@ def scrub(text: str) -> str:
     if "=" in text:
         text = _SECRET_PARAM.sub(rf"\1{REPLACEMENT}", text)
     return text
+
+
+def display_url(url: str) -> str:
+    """``url`` as loopscribe shows and stores it: no user info, no secret query values.
+
+    Stricter than :func:`scrub` on free text: everything from ``://`` to the
+    last ``@`` before the query is user info, so a password holding ``/``
+    or ``@`` is hidden whole. A URL shown this way names the same place.
+    """
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        head, mark, tail = rest.partition("?") if "?" in rest else rest.partition("#")
+        if "@" in head:
+            head = f"{REPLACEMENT}@{head.rpartition('@')[2]}"
+        url = f"{scheme}{sep}{head}{mark}{tail}"
+    return scrub(url)
 
 
 class CredentialFilter(logging.Filter):
