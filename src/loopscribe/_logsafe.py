@@ -83,6 +83,32 @@ def display_url(url: str) -> str:
     return scrub(url)
 
 
+def url_secrets(url: str) -> list[str]:
+    """What :func:`display_url` hides of ``url`` (user info, its parts, secret query values).
+
+    Each also percent-decoded, longest first: a backend's error message may
+    quote any of them on its own (an S3 client naming ``KEY:SECRET@bucket``
+    as a bad bucket name), and :func:`hide` takes them out of such text.
+    """
+    found: set[str] = set()
+    _scheme, sep, rest = url.partition("://")
+    if sep:
+        head = rest.split("?", 1)[0].split("#", 1)[0]
+        if "@" in head:
+            info = head.rpartition("@")[0]
+            found.update((info, *info.split(":", 1)))
+        found.update(m.group(0).split("=", 1)[1] for m in _SECRET_PARAM.finditer(url))
+    found |= {urllib.parse.unquote(value) for value in found}
+    return sorted((v for v in found if len(v) >= _MIN_SECRET_CHARS), key=len, reverse=True)
+
+
+def hide(text: str, secrets: list[str]) -> str:
+    """:func:`scrub` ``text``, and replace each of ``secrets`` (from :func:`url_secrets`)."""
+    for value in secrets:
+        text = text.replace(value, REPLACEMENT)
+    return scrub(text)
+
+
 class CredentialFilter(logging.Filter):
     """A logging filter that rewrites each record's text with :func:`scrub`; drops nothing."""
 

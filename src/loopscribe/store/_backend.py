@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import LoopscribeError, StoreError
-from .._logsafe import scrub
+from .._logsafe import hide
 from ._layout import is_stale_temp, temp_name
 
 __all__ = ["Backend", "Conflict", "Entry", "FolderBackend", "S3Backend", "TooLarge", "backend"]
@@ -91,13 +91,20 @@ def _hint(exc: BaseException) -> str:
     return "check the URL and the backend's settings"
 
 
-def failure(exc: object, doing: str, where: str) -> StoreError:
-    """One line for a backend failure: what, where (no credentials) and what to do."""
+def failure(exc: object, doing: str, where: str, secrets: Sequence[str] = ()) -> StoreError:
+    """One line for a backend failure: what, where (no credentials) and what to do.
+
+    Args:
+        exc: What the backend raised.
+        doing: What failed ("list", "read", ...).
+        where: The object's URL as shown.
+        secrets: The store URL's credentials, taken out of the backend's text.
+    """
     if isinstance(exc, StoreError):
         return exc
     if not isinstance(exc, BaseException):
         exc = RuntimeError(str(exc))
-    reason = " ".join(scrub(str(exc) or type(exc).__name__).split())
+    reason = " ".join(hide(str(exc) or type(exc).__name__, list(secrets)).split())
     if len(reason) > _REASON_CHARS:
         reason = reason[: _REASON_CHARS - 3] + "..."
     return StoreError(f"{where}: cannot {doing} ({type(exc).__name__}: {reason}); {_hint(exc)}")
@@ -110,12 +117,14 @@ class Backend:
         fs: The filesystem.
         root: The store's path in it (no trailing slash).
         where: The store's URL as shown (no credentials), for errors.
+        secrets: The credentials in the store's URL, never to appear in an error.
     """
 
-    def __init__(self, fs: Any, root: str, where: str) -> None:
+    def __init__(self, fs: Any, root: str, where: str, secrets: Sequence[str] = ()) -> None:
         self.fs = fs
         self.root = root
         self.where = where
+        self.secrets = list(secrets)
 
     def path(self, key: str) -> str:
         """The filesystem path of ``key``."""
@@ -134,7 +143,7 @@ class Backend:
                 FileNotFoundError(errno.ENOENT, "no such bucket or folder"), doing, self._at(key)
             ) from None
         except Exception as exc:  # backends raise their own types (botocore, aiohttp, ftplib)
-            raise failure(exc, doing, self._at(key)) from None
+            raise failure(exc, doing, self._at(key), self.secrets) from None
 
     def _at(self, key: str) -> str:
         return f"{self.where}/{key}" if key else self.where
@@ -246,7 +255,7 @@ class Backend:
             if isinstance(data, (bytes, FileNotFoundError)):
                 out.append(data)
             else:
-                out.append(failure(data, "read", self._at(key)))
+                out.append(failure(data, "read", self._at(key), self.secrets))
         return out
 
     def exists(self, key: str) -> bool:
@@ -382,8 +391,8 @@ def _precondition(exc: BaseException) -> bool:
 class FolderBackend(Backend):
     """A store in a local folder (or a network mount): no symbolic link is ever followed."""
 
-    def __init__(self, fs: Any, root: str, where: str) -> None:
-        super().__init__(fs, root, where)
+    def __init__(self, fs: Any, root: str, where: str, secrets: Sequence[str] = ()) -> None:
+        super().__init__(fs, root, where, secrets)
         self._pid = os.getpid()
 
     # -- walking from the root, one part at a time ------------------------------
@@ -493,7 +502,7 @@ class FolderBackend(Backend):
             st = os.fstat(fd)
             if st.st_size > limit:
                 raise TooLarge(st.st_size)
-            data = _pread_all(fd, limit + 1, 0)
+            data = _pread_all(fd, st.st_size + 1, 0)  # + 1: a file that grew since is seen
             if len(data) > limit:
                 raise TooLarge(len(data))
             return data, _stat_version(st)
@@ -677,13 +686,13 @@ def _stat_version(st: os.stat_result) -> str:
     return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
-def backend(fs: Any, root: str, where: str) -> Backend:
+def backend(fs: Any, root: str, where: str, secrets: Sequence[str] = ()) -> Backend:
     """The backend for an fsspec filesystem."""
     from fsspec.implementations.local import LocalFileSystem
 
     if isinstance(fs, LocalFileSystem):
-        return FolderBackend(fs, root, where)
+        return FolderBackend(fs, root, where, secrets)
     protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
     if "s3" in protocol and hasattr(fs, "_call_s3"):
-        return S3Backend(fs, root, where)
-    return Backend(fs, root, where)
+        return S3Backend(fs, root, where, secrets)
+    return Backend(fs, root, where, secrets)

@@ -88,6 +88,19 @@ def _object(value: Any, name: str) -> dict[str, Any]:
     return value
 
 
+def _maybe_object(value: Any, name: str) -> dict[str, Any]:
+    """An object that may be absent (``null``): never a falsy value of another type."""
+    return {} if value is None else _object(value, name)
+
+
+def _maybe_list(value: Any, name: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _Bad(f"{name!r} must be a list, got {shown(value)}")
+    return value
+
+
 def _when(value: Any, name: str) -> datetime:
     text = _text(value, name, 64)
     try:
@@ -164,12 +177,10 @@ def _summary(obj: Mapping[str, Any], path: Path | str) -> SessionSummary:
         fields[name] = None if value is None else _text(value, name)
     for name in _COUNT_FIELDS:
         fields[name] = _count(obj.get(name, 0), name)
-    skills = obj.get("skills") or []
-    if not isinstance(skills, list):
-        raise _Bad(f"'skills' must be a list, got {shown(skills)}")
+    skills = _maybe_list(obj.get("skills"), "skills")
     fields["skills"] = tuple(_text(s, "skills[]") for s in skills)
-    todos = obj.get("todos") or []
-    if not isinstance(todos, list) or not all(isinstance(t, dict) for t in todos):
+    todos = _maybe_list(obj.get("todos"), "todos")
+    if not all(isinstance(t, dict) for t in todos):
         raise _Bad(f"'todos' must be a list of objects, got {shown(todos)}")
     fields["todos"] = tuple(todos)
     comp = obj.get("compaction")
@@ -318,7 +329,7 @@ class Manifest:
                 raise _Bad(f"'last_segment' {shown(seg)} does not end at the manifest's end")
         elif size:
             raise _Bad("'last_segment' is missing though records were shipped")
-        summary = _object(obj.get("summary") or {}, "summary")
+        summary = _maybe_object(obj.get("summary"), "summary")
         if summary:
             try:
                 _summary(summary, "")
@@ -326,12 +337,12 @@ class Manifest:
                 raise _Bad(f"summary {exc}") from None
             if summary.get("id") != sid:
                 raise _Bad(f"'summary.id' {shown(summary.get('id'))} is not {sid}")
-        runs = _object(obj.get("runs") or {}, "runs")
+        runs = _maybe_object(obj.get("runs"), "runs")
         for run_id, trace in runs.items():
             _text(run_id, "runs (a run ID)", _MAX_KEY_CHARS)
             if not isinstance(trace, str) or len(trace) != 32 or not set(trace) <= _TRACE_HEX:
                 raise _Bad(f"'runs' must map run IDs to 32 hex digits, got {shown(trace)}")
-        artifacts = _object(obj.get("artifacts") or {}, "artifacts")
+        artifacts = _maybe_object(obj.get("artifacts"), "artifacts")
         if len(artifacts) > MAX_ARTIFACTS:
             raise _Bad(f"'artifacts' names {len(artifacts)}, more than {MAX_ARTIFACTS}")
         checked = {}
@@ -342,11 +353,13 @@ class Manifest:
                 raise _Bad(str(exc)) from None
             checked[name] = _size_mtime(info, f"artifacts[{shown(name)}]")
         side = obj.get("side_log")
-        origin = _object(obj.get("origin") or {}, "origin")
+        origin = _maybe_object(obj.get("origin"), "origin")
         for key, value in origin.items():
             _text(value, f"origin.{key}", _MAX_KEY_CHARS)
-        shipped_at = obj.get("shipped_at") or ""
-        if shipped_at:
+        shipped_at = obj.get("shipped_at")
+        if shipped_at is None or shipped_at == "":
+            shipped_at = ""
+        else:
             _when(shipped_at, "shipped_at")
         return cls(
             session_id=sid,

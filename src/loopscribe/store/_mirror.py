@@ -10,7 +10,8 @@ any time.
 The store is untrusted: a copy's file name comes only from a checked
 session ID, nothing is written outside the cache folder, no symbolic link
 is followed, and the mirror changes or removes only files it created
-itself (it records their inodes in ``<cache>/.loopscribe-mirror.json``).
+itself (it records each one's device, inode and change time, which no other
+writer can reproduce, in ``<cache>/.loopscribe-mirror.json``).
 A damaged object or an unreachable backend never stops a sync: that session
 is skipped, the others go on, and :attr:`Mirror.problems` says what happened
 in one line each.
@@ -73,15 +74,31 @@ def default_cache(url: str) -> Path:
     return base / "loopscribe" / "stores" / digest
 
 
+_Id = tuple[int, int, int]
+"""A file the mirror made: device, inode, and change time (ns) after its last write."""
+_NONE: _Id = (0, 0, 0)
+
+
+def _id_of(value: Any) -> _Id:
+    dev, ino, ctime = value
+    return (int(dev), int(ino), int(ctime))
+
+
+def _identity(st: os.stat_result) -> _Id:
+    # An inode number is reused at once after a delete; with the change time,
+    # which only the kernel sets, another file cannot pass for the mirror's.
+    return (st.st_dev, st.st_ino, st.st_ctime_ns)
+
+
 @dataclass(slots=True)
 class _Copy:
     """What the mirror made for one session: its file's identity, and what it holds."""
 
     version: str
     size: int
-    inode: tuple[int, int]
+    inode: _Id
     artifacts: dict[str, dict[str, int]] = field(default_factory=dict)
-    artifact_dir: tuple[int, int] | None = None
+    artifact_dir: _Id | None = None
 
     def to_json(self) -> list[Any]:
         return [
@@ -100,12 +117,12 @@ class _Copy:
         return cls(
             version,
             size,
-            (int(inode[0]), int(inode[1])),
+            _id_of(inode),
             {
                 str(k): {"size": int(v["size"]), "mtime_ns": int(v["mtime_ns"])}
                 for k, v in artifacts.items()
             },
-            None if adir is None else (int(adir[0]), int(adir[1])),
+            None if adir is None else _id_of(adir),
         )
 
 
@@ -299,7 +316,7 @@ class Mirror:
             st = os.lstat(path)
         except FileNotFoundError:
             if copy is not None:
-                copy.size, copy.inode = 0, (0, 0)  # deleted by hand: fetch it again
+                copy.size, copy.inode = 0, _NONE  # deleted by hand: fetch it again
             return path, 0
         if copy is None or not _same(st, copy.inode):
             raise _Skip(
@@ -309,7 +326,7 @@ class Mirror:
         if st.st_size > manifest.size:
             # The store was reset (shipped anew): start this session over.
             os.unlink(path)
-            copy.size, copy.inode = 0, (0, 0)
+            copy.size, copy.inode = 0, _NONE
             return path, 0
         return path, st.st_size
 
@@ -391,12 +408,14 @@ class Mirror:
                     )
         finally:
             if fd is not None:
+                if copy is not None:
+                    copy.inode = _identity(os.fstat(fd))
                 os.close(fd)
             if copy is not None:
                 copy.size = have
                 self._copies[sid] = copy
         if copy is None:
-            self._copies[sid] = _Copy("", 0, (0, 0))
+            self._copies[sid] = _Copy("", 0, _NONE)
         return bool(segments)
 
     def _pieces(self, sid: str, seg: Segment, start: int) -> Any:
@@ -426,10 +445,9 @@ class Mirror:
                     "session's first record; the store was changed outside loopscribe"
                 )
             fd = os.open(path, _NEW_FILE | os.O_APPEND, 0o600)
-            st = os.fstat(fd)
-            old = copy or _Copy("", 0, (0, 0))
+            old = copy or _Copy("", 0, _NONE)
             return fd, _Copy(
-                old.version, 0, (st.st_dev, st.st_ino), old.artifacts, old.artifact_dir
+                old.version, 0, _identity(os.fstat(fd)), old.artifacts, old.artifact_dir
             )
         assert copy is not None
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -443,7 +461,7 @@ class Mirror:
     def _fetch_artifacts(self, manifest: Manifest) -> None:
         """Fetch the new or changed artifacts into ``<cache>/<id>.artifacts/``."""
         sid = manifest.session_id
-        copy = self._copies.setdefault(sid, _Copy("", 0, (0, 0)))
+        copy = self._copies.setdefault(sid, _Copy("", 0, _NONE))
         root = self._artifact_root(sid, copy)
         try:
             for name, info in sorted(manifest.artifacts.items()):
@@ -459,6 +477,7 @@ class Mirror:
                         os.close(fd)
                 copy.artifacts[name] = dict(info)
         finally:
+            copy.artifact_dir = _identity(os.fstat(root))
             os.close(root)
 
     def _artifact_root(self, sid: str, copy: _Copy) -> int:
@@ -473,10 +492,7 @@ class Mirror:
                     )
                 os.mkdir(name, 0o700, dir_fd=cache)
             fd = os.open(name, _DIR_FLAGS, dir_fd=cache)
-            st = os.fstat(fd)
-            if copy.artifact_dir is None:
-                copy.artifact_dir = (st.st_dev, st.st_ino)
-            elif not _same(st, copy.artifact_dir):
+            if copy.artifact_dir is not None and not _same(os.fstat(fd), copy.artifact_dir):
                 os.close(fd)
                 raise _Skip(f"{self.cache / name}: replaced outside loopscribe; left alone")
             return fd
@@ -568,10 +584,10 @@ def _checked(data: bytes | BaseException, where: str, seg: Segment) -> bytes:
     return data
 
 
-def _same(st: os.stat_result, inode: tuple[int, int]) -> bool:
-    """Whether ``st`` is of the regular file (or folder) the mirror made."""
+def _same(st: os.stat_result, made: _Id) -> bool:
+    """Whether ``st`` is of the regular file (or folder) the mirror made, as it left it."""
     kind_ok = stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)
-    return kind_ok and (st.st_dev, st.st_ino) == inode
+    return kind_ok and _identity(st) == made
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -17,7 +17,7 @@ import threading
 from typing import Any
 
 from .._errors import StoreError
-from .._logsafe import display_url
+from .._logsafe import display_url, hide, url_secrets
 from .._source import is_url
 from ._backend import Backend, backend, failure
 
@@ -77,9 +77,10 @@ def filesystem(url: str) -> tuple[Any, str]:
             f"{shown}: {scheme}:// needs {package} ({exc}): pip install {package}"
         ) from None
     except ValueError as exc:
-        raise StoreError(f"{shown}: not a store URL fsspec knows ({exc})") from None
+        reason = hide(str(exc), url_secrets(url))
+        raise StoreError(f"{shown}: not a store URL fsspec knows ({reason})") from None
     except Exception as exc:  # a backend that connects at once (ftp://) and cannot
-        raise failure(exc, "open the store", shown) from None
+        raise failure(exc, "open the store", shown, url_secrets(url)) from None
     return fs, str(path).rstrip("/") or "/"
 
 
@@ -92,7 +93,8 @@ def open_backend(url: str) -> tuple[Backend, str]:
     url = url.rstrip("/")
     shown = display_url(url)
     fs, root = filesystem(url)
-    if shown != url:
+    real = _real(url)
+    if shown != real:
         with _REAL_LOCK:
-            _REAL[shown] = _real(url)
-    return backend(fs, root, shown), shown
+            _REAL[shown] = real
+    return backend(fs, root, shown, url_secrets(real)), shown
