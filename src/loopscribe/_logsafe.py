@@ -96,7 +96,8 @@ def url_secrets(url: str) -> list[str]:
         head = rest.split("?", 1)[0].split("#", 1)[0]
         if "@" in head:
             info = head.rpartition("@")[0]
-            found.update((info, *info.split(":", 1)))
+            # A parser that misreads the URL quotes a piece of it: each piece too.
+            found.update((info, *info.split(":", 1), *re.split(r"[:/@]", info)))
         found.update(m.group(0).split("=", 1)[1] for m in _SECRET_PARAM.finditer(url))
     found |= {urllib.parse.unquote(value) for value in found}
     return sorted((v for v in found if len(v) >= _MIN_SECRET_CHARS), key=len, reverse=True)

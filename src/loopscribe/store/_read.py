@@ -25,6 +25,7 @@ from ..workspace import SessionNotFoundError
 from ._backend import Entry, TooLarge
 from ._layout import (
     ARTIFACTS,
+    MARKER,
     MAX_MANIFEST_BYTES,
     MAX_SIDE_LOG_BYTES,
     SESSIONS,
@@ -93,10 +94,17 @@ class Store:
         """The manifest objects by session ID (one listing), and the names that are not.
 
         Raises:
-            StoreError: The store cannot be listed (unreachable, access denied).
+            StoreError: The store cannot be listed (unreachable, access denied),
+                or there is no store at its URL.
         """
         entries = self.backend.list_manifests(SESSIONS)
         self.requests += 1
+        if not entries and not self.backend.exists(MARKER):
+            # Nothing there at all: a wrong bucket or prefix, or a path the server hides.
+            raise StoreError(
+                f"{self.url}: no loopscribe store here (no sessions, no {MARKER}); check the "
+                "bucket (or folder) and prefix in the URL"
+            )
         wanted: dict[str, Entry] = {}
         problems = []
         for entry in entries:

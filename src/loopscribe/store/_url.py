@@ -78,7 +78,10 @@ def filesystem(url: str) -> tuple[Any, str]:
         ) from None
     except ValueError as exc:
         reason = hide(str(exc), url_secrets(url))
-        raise StoreError(f"{shown}: not a store URL fsspec knows ({reason})") from None
+        raise StoreError(
+            f"{shown}: not a store URL fsspec knows ({reason}); check its form (in a password, "
+            "write '/', '@' and ':' as %2F, %40 and %3A)"
+        ) from None
     except Exception as exc:  # a backend that connects at once (ftp://) and cannot
         raise failure(exc, "open the store", shown, url_secrets(url)) from None
     return fs, str(path).rstrip("/") or "/"
