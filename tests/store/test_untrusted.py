@@ -186,13 +186,20 @@ def test_ls_lists_the_healthy_sessions_and_names_the_damaged_object(
     _ws, (victim, healthy) = ship_sessions(tmp_path / "src", store_url, 2)
     _damage(store_url, victim, _valid_manifest(store_url, victim), "runs as a list")
     plant(store_url, "sessions/NOT-AN-ID.json", b"{}")
+    odd = [f"sessions/{healthy}\n.json"] if store_url.startswith("file:") else []  # S3: no \n
+    for key in odd:
+        plant(store_url, key, b"{}")
+    # A write under way is no damage: a temporary name, a lock file.
+    plant(store_url, f"sessions/.loopscribe-tmp-0badc0de-1-0123abcd-{healthy}.json", b"{")
+    plant(store_url, f"sessions/.{healthy}.json.lock", b"")
     assert main(["--json", "ls", store_url]) == 1
     captured = capsys.readouterr()
     assert [orjson.loads(line)["id"] for line in captured.out.splitlines()] == [healthy]
     lines = captured.err.splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 2 + len(odd), lines
     assert any(f"sessions/{victim}.json" in line for line in lines)
     assert any("NOT-AN-ID.json" in line for line in lines)
+    assert not odd or any(f"{healthy}\\n.json" in line for line in lines)
     assert "Traceback" not in captured.err
 
 

@@ -31,6 +31,7 @@ import ftplib
 import os
 import socket
 import stat
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -394,6 +395,7 @@ class FolderBackend(Backend):
     def __init__(self, fs: Any, root: str, where: str, secrets: Sequence[str] = ()) -> None:
         super().__init__(fs, root, where, secrets)
         self._pid = os.getpid()
+        self._held = threading.local()
 
     # -- walking from the root, one part at a time ------------------------------
 
@@ -443,11 +445,29 @@ class FolderBackend(Backend):
     @contextlib.contextmanager
     def _parent(self, key: str, create: bool = False) -> Iterator[tuple[int, str]]:
         parts = self._parts(key)
+        held: dict[tuple[str, ...], int] | None = getattr(self._held, "dirs", None)
+        if held is not None and not create:
+            folder = tuple(parts[:-1])
+            if folder not in held:
+                held[folder] = self._dir_fd(folder, create=False)
+            yield held[folder], parts[-1]
+            return
         fd = self._dir_fd(parts[:-1], create)
         try:
             yield fd, parts[-1]
         finally:
             os.close(fd)
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Within it, this thread's reads open each folder once (a batch of many objects)."""
+        self._held.dirs = {}
+        try:
+            yield
+        finally:
+            for fd in self._held.dirs.values():
+                os.close(fd)
+            self._held.dirs = None
 
     # -- reading ---------------------------------------------------------------
 
@@ -510,23 +530,28 @@ class FolderBackend(Backend):
     def read_many(self, keys: Sequence[str], limit: int) -> list[bytes | BaseException]:
         """Files one after the other (a local read is not worth threads)."""
         out: list[bytes | BaseException] = []
+        with self._reading():
+            self._read_each(keys, limit, out)
+        return out
+
+    def _read_each(self, keys: Sequence[str], limit: int, out: list[bytes | BaseException]) -> None:
         for key in keys:
             try:
                 out.append(self.read_limited(key, limit)[0])
             except (TooLarge, FileNotFoundError, StoreError) as exc:
                 out.append(exc)
-        return out
 
     def read_ranges(
         self, keys: Sequence[str], starts: Sequence[int], ends: Sequence[int]
     ) -> list[bytes | BaseException]:
         """Byte ranges of files, one after the other."""
         out: list[bytes | BaseException] = []
-        for key, start, end in zip(keys, starts, ends, strict=True):
-            try:
-                out.append(self.read(key, start, end))
-            except (FileNotFoundError, StoreError) as exc:
-                out.append(exc)
+        with self._reading():
+            for key, start, end in zip(keys, starts, ends, strict=True):
+                try:
+                    out.append(self.read(key, start, end))
+                except (FileNotFoundError, StoreError) as exc:
+                    out.append(exc)
         return out
 
     def exists(self, key: str) -> bool:

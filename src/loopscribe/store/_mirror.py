@@ -25,6 +25,7 @@ import logging
 import os
 import stat
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,8 @@ _CHUNK_BYTES = 8 << 20
 _BATCH_BYTES = 32 << 20
 """Bytes of small segments fetched together (concurrently, on S3)."""
 _BATCH_SESSIONS = 256
+_WORKERS = 8
+"""Sessions copied at once."""
 _MAX_PROBLEMS = 100
 """Problem lines kept per sync (an unreachable backend fails every session alike)."""
 
@@ -158,6 +161,7 @@ class Mirror:
         self.problems: tuple[str, ...] = ()
         self._failed: dict[str, tuple[str, str]] = {}
         self._lock = threading.Lock()
+        self._count_lock = threading.Lock()
         _private_folder(self.cache)
         self._copies = self._load()
 
@@ -286,8 +290,9 @@ class Mirror:
                 problems.append(problem)
             plans.append((manifest, entry, path, have, segments))
         fetched = self._fetch_small(plans)
-        changed = 0
-        for manifest, entry, path, have, segments in plans:
+
+        def one(plan: tuple[Manifest, Entry, Path, int, list[Segment]]) -> bool:
+            manifest, entry, path, have, segments = plan
             sid = manifest.session_id
             try:
                 grew = self._append(manifest, path, have, segments, fetched)
@@ -296,16 +301,19 @@ class Mirror:
                     grew = True
             except (_Skip, StoreError, OSError) as exc:
                 self._fail(sid, entry, str(exc), problems)
-                continue
+                return False
             except Exception as exc:  # never let one session stop the sync
                 logger.exception("syncing %s failed", self.store.session_url(sid))
                 line = f"{self.store.session_url(sid)}: {type(exc).__name__}: {exc}"
                 self._fail(sid, entry, line, problems)
-                continue
+                return False
             self._copies[sid].version = entry.version
             self._failed.pop(sid, None)
-            changed += int(grew)
-        return changed
+            return grew
+
+        # Sessions are independent files: creating many is I/O the threads overlap.
+        with ThreadPoolExecutor(_WORKERS, thread_name_prefix="loopscribe-mirror") as pool:
+            return sum(pool.map(one, plans))
 
     def _prepare(self, manifest: Manifest) -> tuple[Path, int]:
         """The copy's path and how much of the session it holds (a reset store: none)."""
@@ -359,11 +367,14 @@ class Mirror:
         size = 0
 
         def flush() -> None:
-            got = self.store.backend.read_ranges(
-                [segment_key(sid, s.first_seq, s.last_seq) for sid, s, _st in batch],
-                [start for _sid, _s, start in batch],
-                [s.size for _sid, s, _st in batch],
-            )
+            try:
+                got = self.store.backend.read_ranges(
+                    [segment_key(sid, s.first_seq, s.last_seq) for sid, s, _st in batch],
+                    [start for _sid, _s, start in batch],
+                    [s.size for _sid, s, _st in batch],
+                )
+            except StoreError as exc:  # the backend went away: each session says so
+                got = [exc] * len(batch)
             for (sid, seg, _start), data in zip(batch, got, strict=True):
                 out[(sid, seg.first_seq)] = data
 
@@ -399,7 +410,7 @@ class Mirror:
                     if fd is None:
                         fd, copy = self._open_copy(path, sid, have, data, copy)
                     _write_all(fd, data)
-                    self.bytes_fetched += len(data)
+                    self._fetched(len(data))
                     have += len(data)
                 if have != seg.end:
                     raise _Skip(
@@ -519,7 +530,7 @@ class Mirror:
                         "manifest says; the store was changed outside loopscribe"
                     )
                 _write_all(fd, data)
-                self.bytes_fetched += len(data)
+                self._fetched(len(data))
                 pos = end
             os.fsync(fd)
             os.close(fd)
@@ -531,6 +542,10 @@ class Mirror:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=dfd)
             raise
+
+    def _fetched(self, size: int) -> None:
+        with self._count_lock:
+            self.bytes_fetched += size
 
     # -- in the background ------------------------------------------------------------
 

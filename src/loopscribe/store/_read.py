@@ -34,6 +34,7 @@ from ._layout import (
     artifact_key,
     check_session_id,
     is_session_id,
+    is_temp_name,
     manifest_key,
     resolve_chain,
     segment_key,
@@ -109,7 +110,7 @@ class Store:
         problems = []
         for entry in entries:
             stem = entry.name.removesuffix(".json")
-            if stem == entry.name:
+            if stem == entry.name or is_temp_name(entry.name):
                 continue  # not a manifest's name: lock and temporary files, other tools' files
             if is_session_id(stem):
                 wanted[stem] = entry

@@ -377,10 +377,10 @@ class Shipper:
         if known is not None and mine is not None and _ahead(mine, known.manifest):
             self._forget(path)  # another shipper went further: read the store again
         for _attempt in range(_ATTEMPTS):
-            state = self._state(path, st, tally)
-            if state is None:
-                return  # not one complete line yet
             try:
+                state = self._state(path, st, tally)  # adopting a leftover commits too
+                if state is None:
+                    return  # not one complete line yet
                 self._ship_new(path, state, st, running, artifacts, side, tally)
                 break
             except Conflict:
