@@ -13,11 +13,17 @@ Three checks, each against a baseline measured in the same run:
   session (256 MiB by default; ``--size-mib 1024`` for 1 GiB) against the same
   call on the local file, interleaved: bytes fetched from the store per page
   against the bytes the page spans (target at most 2x), and time.
+* **mirror**: the copy ``loopscribe serve URL`` keeps, of a store of 100,000
+  shipped sessions (``--mirror-sessions``): the first sync (time, CPU, peak
+  memory of the process) against a plain copy of the same segment files, a
+  restart over the same copy, and ``loopscribe ls`` of that store with one
+  200 MB manifest in it (peak memory).
 
 The store is a local folder by default; ``--s3`` uses an S3 API server
 (moto) on 127.0.0.1 instead, which adds HTTP but no real network.
 
-Run: ``.venv/bin/python benchmarks/store.py [--s3] [--sessions N] [--size-mib N] [--reps N]``
+Run: ``.venv/bin/python benchmarks/store.py [--s3] [--sessions N] [--size-mib N] [--reps N]
+[--mirror-sessions N] [--only ship,list,messages,mirror]``
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ if not __package__:
 from benchmarks._workload import build_events, median, scratch_dir
 from benchmarks.workspace import PAGE, _scan_last, generate
 from loopscribe import Session, Workspace
-from loopscribe.store import Shipper, StoreWorkspace
+from loopscribe.store import Shipper, Store, StoreWorkspace
 
 PROCESSES = 4
 SHIP_SESSIONS = 1_000
@@ -54,6 +60,42 @@ from loopscribe.store import Shipper
 result = Shipper(sys.argv[1], sys.argv[2], workers=8).ship_once()
 sys.stdout.buffer.write(orjson.dumps(result.to_json()))
 """
+MIRROR_CHILD = """
+import sys, time, orjson
+from loopscribe.store._mirror import Mirror
+PEAK
+start, cpu = time.perf_counter(), time.process_time()
+mirror = Mirror(sys.argv[1], sys.argv[2])
+synced = mirror.sync()
+out = {"synced": synced, "wall_s": time.perf_counter() - start,
+       "cpu_s": time.process_time() - cpu, "problems": len(mirror.problems)}
+start = time.perf_counter()
+out["restart_synced"] = Mirror(sys.argv[1], sys.argv[2]).sync()
+out["restart_s"] = time.perf_counter() - start
+out["max_rss_mib"] = peak_mib()
+sys.stdout.buffer.write(orjson.dumps(out))
+"""
+LS_CHILD = """
+import sys, time, orjson
+from loopscribe.cli import main
+PEAK
+start = time.perf_counter()
+status = main(["--json", "ls", sys.argv[1]])
+took = time.perf_counter() - start
+rss = peak_mib()
+sys.stderr.write(orjson.dumps({"status": status, "s": took, "max_rss_mib": rss}).decode())
+"""
+_PEAK = """
+def peak_mib():
+    # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across exec, so a child would
+    # report the benchmark's own peak.
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+"""
+MIRROR_CHILD = MIRROR_CHILD.replace("PEAK", _PEAK)
+LS_CHILD = LS_CHILD.replace("PEAK", _PEAK)
 COPY_CHILD = """
 import shutil, sys
 from pathlib import Path
@@ -249,6 +291,88 @@ def bench_messages(root: Path, url: str, size_mib: int, reps: int) -> bool:
     return ratio <= TARGET_FETCH_RATIO
 
 
+def clone_store(root: Path, url: str, count: int) -> str:
+    """A store of ``count`` shipped sessions: one session shipped, its objects copied under new IDs.
+
+    Returns:
+        The ID of the session that was shipped (the others are ``f"{n:032x}"``).
+    """
+    ws = Workspace(root / "one")
+    with ws.create(title="template", model="model-x") as session, session.begin_run() as run:
+        for event in build_events(2, seed=1):
+            run.record(event)
+        tid = session.id
+    Shipper(ws.root, url).ship_once()
+    store = Store(url)
+    manifest = store.backend.read(f"sessions/{tid}.json")
+    [segment] = store.backend.listdir(f"sessions/{tid}")
+    data = store.backend.read(f"sessions/{tid}/{segment.name}")
+    batch: dict[str, bytes] = {}
+    for n in range(count):
+        sid = f"{n:032x}".encode()
+        batch[f"sessions/{sid.decode()}.json"] = manifest.replace(tid.encode(), sid)
+        batch[f"sessions/{sid.decode()}/{segment.name}"] = data.replace(tid.encode(), sid)
+        if len(batch) >= 2000 or n == count - 1:
+            if url.startswith("file:"):
+                for key, value in batch.items():
+                    path = Path(store.root) / key
+                    path.parent.mkdir(exist_ok=True)
+                    path.write_bytes(value)
+            else:
+                store.fs.pipe({store.backend.path(k): v for k, v in batch.items()})
+            batch = {}
+    return tid
+
+
+def bench_mirror(root: Path, url: str, sessions: int) -> None:
+    """The viewer's copy of a store of ``sessions`` sessions: first sync, restart, ls memory."""
+    url = f"{url}-mirror"
+    start = time.perf_counter()
+    tid = clone_store(root / "mirror", url, sessions)
+    print(f"mirror: a store of {sessions + 1} sessions made in {time.perf_counter() - start:.0f} s")
+    cache = root / "mirror" / "cache"
+    _took, [out] = run_parallel(MIRROR_CHILD, [(url, str(cache))])
+    segment = next(p for p in (cache.glob("*.jsonl")))
+    plain = root / "mirror" / "plain"
+    plain.mkdir()
+    start = time.perf_counter()
+    for n in range(sessions):
+        shutil.copyfile(segment, plain / f"{n:032x}.jsonl")
+    copy_s = time.perf_counter() - start
+    print(
+        f"  first sync: {out['synced']} sessions in {out['wall_s']:.1f} s ({out['cpu_s']:.1f} s "
+        f"CPU), peak {out['max_rss_mib']:.0f} MiB for the process; a plain copy of as many "
+        f"files {copy_s:.1f} s ({out['wall_s'] / copy_s:.1f}x); problems {out['problems']}"
+    )
+    print(
+        f"  restart over the same copy: {out['restart_synced']} sessions fetched in "
+        f"{out['restart_s']:.1f} s (one listing, no manifest read)"
+    )
+    proc = subprocess.run([sys.executable, "-c", LS_CHILD, url], capture_output=True, check=False)
+    ls = orjson.loads(proc.stderr.splitlines()[-1])
+    print(
+        f"  ls of the {sessions + 1} sessions: exit {ls['status']}, {ls['s']:.1f} s, peak "
+        f"{ls['max_rss_mib']:.0f} MiB for the process"
+    )
+    small = f"{url}-small"
+    tid = clone_store(root / "small", small, 9)
+    store = Store(small)
+    huge = f"sessions/{tid}.json"
+    if small.startswith("file:"):
+        with open(Path(store.root) / huge, "r+b") as f:
+            f.truncate(200 << 20)  # sparse
+    else:
+        store.backend.put(huge, b" " * (200 << 20))
+    base = subprocess.run(
+        [sys.executable, "-c", LS_CHILD, f"{url}-small"], capture_output=True, check=False
+    )
+    ls = orjson.loads(base.stderr.splitlines()[-1])
+    print(
+        f"  ls of 10 sessions, one of them a 200 MB manifest: exit {ls['status']} (one line "
+        f"names it), {ls['s']:.1f} s, peak {ls['max_rss_mib']:.0f} MiB for the process"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--s3", action="store_true", help="ship to moto's S3 server on 127.0.0.1")
@@ -256,7 +380,12 @@ def main() -> int:
     parser.add_argument("--size-mib", type=int, default=256, help="size of the large session")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument(
+        "--mirror-sessions", type=int, default=100_000, help="sessions in the mirror's store"
+    )
+    parser.add_argument("--only", default="ship,list,messages,mirror", help="checks to run")
     args = parser.parse_args()
+    only = set(args.only.split(","))
     with contextlib.ExitStack() as stack:
         root = stack.enter_context(scratch_dir())
         if args.s3:
@@ -266,9 +395,15 @@ def main() -> int:
             url = (root / "store").as_uri()
             print(f"store: local folder ({url})")
         print(f"machine: {os.cpu_count()} cores, shared and loaded; figures are noisy")
-        bench_ship(root, url)
-        bench_list(root, url, args.sessions, args.reps)
-        ok = bench_messages(root, url, args.size_mib, args.reps)
+        ok = True
+        if "ship" in only or "list" in only:
+            bench_ship(root, url)
+        if "list" in only:
+            bench_list(root, url, args.sessions, args.reps)
+        if "messages" in only:
+            ok = bench_messages(root, url, args.size_mib, args.reps)
+        if "mirror" in only:
+            bench_mirror(root, url, args.mirror_sessions)
     return 1 if args.strict and not ok else 0
 
 

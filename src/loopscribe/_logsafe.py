@@ -18,7 +18,8 @@ import urllib.parse
 
 REPLACEMENT = "[REDACTED]"
 
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"<>]+@")
+# User info runs to the *last* "@" before the path: a password may hold "@" itself.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s'\"<>]*@")
 _SECRET_PARAM = re.compile(
     r"(?i)([?&#;](?:[\w.-]*?(?:key|token|secret|password|passwd|pwd|auth|sig|signature|"
     r"credential|session)[\w.-]*)=)[^&#\s'\"<>]+"
@@ -64,6 +65,49 @@ def scrub(text: str) -> str:
     if "=" in text:
         text = _SECRET_PARAM.sub(rf"\1{REPLACEMENT}", text)
     return text
+
+
+def display_url(url: str) -> str:
+    """``url`` as loopscribe shows and stores it: no user info, no secret query values.
+
+    Stricter than :func:`scrub` on free text: everything from ``://`` to the
+    last ``@`` before the query is user info, so a password holding ``/``
+    or ``@`` is hidden whole. A URL shown this way names the same place.
+    """
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        head, mark, tail = rest.partition("?") if "?" in rest else rest.partition("#")
+        if "@" in head:
+            head = f"{REPLACEMENT}@{head.rpartition('@')[2]}"
+        url = f"{scheme}{sep}{head}{mark}{tail}"
+    return scrub(url)
+
+
+def url_secrets(url: str) -> list[str]:
+    """What :func:`display_url` hides of ``url`` (user info, its parts, secret query values).
+
+    Each also percent-decoded, longest first: a backend's error message may
+    quote any of them on its own (an S3 client naming ``KEY:SECRET@bucket``
+    as a bad bucket name), and :func:`hide` takes them out of such text.
+    """
+    found: set[str] = set()
+    _scheme, sep, rest = url.partition("://")
+    if sep:
+        head = rest.split("?", 1)[0].split("#", 1)[0]
+        if "@" in head:
+            info = head.rpartition("@")[0]
+            # A parser that misreads the URL quotes a piece of it: each piece too.
+            found.update((info, *info.split(":", 1), *re.split(r"[:/@]", info)))
+        found.update(m.group(0).split("=", 1)[1] for m in _SECRET_PARAM.finditer(url))
+    found |= {urllib.parse.unquote(value) for value in found}
+    return sorted((v for v in found if len(v) >= _MIN_SECRET_CHARS), key=len, reverse=True)
+
+
+def hide(text: str, secrets: list[str]) -> str:
+    """:func:`scrub` ``text``, and replace each of ``secrets`` (from :func:`url_secrets`)."""
+    for value in secrets:
+        text = text.replace(value, REPLACEMENT)
+    return scrub(text)
 
 
 class CredentialFilter(logging.Filter):

@@ -14,7 +14,15 @@ from typing import Any
 
 import pytest
 
-from loopscribe import AssistantMessage, Execution, Session, TextContent, Usage, UserMessage
+from loopscribe import (
+    AssistantMessage,
+    Execution,
+    Session,
+    TextContent,
+    Usage,
+    UserMessage,
+    Workspace,
+)
 from loopscribe import events as ev
 
 S3_ENV = {
@@ -117,3 +125,48 @@ def store_url(request: pytest.FixtureRequest) -> str:
     name = "folder_url" if request.param == "folder" else "s3_url"
     url: str = request.getfixturevalue(name)
     return url
+
+
+def plant(url: str, key: str, data: bytes) -> None:
+    """Write an object into a store behind loopscribe's back (as an attacker or a bug would)."""
+    from fsspec.core import url_to_fs
+
+    fs, root = url_to_fs(url)
+    path = f"{str(root).rstrip('/')}/{key}"
+    if url.startswith("file:"):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(data)
+    else:
+        fs.pipe_file(path, data)
+        fs.invalidate_cache()
+
+
+def store_keys(url: str) -> dict[str, int]:
+    """Every object of a store (key relative to its root) and its size."""
+    from fsspec.core import url_to_fs
+
+    fs, root = url_to_fs(url)
+    base = str(root).rstrip("/")
+    fs.invalidate_cache()
+    try:
+        found = fs.find(base, detail=True)
+    except FileNotFoundError:
+        return {}
+    return {str(p)[len(base) + 1 :]: int(info.get("size") or 0) for p, info in found.items()}
+
+
+def ship_sessions(
+    root: Path, url: str, count: int, *, turns: int = 2, segment_bytes: int = 4096
+) -> tuple[Workspace, list[str]]:
+    """Record ``count`` sessions under ``root`` and ship them to ``url``."""
+    from loopscribe.store import Shipper
+
+    ws = Workspace(root)
+    ids = []
+    for n in range(count):
+        with ws.create(title=f"session {n}", model="demo-1") as s:
+            converse(s, turns)
+            ids.append(s.id)
+    result = Shipper(ws.root, url, segment_bytes=segment_bytes).ship_once()
+    assert not result.errors, result.errors
+    return ws, ids

@@ -14,10 +14,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._errors import StoreError
+from .._logsafe import display_url
 from .._source import is_url
+from ..store import SEGMENT_BYTES, Shipper, ShipResult, Store, parse_session_url
 from ..store._layout import is_session_id
-from ..store._read import Store, parse_session_url
-from ..store._shipper import SEGMENT_BYTES, Shipper, ShipResult
 from ._common import CliError, Out, StopFlag, parse_hex
 from ._otel import find_records, show_found
 from ._sessions import show_page, show_verify_report
@@ -38,7 +38,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "az://..., or a folder (file:///mnt/share). Each pass uploads only the complete "
             "lines added since the last one, as immutable segments plus a small manifest "
             "per session; a cursor beside each file (FILE.ship-cursor) makes passes "
-            "resumable after a crash without uploading anything twice. "
+            "resumable after a crash without uploading anything twice. Shippers of one "
+            "session never fork its chain (each commit is a conditional write), and a pass "
+            "repairs a chain that shippers of earlier versions broke. "
             "Needs: pip install 'loopscribe[store]'."
         ),
     )
@@ -115,6 +117,7 @@ def cmd_ship(args: argparse.Namespace, out: Out) -> int:
                     if result.adopted
                     else ""
                 )
+                + (f", {result.repaired} session(s) repaired" if result.repaired else "")
                 + f" → {shipper.url}",
                 highlight=False,
                 markup=False,
@@ -139,13 +142,24 @@ def _workspace(url: str) -> Any:
     return Workspace(url)
 
 
+def _warn(out: Out, problems: tuple[str, ...]) -> None:
+    """One line on stderr per object of the store that could not be read."""
+    for problem in problems:
+        out.stderr.print(
+            f"loopscribe: warning: {problem}", highlight=False, markup=False, style="yellow"
+        )
+
+
 def cmd_ls(args: argparse.Namespace, out: Out) -> int:
-    """List the sessions of a store, newest first."""
-    summaries = _workspace(args.dir).list(include_children=args.all)
+    """List the sessions of a store, newest first; say which objects could not be read."""
+    workspace = _workspace(args.dir)
+    summaries = workspace.list(include_children=args.all)
+    status = 1 if workspace.problems else 0
     if out.json:
         for summary in summaries:
             out.emit(_summary_json(summary))
-        return 0
+        _warn(out, workspace.problems)
+        return status
     table = Table("session", "title", "status", "model", "msgs", "tokens in/out", "updated")
     for s in summaries:
         table.add_row(
@@ -159,8 +173,11 @@ def cmd_ls(args: argparse.Namespace, out: Out) -> int:
         )
     out.stdout.print(table)
     if not summaries:
-        out.stderr.print(f"no sessions in {args.dir}", style="dim", highlight=False)
-    return 0
+        out.stderr.print(
+            f"no sessions in {display_url(args.dir)}", style="dim", highlight=False, markup=False
+        )
+    _warn(out, workspace.problems)
+    return status
 
 
 def cmd_show(args: argparse.Namespace, out: Out) -> int:
@@ -188,15 +205,19 @@ def cmd_find(args: argparse.Namespace, out: Out) -> int:
     span = None if args.span_id is None else parse_hex(args.span_id, 64, "span id")
     url = args.dir.split("#", 1)[0].rstrip("/")
     tail = url.rsplit("/", 1)[-1]
+    urls: list[Any]  # session URLs: read() takes them where find_records names a Path
     if is_session_id(tail) and url.rsplit("/", 2)[-2] == "sessions":
-        urls = [url]
+        store_url, sid, _seq = _session(url)
+        urls = [Store(store_url).session_url(sid)]  # shown without credentials
         searched = 1
     else:
         store = Store(url)
         manifests = store.manifests()
+        _warn(out, store.problems)
         searched = len(manifests)
         wanted = f"{trace:032x}"
         urls = [store.session_url(m.session_id) for m in manifests if wanted in m.runs.values()]
+    args.dir = display_url(args.dir)  # what an error names from here on
     return show_found(
         find_records(urls, trace, span, out),
         args,

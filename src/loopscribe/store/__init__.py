@@ -16,7 +16,8 @@ for ``gs://`` and ``az://``). The object layout is described in
 ``loopscribe.store._layout`` and docs/store.md.
 """
 
-from ._layout import LAYOUT_VERSION, Manifest, Segment
+from ._layout import LAYOUT_VERSION, Segment
+from ._manifest import Manifest
 from ._read import ShippedSession, Store, open_session, parse_session_url
 from ._shipper import SEGMENT_BYTES, Shipper, ShipResult, cursor_path
 from ._workspace import StoreWorkspace

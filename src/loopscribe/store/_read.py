@@ -5,40 +5,64 @@ a range of the session file onto range requests of the segments it covers,
 so reading the end of a session (``messages(last=N)``) fetches about what the
 page needs. :meth:`ShippedSession.open` gives a buffered, seekable binary
 stream over it, which every file reader of loopscribe accepts.
+
+Every object is untrusted: a damaged manifest is one line in
+:attr:`Store.problems` and the other sessions are still listed.
 """
 
 from __future__ import annotations
 
-import bisect
 import errno
 import io
-import os
+import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._errors import StoreError
+from ..workspace import SessionNotFoundError
+from ._backend import Entry, TooLarge
 from ._layout import (
     ARTIFACTS,
+    MARKER,
+    MAX_MANIFEST_BYTES,
+    MAX_SIDE_LOG_BYTES,
     SESSIONS,
-    SIDE_LOG,
-    Manifest,
+    Chain,
     Segment,
-    chain_segments,
+    artifact_key,
+    check_session_id,
     is_session_id,
-    manifest_path,
-    session_dir,
+    is_temp_name,
+    manifest_key,
+    resolve_chain,
+    segment_key,
+    session_key,
+    shown,
+    side_log_key,
 )
-from ._url import filesystem, is_local, list_folder, split_fragment
+from ._manifest import Manifest, too_large
+from ._url import display_url, open_backend, split_fragment
 
 __all__ = ["ShippedSession", "Store", "open_session"]
 
+logger = logging.getLogger("loopscribe")
+
 _STREAM_BUFFER_BYTES = 4 << 20
+_BATCH_BYTES = 64 << 20
+"""Manifest bytes read at once (a listing of many large manifests is read in batches)."""
+_BATCH_OBJECTS = 256
 
 
 class Store:
     """A store of shipped sessions at an fsspec URL (read side).
+
+    Attributes:
+        url: The store's URL as shown: without credentials.
+        problems: One line per object the last :meth:`manifests` could not
+            use (a damaged or oversized manifest, a name that is not a
+            session's), the others listed all the same.
 
     Args:
         url: The store's URL, as given to ``loopscribe ship --to``.
@@ -48,113 +72,192 @@ class Store:
     """
 
     def __init__(self, url: str) -> None:
-        self.url = url.rstrip("/")
-        self.fs, self.root = filesystem(self.url)
-        self._manifests: dict[str, tuple[Any, Manifest]] = {}  # by id: (version, manifest)
+        self.backend, self.url = open_backend(url)
+        self.fs, self.root = self.backend.fs, self.backend.root
+        self._manifests: dict[str, tuple[str, Manifest]] = {}  # by id: (version, manifest)
+        self._failed: dict[str, tuple[str, str]] = {}  # by id: (version, problem)
         self._lock = threading.Lock()
+        self.problems: tuple[str, ...] = ()
         self.requests = 0
         """Requests made (listings and object reads), for benchmarks and tests."""
 
     def session_url(self, session_id: str) -> str:
         """The shipped location of a session (what span references name)."""
-        return f"{self.url}/{SESSIONS}/{session_id}"
+        return f"{self.url}/{session_key(session_id)}"
+
+    def where(self, key: str) -> str:
+        """The URL of an object of this store, as errors name it."""
+        return f"{self.url}/{key}"
+
+    # -- listing ------------------------------------------------------------------
+
+    def listing(self) -> tuple[dict[str, Entry], list[str]]:
+        """The manifest objects by session ID (one listing), and the names that are not.
+
+        Raises:
+            StoreError: The store cannot be listed (unreachable, access denied),
+                or there is no store at its URL.
+        """
+        entries = self.backend.list_manifests(SESSIONS)
+        self.requests += 1
+        if not entries and not self.backend.exists(MARKER):
+            # Nothing there at all: a wrong bucket or prefix, or a path the server hides.
+            raise StoreError(
+                f"{self.url}: no loopscribe store here (no sessions, no {MARKER}); check the "
+                "bucket (or folder) and prefix in the URL"
+            )
+        wanted: dict[str, Entry] = {}
+        problems = []
+        for entry in entries:
+            stem = entry.name.removesuffix(".json")
+            if stem == entry.name or is_temp_name(entry.name):
+                continue  # not a manifest's name: lock and temporary files, other tools' files
+            if is_session_id(stem):
+                wanted[stem] = entry
+            else:
+                problems.append(
+                    f"{self.url}/{SESSIONS}/{shown(entry.name)}: not a session manifest (its "
+                    "name is not <32 lowercase hex digits>.json); ignored"
+                )
+        return wanted, problems
+
+    def read_manifests(
+        self, entries: Sequence[tuple[str, Entry]]
+    ) -> Iterator[tuple[str, Entry, Manifest | StoreError]]:
+        """Read and check manifests, a bounded batch at a time.
+
+        An object the listing says is over
+        :data:`~loopscribe.store._layout.MAX_MANIFEST_BYTES` is refused
+        without a read; no read takes more than that bound either.
+
+        Yields:
+            ``(session_id, entry, manifest or the error naming the object)``.
+        """
+        batch: list[tuple[str, Entry]] = []
+        size = 0
+        for sid, entry in entries:
+            where = self.where(manifest_key(sid))
+            if entry.size > MAX_MANIFEST_BYTES:
+                yield sid, entry, too_large(where, entry.size)
+                continue
+            if batch and (size + entry.size > _BATCH_BYTES or len(batch) >= _BATCH_OBJECTS):
+                yield from self._read_batch(batch)
+                batch, size = [], 0
+            batch.append((sid, entry))
+            size += entry.size
+        if batch:
+            yield from self._read_batch(batch)
+
+    def _read_batch(
+        self, batch: list[tuple[str, Entry]]
+    ) -> Iterator[tuple[str, Entry, Manifest | StoreError]]:
+        raw = self.backend.read_many([manifest_key(sid) for sid, _e in batch], MAX_MANIFEST_BYTES)
+        self.requests += len(batch)
+        for (sid, entry), data in zip(batch, raw, strict=True):
+            where = self.where(manifest_key(sid))
+            if isinstance(data, bytes):
+                try:
+                    yield sid, entry, Manifest.from_bytes(data, where, sid)
+                except StoreError as exc:
+                    yield sid, entry, exc
+            elif isinstance(data, TooLarge):
+                yield sid, entry, too_large(where, data.size)
+            elif isinstance(data, FileNotFoundError):
+                continue  # removed since the listing
+            else:
+                yield sid, entry, StoreError(str(data))
 
     def manifests(self) -> list[Manifest]:
-        """Every session's manifest: one listing, then a read of each new or changed one.
+        """Every healthy session's manifest: one listing, then a read of each new or changed one.
 
         Manifests are cached by the listing's version tag (ETag, or size and
-        modification time), so a warm call reads only what changed.
+        modification time), so a warm call reads only what changed. A
+        damaged object is left out and named in :attr:`problems`.
+
+        Raises:
+            StoreError: The store cannot be listed (unreachable, access denied).
         """
-        folder = f"{self.root}/{SESSIONS}"
-        try:
-            wanted = self._listing(folder)
-        except FileNotFoundError:
-            return []
-        self.requests += 1
+        wanted, problems = self.listing()
         with self._lock:
             stale = [
-                (sid, path)
-                for sid, (path, version) in wanted.items()
-                if self._manifests.get(sid, (None,))[0] != version
+                (sid, entry)
+                for sid, entry in wanted.items()
+                if self._manifests.get(sid, ("",))[0] != entry.version
+                and self._failed.get(sid, ("",))[0] != entry.version
             ]
-        if stale:
-            raw = self.fs.cat([path for _sid, path in stale], on_error="return")
-            self.requests += len(stale)
+        for sid, entry, result in self.read_manifests(stale):
             with self._lock:
-                for sid, path in stale:
-                    data = raw.get(path)
-                    if isinstance(data, bytes):
-                        self._manifests[sid] = (wanted[sid][1], Manifest.from_bytes(data, path))
+                if isinstance(result, Manifest):
+                    self._manifests[sid] = (entry.version, result)
+                    self._failed.pop(sid, None)
+                else:
+                    self._manifests.pop(sid, None)
+                    self._failed[sid] = (entry.version, str(result))
         with self._lock:
             for gone in self._manifests.keys() - wanted.keys():
                 del self._manifests[gone]
+            for gone in self._failed.keys() - wanted.keys():
+                del self._failed[gone]
+            problems.extend(problem for _v, problem in self._failed.values())
+            self.problems = tuple(problems)
             return [m for _v, m in self._manifests.values()]
 
-    def _listing(self, folder: str) -> dict[str, tuple[str, Any]]:
-        """Manifest objects by session ID: ``(path, version tag)``."""
-        wanted: dict[str, tuple[str, Any]] = {}
-        if is_local(self.fs):
-            # A folder: one scandir, not fsspec's stat and path work per entry.
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    sid = entry.name.removesuffix(".json")
-                    if sid != entry.name and is_session_id(sid) and entry.is_file():
-                        st = entry.stat()
-                        wanted[sid] = (f"{folder}/{entry.name}", (st.st_size, st.st_mtime_ns))
-            return wanted
-        for entry in self.fs.ls(folder, detail=True, refresh=True):
-            name = str(entry["name"]).rsplit("/", 1)[-1]
-            sid = name.removesuffix(".json")
-            if entry.get("type") == "file" and sid != name and is_session_id(sid):
-                version = (
-                    entry.get("ETag") or entry.get("etag"),
-                    entry.get("size"),
-                    entry.get("mtime") or entry.get("LastModified"),
-                )
-                wanted[sid] = (str(entry["name"]), version)
-        return wanted
+    # -- one session ----------------------------------------------------------------
 
     def manifest(self, session_id: str) -> Manifest:
         """One session's manifest (always read anew).
 
         Raises:
-            FileNotFoundError: No such session in the store.
+            SessionNotFoundError: No such session in the store (a
+                ``FileNotFoundError`` and a ``LoopscribeError``).
+            StoreError: The manifest is damaged, or the store cannot be read.
         """
-        where = manifest_path(self.root, session_id)
+        return self.manifest_versioned(session_id)[0]
+
+    def manifest_versioned(self, session_id: str) -> tuple[Manifest, str | None]:
+        """One session's manifest and its object's version (for a conditional replace)."""
+        if not is_session_id(session_id):
+            raise SessionNotFoundError(
+                errno.ENOENT, f"{shown(session_id)} is not a session ID (32 lowercase hex digits)"
+            )
+        key = manifest_key(session_id)
         try:
-            raw = self.fs.cat_file(where)
+            raw, version = self.backend.read_limited(key, MAX_MANIFEST_BYTES)
         except FileNotFoundError:
-            raise FileNotFoundError(
-                errno.ENOENT, f"no session {session_id} in {self.url} (looked for {where})"
+            raise SessionNotFoundError(
+                errno.ENOENT,
+                f"no session {session_id} in {self.url} (looked for {self.where(key)})",
             ) from None
+        except TooLarge as exc:
+            raise too_large(self.where(key), exc.size) from None
         self.requests += 1
-        return Manifest.from_bytes(raw, where)
+        return Manifest.from_bytes(raw, self.where(key), session_id), version
 
     def session(self, session_id: str) -> ShippedSession:
         """A shipped session, as of its manifest now."""
         return ShippedSession(self, self.manifest(session_id))
 
-    def artifacts(self, session_id: str) -> list[tuple[str, str, int]]:
-        """``(name, url, size)`` of a session's shipped artifacts, by name."""
-        folder = f"{session_dir(self.root, session_id)}/{ARTIFACTS}"
-        try:
-            found = self.fs.find(folder, detail=True)
-        except FileNotFoundError:
-            return []
-        self.requests += 1
-        out = []
-        for path, info in sorted(found.items()):
-            name = str(path)[len(folder) + 1 :]
-            url = f"{self.session_url(session_id)}/{ARTIFACTS}/{name}"
-            out.append((name, url, int(info.get("size") or 0)))
-        return out
+    def artifacts(
+        self, session_id: str, manifest: Manifest | None = None
+    ) -> list[tuple[str, str, int]]:
+        """``(name, url, size)`` of a session's shipped artifacts, by name (from its manifest)."""
+        manifest = manifest or self.manifest(session_id)
+        base = f"{self.session_url(session_id)}/{ARTIFACTS}"
+        return [
+            (name, f"{base}/{name}", info["size"])
+            for name, info in sorted(manifest.artifacts.items())
+        ]
 
-    def read_object(self, url: str) -> bytes:
-        """The content of an object of this store given by its URL."""
-        _fs, path = filesystem(url)
+    def read_artifact(
+        self, session_id: str, name: str, start: int = 0, end: int | None = None
+    ) -> bytes:
+        """Bytes of one of a session's artifacts (``name`` is checked first)."""
         self.requests += 1
-        data: bytes = self.fs.cat_file(path)
-        return data
+        return self.backend.read(artifact_key(session_id, name), start, end)
+
+
+class _Vanished(Exception):
+    """A segment of the chain is gone or short."""
 
 
 @dataclass(slots=True)
@@ -169,22 +272,23 @@ class ShippedSession:
     Attributes:
         manifest: The manifest this view was made from (later segments are not seen).
         url: The session's shipped location.
-        fetched_bytes: Bytes fetched from the store so far (range requests).
-        requests: Range requests made so far.
+        problem: Why fewer bytes than the manifest says can be read (the
+            store holds a broken chain), or ``""``.
     """
 
     def __init__(self, store: Store, manifest: Manifest) -> None:
         self.store = store
         self.manifest = manifest
-        self.url = store.session_url(manifest.session_id)
-        self._folder = session_dir(store.root, manifest.session_id)
-        self._segments: list[Segment] | None = None
+        self.session_id = check_session_id(manifest.session_id, "session")
+        self.url = store.session_url(self.session_id)
+        self.problem = ""
+        self._chain: Chain | None = None
         self._fetched = _Fetched()
 
     @property
     def size(self) -> int:
-        """Bytes of the session file shipped (always at a line end)."""
-        return self.manifest.size
+        """Bytes of the session file readable (always at a line end)."""
+        return self.chain().size
 
     @property
     def fetched_bytes(self) -> int:
@@ -196,45 +300,78 @@ class ShippedSession:
         """Requests made by this view (one listing plus the range requests)."""
         return self._fetched.requests
 
-    def segments(self) -> list[Segment]:
-        """The segments, in order (one listing of the session folder, then cached)."""
-        if self._segments is None:
+    def chain(self) -> Chain:
+        """The chain of segments (one listing of the session folder, then cached)."""
+        if self._chain is None:
             manifest = self.manifest
             last = manifest.last_segment
-            if last is not None and last.offset == 0:
-                self._segments = [last]  # one segment: no listing needed
-            elif manifest.size == 0:
-                self._segments = []
+            if manifest.size == 0:
+                self._chain = Chain([], True)
+            elif last is not None and last.offset == 0:
+                self._chain = Chain([last], True)  # one segment: no listing needed
             else:
-                pairs = list_folder(self.store.fs, self._folder)
+                entries = self.store.backend.listdir(session_key(self.session_id))
                 self._fetched.requests += 1
-                try:
-                    self._segments = chain_segments(pairs, manifest.size)
-                except StoreError as exc:
-                    raise StoreError(f"{self.url}: {exc}") from None
-        return self._segments
+                self._chain = resolve_chain(
+                    ((e.name, e.size) for e in entries),
+                    manifest.records,
+                    manifest.size,
+                    last,
+                    self.url,
+                )
+                if not self._chain.complete:
+                    self.problem = (
+                        f"{self.url}: the store holds {self._chain.size} of the {manifest.size} "
+                        f"bytes its manifest commits (a segment after seq "
+                        f"{self._chain.records - 1} is missing); reading those: run "
+                        "'loopscribe ship' where the session was recorded to repair it"
+                    )
+                    logger.warning("%s", self.problem)
+        return self._chain
+
+    def segments(self) -> list[Segment]:
+        """The segments, in order."""
+        return self.chain().segments
 
     def pread(self, size: int, offset: int) -> bytes:
         """``size`` bytes at ``offset`` (fewer at the end): one range request per segment."""
+        try:
+            return self._pread(size, offset)
+        except _Vanished:
+            if self._chain is None or len(self._chain.segments) <= 1:
+                raise self._missing() from None
+            # A shipper removed a leftover this view had chosen: list the folder again.
+            self._chain = None
+            try:
+                return self._pread(size, offset)
+            except _Vanished:
+                raise self._missing() from None
+
+    def _missing(self) -> StoreError:
+        return StoreError(
+            f"{self.url}: a segment is missing or shorter than the manifest says; the store "
+            "was changed outside loopscribe (run 'loopscribe ship' where the session was "
+            "recorded to repair it)"
+        )
+
+    def _pread(self, size: int, offset: int) -> bytes:
         end = min(offset + size, self.size)
         if offset >= end:
             return b""
         segments = self.segments()
-        starts = [s.offset for s in segments]
-        i = bisect.bisect_right(starts, offset) - 1
+        i = next(n for n, s in enumerate(segments) if s.end > offset)
         parts: list[bytes] = []
         pos = offset
         while pos < end:
             seg = segments[i]
             stop = min(end, seg.end)
-            data = self.store.fs.cat_file(
-                f"{self._folder}/{seg.name}", start=pos - seg.offset, end=stop - seg.offset
-            )
+            key = segment_key(self.session_id, seg.first_seq, seg.last_seq)
+            try:
+                data = self.store.backend.read(key, pos - seg.offset, stop - seg.offset)
+            except FileNotFoundError:
+                raise _Vanished from None
             if len(data) != stop - pos:
-                raise StoreError(
-                    f"{self.url}: segment {seg.name} is shorter than the manifest says; the "
-                    "store was changed outside loopscribe"
-                )
+                raise _Vanished
             self._fetched.bytes += len(data)
             self._fetched.requests += 1
             parts.append(data)
@@ -246,19 +383,25 @@ class ShippedSession:
         """The shipped side log's complete lines (``b""`` when none was shipped)."""
         if self.manifest.side_log is None:
             return b""
+        key = side_log_key(self.session_id)
         try:
-            data: bytes = self.store.fs.cat_file(f"{self._folder}/{SIDE_LOG}")
+            data, _version = self.store.backend.read_limited(key, MAX_SIDE_LOG_BYTES)
         except FileNotFoundError:
             raise StoreError(
                 f"{self.url}: its manifest names a side log the store does not hold; the "
                 "store was changed outside loopscribe"
+            ) from None
+        except TooLarge as exc:
+            raise StoreError(
+                f"{self.store.where(key)}: {exc.size} bytes, more than a side log may hold "
+                f"({MAX_SIDE_LOG_BYTES}); not read"
             ) from None
         self._fetched.bytes += len(data)
         self._fetched.requests += 1
         return data
 
     def complete_end(self) -> int:
-        """Where the last complete line ends: the shipped size (only complete lines ship)."""
+        """Where the last complete line ends: the readable size (only complete lines ship)."""
         return self.size
 
     def close(self) -> None:
@@ -316,15 +459,17 @@ def parse_session_url(url: str) -> tuple[str, str, int | None]:
     store, _, sessions = head.rpartition("/")
     if sessions != SESSIONS or not is_session_id(sid):
         raise StoreError(
-            f"{url}: not a shipped session's URL (expected <store>/{SESSIONS}/<session_id>, "
-            "as span references and 'loopscribe ls URL --json' name them)"
+            f"{shown(display_url(url))}: not a shipped session's URL (expected <store>/{SESSIONS}/"
+            "<session_id>, as span references and 'loopscribe ls URL --json' name them)"
         )
     seq: int | None = None
     if fragment.startswith("seq="):
         try:
             seq = int(fragment[4:])
         except ValueError:
-            raise StoreError(f"{url}: '#{fragment}' is not '#seq=N'") from None
+            raise StoreError(
+                f"{shown(display_url(url))}: '#{shown(fragment)}' is not '#seq=N'"
+            ) from None
     return store, sid, seq
 
 
@@ -332,10 +477,3 @@ def open_session(url: str) -> io.BufferedReader:
     """A binary stream over a shipped session given by its URL (``<store>/sessions/<id>``)."""
     store_url, sid, _seq = parse_session_url(url)
     return Store(store_url).session(sid).open()
-
-
-def iter_session_urls(store_url: str) -> Iterator[str]:
-    """The URL of every session in a store."""
-    store = Store(store_url)
-    for manifest in store.manifests():
-        yield store.session_url(manifest.session_id)

@@ -1,25 +1,33 @@
-"""Ship session files to a store, incrementally, crash-safe and idempotent.
+"""Ship session files to a store, incrementally, crash-safe, idempotent and race-free.
 
 One pass, for each session file that grew since the last pass:
 
 1. take the file's ship cursor (``FILE.ship-cursor``, beside it) with an
-   exclusive ``flock``, so two shippers never ship one file at once;
-2. on the first visit in this process, read the store's manifest (the
-   commit point) and the session folder: a segment beyond the manifest is the
-   leftover of an interrupted pass; it is *adopted* when it holds exactly the
-   local bytes of its records, removed otherwise;
+   exclusive ``flock``, so two shippers of one machine never ship one file at
+   once;
+2. on the first visit in this process (and whenever the cursor shows that
+   another shipper went further), read the store's manifest (the commit
+   point) with its version, and list the session folder: the chain the
+   manifest commits is found, a segment beyond it is the leftover of an
+   interrupted pass (*adopted* when it holds exactly the local bytes of its
+   records, removed otherwise), any other segment is a fork left by a pass
+   that lost a race (removed); a chain that does not reach the manifest's
+   end is *repaired* from the local file;
 3. read the complete lines added since the manifest's ``bytes`` (an
    unfinished final line waits for the next pass), validate them, and put
-   them as new immutable segments of at most ``segment_bytes``;
-4. after each segment, replace the manifest (one atomic PUT), then the
-   cursor (write, fsync, rename).
+   them as new immutable segments of at most ``segment_bytes``, each only
+   if no object has its name yet;
+4. after each segment, replace the manifest *only if it is still the
+   version this shipper read* (``If-Match`` on S3, a locked check-and-rename
+   in a folder), then the cursor.
 
-A pass killed at any point leaves either the old manifest (the segment put
-before it is adopted next time, so nothing is uploaded twice) or the new one
-(the cursor is behind it, and the manifest read at the next first visit
-wins). Bytes uploaded per pass are the bytes added, plus one manifest per
-segment. Artifacts (``<session_id>.artifacts/``) are copied when new or
-changed (by size and mtime).
+Two shippers (two processes, two machines) extending one session race at
+step 4: one replace wins, the other finds the manifest changed, reads it
+again and continues from the winner's end. So the chain never forks, and a
+pass killed at any point leaves either the old manifest (the segment put
+before it is adopted next time, so nothing is uploaded twice) or the new one.
+Artifacts (``<session_id>.artifacts/``) are copied when new or changed (by
+size and mtime); a symbolic link among them is refused, never followed.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import io
 import logging
 import os
 import socket
+import stat
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -45,9 +54,10 @@ from .. import events as ev
 from .._codec import DEFAULT_CODEC
 from .._errors import FormatError, LoopscribeError, StoreError
 from .._format import Scanner
+from .._logsafe import display_url, scrub
 from ..otel._ids import parse_traceparent, trace_id
 from ..workspace import (
-    SessionSummary,
+    SessionNotFoundError,
     Status,
     _Fold,
     _is_locked,
@@ -57,19 +67,36 @@ from ..workspace import (
     _side_path,
     _with_side,
 )
+from ._backend import Conflict, TooLarge
 from ._layout import (
-    ARTIFACTS,
     LAYOUT_VERSION,
     MARKER,
-    SIDE_LOG,
-    Manifest,
+    MAX_ARTIFACT_DEPTH,
+    MAX_ARTIFACTS,
+    MAX_MANIFEST_BYTES,
+    SESSIONS,
+    Chain,
     Segment,
-    manifest_path,
+    artifact_key,
+    artifacts_key,
+    check_artifact_name,
+    is_session_id,
+    manifest_key,
     parse_segment_name,
-    segment_name,
-    session_dir,
+    resolve_chain,
+    segment_key,
+    session_key,
+    shown,
+    side_log_key,
 )
-from ._url import atomic_put, filesystem, list_folder, put_segment
+from ._manifest import (
+    Manifest,
+    ManifestError,
+    summary_from_json,
+    summary_to_json,
+    too_large,
+)
+from ._read import Store
 
 __all__ = ["ShipResult", "Shipper", "cursor_path", "summary_from_json", "summary_to_json"]
 
@@ -78,62 +105,13 @@ logger = logging.getLogger("loopscribe")
 SEGMENT_BYTES = 64 << 20
 """Largest segment a pass writes (a single longer line makes a longer segment)."""
 _READ_BYTES = 1 << 20
+_ATTEMPTS = 8
+"""Times a pass reads the manifest again after another shipper committed first."""
 
 
 def cursor_path(session_path: Path) -> Path:
     """Where the ship cursor of a session file lives: beside it."""
     return session_path.with_name(session_path.name + ".ship-cursor")
-
-
-def summary_to_json(summary: SessionSummary) -> dict[str, Any]:
-    """A SessionSummary as the manifest's ``summary`` object."""
-    out: dict[str, Any] = {}
-    for name in SessionSummary.__dataclass_fields__:
-        value = getattr(summary, name)
-        if name == "path":
-            continue
-        if isinstance(value, datetime):
-            value = value.isoformat()
-        elif name == "compaction" and value is not None:
-            value = {
-                "at": value.at.isoformat(),
-                "seq": value.seq,
-                "before": value.messages_before,
-                "summary": value.summary,
-                "keep_last": value.keep_last,
-            }
-        elif isinstance(value, tuple):
-            value = list(value)
-        out[name] = value
-    return out
-
-
-def summary_from_json(obj: dict[str, Any], path: Path | str) -> SessionSummary:
-    """The SessionSummary of a manifest's ``summary`` object (its file: ``path``)."""
-    from ..workspace import Compaction
-
-    fields: dict[str, Any] = {}
-    for name in SessionSummary.__dataclass_fields__:
-        if name in obj:
-            fields[name] = obj[name]
-    for name in ("created", "updated"):
-        fields[name] = datetime.fromisoformat(str(obj.get(name) or "1970-01-01T00:00:00+00:00"))
-    fields["skills"] = tuple(fields.get("skills") or ())
-    fields["todos"] = tuple(fields.get("todos") or ())
-    comp = obj.get("compaction")
-    fields["compaction"] = (
-        None
-        if not comp
-        else Compaction(
-            datetime.fromisoformat(comp["at"]),
-            int(comp["seq"]),
-            int(comp["before"]),
-            None if comp.get("summary") is None else str(comp["summary"]),
-            int(comp.get("keep_last") or 0),
-        )
-    )
-    fields["path"] = path
-    return SessionSummary(**fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +125,11 @@ class ShipResult:
         records: Records shipped.
         bytes_uploaded: Bytes put to the store: segments, manifests, artifacts.
         adopted: Segments of an interrupted pass found complete and kept.
-        errors: One line per file that could not be shipped (the others were).
+        errors: One line per problem (a file that could not be shipped, a
+            refused artifact); everything else was shipped.
+        repaired: Sessions whose chain of segments in the store was broken
+            (by shippers of earlier versions taking turns) and was rebuilt
+            from the local file.
     """
 
     sessions: int = 0
@@ -157,6 +139,7 @@ class ShipResult:
     bytes_uploaded: int = 0
     adopted: int = 0
     errors: tuple[str, ...] = ()
+    repaired: int = 0
 
     def __add__(self, other: ShipResult) -> ShipResult:
         return ShipResult(
@@ -167,6 +150,7 @@ class ShipResult:
             self.bytes_uploaded + other.bytes_uploaded,
             self.adopted + other.adopted,
             self.errors + other.errors,
+            self.repaired + other.repaired,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -178,15 +162,17 @@ class ShipResult:
             "records": self.records,
             "bytes_uploaded": self.bytes_uploaded,
             "adopted": self.adopted,
+            "repaired": self.repaired,
             "errors": list(self.errors),
         }
 
 
 @dataclass(slots=True)
 class _State:
-    """What this process knows of one shipped session: manifest, fold and validator."""
+    """What this process knows of one shipped session: manifest, its version, fold, validator."""
 
     manifest: Manifest
+    version: str | None
     fold: _Fold
     scanner: Scanner
     lines: int
@@ -199,6 +185,7 @@ class _Tally:
     records: int = 0
     bytes_uploaded: int = 0
     adopted: int = 0
+    repaired: int = 0
     errors: list[str] = field(default_factory=list)
 
 
@@ -212,6 +199,9 @@ class Shipper:
         workers: Sessions shipped in parallel (object stores reward concurrency).
         segment_bytes: Largest segment to put.
         on_file: Called with each file after it was shipped (progress).
+
+    Attributes:
+        url: The store's URL as shown and stored: without credentials.
 
     Raises:
         StoreError: fsspec or the URL's backend is missing.
@@ -229,8 +219,10 @@ class Shipper:
         if segment_bytes < 1:
             raise ValueError(f"segment_bytes must be >= 1, got {segment_bytes}")
         self.source = Path(source)
-        self.url = to.rstrip("/")
-        self.fs, self.root = filesystem(self.url)
+        self.store = Store(to)
+        self.backend = self.store.backend
+        self.url = self.store.url
+        self.fs, self.root = self.store.fs, self.store.root
         self.workers = max(1, workers)
         self.segment_bytes = segment_bytes
         self.on_file = on_file
@@ -238,6 +230,7 @@ class Shipper:
         self._states_lock = threading.Lock()
         self._marked = False
         self._host = socket.gethostname()
+        self._reported: set[str] = set()
 
     # -- passes -------------------------------------------------------------------
 
@@ -274,6 +267,7 @@ class Shipper:
                 t.bytes_uploaded,
                 t.adopted,
                 tuple(t.errors),
+                t.repaired,
             )
         return out
 
@@ -304,7 +298,7 @@ class Shipper:
                 if first or not follow:
                     raise  # a wrong URL or missing rights: say so at once
                 # The store went away for a while: report, and try again next pass.
-                result = ShipResult(errors=(f"{self.url}: {exc}",))
+                result = ShipResult(errors=(_one_line(exc, self.url),))
             first = False
             total += result
             if on_pass is not None:
@@ -312,88 +306,92 @@ class Shipper:
             if not follow or stop.wait(interval_s):
                 return total
 
-    # -- one file -----------------------------------------------------------------
+    # -- the store ---------------------------------------------------------------
 
     def _mark_store(self) -> None:
-        """Write the store's marker once, so readers know the layout version."""
+        """Write the store's marker once, so readers know the layout version.
+
+        Also removes the temporary files killed passes of this host left at
+        the top of a folder store (each session's own are removed on its
+        first visit).
+        """
         if self._marked:
             return
-        marker = f"{self.root}/{MARKER}"
-        try:
-            if not self.fs.exists(marker):
-                atomic_put(self.fs, marker, orjson.dumps({"layout": LAYOUT_VERSION}))
-        except OSError as exc:
-            raise StoreError(f"{self.url}: cannot write to the store ({exc})") from exc
+        marker = orjson.dumps({"layout": LAYOUT_VERSION})
+        self.backend.put_new(MARKER, marker, doing="write to the store")
+        self.backend.clean_temps("")
+        self.backend.clean_temps(SESSIONS)
         self._marked = True
+
+    # -- one file -----------------------------------------------------------------
 
     def _ship_file(self, path: Path, locked: _Locks | None) -> _Tally:
         tally = _Tally()
         try:
             with _cursor_lock(path) as cursor_fd:
                 if cursor_fd is None:
-                    return tally  # another shipper has this file right now
+                    return tally  # another shipper of this machine has this file right now
                 self._ship_locked(path, cursor_fd, locked, tally)
         except Exception as exc:  # a backend's own errors too (network, auth)
-            with self._states_lock:
-                self._states.pop(path, None)  # start over from the store next time
-            tally.errors.append(f"{path}: {exc}")
-            logger.warning("shipping %s failed: %s", path, exc)
+            self._forget(path)  # start over from the store next time
+            line = _one_line(exc, self.url)
+            tally.errors.append(line if line.startswith(str(path)) else f"{path}: {line}")
+            logger.warning("shipping %s failed: %s", path, line)
         if self.on_file is not None:
             self.on_file(path)
         return tally
+
+    def _forget(self, path: Path) -> None:
+        with self._states_lock:
+            self._states.pop(path, None)
+
+    def _report(self, tally: _Tally, line: str) -> None:
+        """Report a problem that repeats every pass (a refused artifact) once per process."""
+        if line not in self._reported:
+            self._reported.add(line)
+            tally.errors.append(line)
 
     def _ship_locked(
         self, path: Path, cursor_fd: int, locked: _Locks | None, tally: _Tally
     ) -> None:
         st = os.stat(path)
         running = _is_locked(path, st, locked)
-        artifacts = _local_artifacts(path)
+        artifacts, refused = _local_artifacts(path)
+        for line in refused:
+            self._report(tally, line)
         side = _side_signature(path)
         cursors = _read_cursor(cursor_fd)
         mine = cursors.get(self.url)
         signature = _signature(artifacts)
+        with self._states_lock:
+            known = self._states.get(path)
         if (
             mine is not None
             and mine.get("bytes") == st.st_size
             and mine.get("running") == running
             and mine.get("artifacts") == signature
             and mine.get("side_log") == side
-            and path not in self._states
+            and known is None
         ):
             return  # nothing new since the last pass: no request at all
-        state = self._state(path, tally)
-        if state is None:
-            return  # not one complete line yet
-        manifest = state.manifest
-        if manifest.size > st.st_size:
+        if known is not None and mine is not None and _ahead(mine, known.manifest):
+            self._forget(path)  # another shipper went further: read the store again
+        for _attempt in range(_ATTEMPTS):
+            try:
+                state = self._state(path, st, tally)  # adopting a leftover commits too
+                if state is None:
+                    return  # not one complete line yet
+                self._ship_new(path, state, st, running, artifacts, side, tally)
+                break
+            except Conflict:
+                # Another shipper committed first: continue from its end.
+                self._forget(path)
+        else:
             raise StoreError(
-                f"{path}: the file has {st.st_size} bytes but {manifest.size} were shipped "
-                f"to {self.url}; the file was replaced or cut outside loopscribe"
+                f"{self.store.session_url(_session_id_of(path))}: other shippers kept "
+                f"committing first ({_ATTEMPTS} tries); the next pass tries again"
             )
-        dirty = False
-        with open(path, "rb") as stream:
-            for chunk in _chunks(stream, manifest.size, st.st_size, self.segment_bytes):
-                self._ship_chunk(path, state, chunk, running, tally)
-        folder = session_dir(self.root, manifest.session_id)
-        for name, (size, mtime_ns, full) in artifacts.items():
-            if manifest.artifacts.get(name) == {"size": size, "mtime_ns": mtime_ns}:
-                continue
-            data = full.read_bytes()
-            put_segment(self.fs, f"{folder}/{ARTIFACTS}/{name}", data)
-            manifest.artifacts[name] = {"size": size, "mtime_ns": mtime_ns}
-            tally.bytes_uploaded += len(data)
-            dirty = True
-        if side is not None and manifest.side_log != side:
-            # Facts a UI wrote while the writer held the file: small, put whole.
-            data = _side_path(path).read_bytes()
-            data = data[: data.rfind(b"\n") + 1]
-            put_segment(self.fs, f"{folder}/{SIDE_LOG}", data)
-            manifest.side_log = side
-            tally.bytes_uploaded += len(data)
-            dirty = True
-        # Each segment committed its manifest; commit again only for what came after.
-        if dirty or manifest.summary.get("status") != _status(state, running):
-            self._commit(path, state, running, tally)
+        manifest = state.manifest
         mark = {
             "session_id": manifest.session_id,
             "bytes": manifest.size,
@@ -407,11 +405,55 @@ class Shipper:
             _write_cursor(cursor_fd, cursors)
         if manifest.size == st.st_size and not running:
             # Closed and shipped: forget the fold; the cursor skips the file from now on.
-            with self._states_lock:
-                self._states.pop(path, None)
+            self._forget(path)
 
-    def _state(self, path: Path, tally: _Tally) -> _State | None:
-        """This process's state of a session, built from the store on the first visit."""
+    def _ship_new(
+        self,
+        path: Path,
+        state: _State,
+        st: os.stat_result,
+        running: bool,
+        artifacts: dict[str, tuple[int, int]],
+        side: dict[str, int] | None,
+        tally: _Tally,
+    ) -> None:
+        """Put what the store lacks; :class:`Conflict` if another shipper commits first."""
+        manifest = state.manifest
+        self._check_not_cut(path, st, manifest)
+        with open(path, "rb") as stream:
+            for chunk in _chunks(stream, manifest.size, st.st_size, self.segment_bytes):
+                self._ship_chunk(path, state, chunk, running, tally)
+        dirty = False
+        sid = manifest.session_id
+        folder = path.with_name(path.name.removesuffix(".jsonl") + ".artifacts")
+        for name, (size, mtime_ns) in artifacts.items():
+            if manifest.artifacts.get(name) == {"size": size, "mtime_ns": mtime_ns}:
+                continue
+            try:
+                data = _read_artifact(folder, name)
+            except OSError as exc:
+                self._report(tally, _refusal(folder, name, exc))
+                continue
+            self.backend.put(artifact_key(sid, name), data)
+            manifest.artifacts[name] = {"size": size, "mtime_ns": mtime_ns}
+            tally.bytes_uploaded += len(data)
+            dirty = True
+        if side is not None and manifest.side_log != side:
+            # Facts a UI wrote while the writer held the file: small, put whole.
+            data = _side_path(path).read_bytes()
+            data = data[: data.rfind(b"\n") + 1]
+            self.backend.put(side_log_key(sid), data)
+            manifest.side_log = side
+            tally.bytes_uploaded += len(data)
+            dirty = True
+        # Each segment committed its manifest; commit again only for what came after.
+        if dirty or manifest.summary.get("status") != _status(state, running):
+            self._commit(path, state, running, tally)
+
+    # -- the store's view of one session -----------------------------------------
+
+    def _state(self, path: Path, st: os.stat_result, tally: _Tally) -> _State | None:
+        """This process's state of a session, built from the store when not known."""
         with self._states_lock:
             state = self._states.get(path)
         if state is not None:
@@ -419,66 +461,173 @@ class Shipper:
         session_id = _session_id_of(path)
         if not session_id:
             return None
-        where = manifest_path(self.root, session_id)
-        try:
-            manifest = Manifest.from_bytes(self.fs.cat_file(where), where)
-        except FileNotFoundError:
-            manifest = Manifest(session_id)
-        if manifest.session_id != session_id:
-            raise StoreError(f"{where}: holds session {manifest.session_id}, not {session_id}")
-        shipped = manifest.size
-        state = _State(Manifest(session_id), _Fold(), Scanner(path), 0)
-        # Fold what is already shipped (a local read), then check the store's tail.
-        with open(path, "rb") as stream:
-            offset = 0
-            for chunk in _chunks(stream, 0, shipped, self.segment_bytes):
-                self._fold(state, chunk, offset)
-                offset += len(chunk)
-        if state.scanner.end_offset != shipped or state.scanner.next_seq != manifest.records:
+        manifest, version = self._read_manifest(path, session_id, tally)
+        where = self.store.session_url(session_id)
+        self._check_not_cut(path, st, manifest)
+        self.backend.clean_temps(session_key(session_id))
+        for folder in sorted({artifacts_key(session_id)} | _artifact_dirs(session_id, manifest)):
+            self.backend.clean_temps(folder)
+        entries = self.backend.listdir(session_key(session_id))
+        chain = resolve_chain(
+            ((e.name, e.size) for e in entries),
+            manifest.records,
+            manifest.size,
+            manifest.last_segment,
+            where,
+        )
+        wanted = {s.first_seq for s in chain.segments} | {s.last_seq + 1 for s in chain.segments}
+        state, offsets = self._fold_local(path, session_id, manifest.size, wanted)
+        if state.scanner.end_offset != manifest.size or state.scanner.next_seq != manifest.records:
             raise StoreError(
-                f"{path}: {where} says {manifest.records} records in {shipped} bytes were "
-                f"shipped, but the file has {state.scanner.next_seq} records in its first "
-                f"{state.scanner.end_offset} bytes; the file was replaced or the store was "
-                "changed outside loopscribe"
+                f"{path}: {self.store.where(manifest_key(session_id))} says {manifest.records} "
+                f"records in {manifest.size} bytes were shipped, but the file has "
+                f"{state.scanner.next_seq} records in its first {state.scanner.end_offset} "
+                "bytes; the file was replaced or the store was changed outside loopscribe"
             )
-        manifest.runs.update(state.manifest.runs)
-        state.manifest = manifest
-        self._adopt_or_remove(path, state, tally)
+        good = _agreeing(chain.segments, offsets)
+        if chain.complete and len(good) == len(chain.segments):
+            manifest.runs.update(state.manifest.runs)
+            state.manifest, state.version = manifest, version
+            self._tidy(path, state, chain, _sizes(entries), tally)
+        else:
+            state = self._repair(path, manifest, version, good, chain, tally)
         with self._states_lock:
             self._states[path] = state
         return state
 
-    def _adopt_or_remove(self, path: Path, state: _State, tally: _Tally) -> None:
-        """Deal with segments an interrupted pass put after the manifest's end."""
+    def _read_manifest(
+        self, path: Path, session_id: str, tally: _Tally
+    ) -> tuple[Manifest, str | None]:
+        """The store's manifest of a session and its version; a new one if there is none.
+
+        A damaged manifest (not JSON, a field of the wrong type, another
+        session's) is replaced from the local file, the source of truth:
+        the segments it committed are adopted again as far as they hold the
+        file's bytes.
+        """
+        key = manifest_key(session_id)
+        try:
+            raw, version = self.backend.read_limited(key, MAX_MANIFEST_BYTES)
+        except FileNotFoundError:
+            return Manifest(session_id), None
+        except TooLarge as exc:
+            raise too_large(self.store.where(key), exc.size) from None
+        try:
+            return Manifest.from_bytes(raw, self.store.where(key), session_id), version
+        except ManifestError as exc:
+            logger.warning("%s; rebuilding it from %s", exc, path)
+            tally.repaired += 1
+            return Manifest(session_id), version
+
+    def _check_not_cut(self, path: Path, st: os.stat_result, manifest: Manifest) -> None:
+        if manifest.size > st.st_size:
+            raise StoreError(
+                f"{path}: the file has {st.st_size} bytes but {manifest.size} were shipped "
+                f"to {self.url}; the file was replaced or cut outside loopscribe"
+            )
+
+    def _fold_local(
+        self, path: Path, session_id: str, end: int, wanted: set[int]
+    ) -> tuple[_State, dict[int, int]]:
+        """Fold the first ``end`` bytes of the file; the offsets of the ``wanted`` seqs."""
+        state = _State(Manifest(session_id), None, _Fold(), Scanner(path), 0)
+        offsets: dict[int, int] = {}
+        with open(path, "rb") as stream:
+            offset = 0
+            for chunk in _chunks(stream, 0, end, self.segment_bytes):
+                self._fold(state, chunk, offset, wanted, offsets)
+                offset += len(chunk)
+        if state.scanner.next_seq in wanted:
+            offsets[state.scanner.next_seq] = state.scanner.end_offset
+        return state, offsets
+
+    def _tidy(
+        self, path: Path, state: _State, chain: Chain, sizes: dict[str, int], tally: _Tally
+    ) -> None:
+        """Remove forks, and adopt or remove segments an interrupted pass put past the end."""
         manifest = state.manifest
-        folder = session_dir(self.root, manifest.session_id)
-        leftovers: list[tuple[int, int, int, str]] = []
-        for name, size in list_folder(self.fs, folder):
+        sid = manifest.session_id
+        leftovers: list[tuple[int, int, int]] = []
+        for name in chain.extra:
             seqs = parse_segment_name(name)
-            if seqs is not None and seqs[0] >= manifest.records:
-                leftovers.append((seqs[0], seqs[1], size, name))
-        leftovers.sort()
-        for first, last, size, name in leftovers:
-            if first == manifest.records and self._matches(path, state, last, size):
-                with open(path, "rb") as stream:
-                    stream.seek(manifest.size)
-                    chunk = stream.read(size)
-                offset = manifest.size
-                self._fold(state, chunk, offset)
-                manifest.last_segment = Segment(first, last, offset, size)
-                manifest.size, manifest.records = offset + size, last + 1
-                tally.adopted += 1
-                tally.records += last - first + 1
-                self._commit(path, state, manifest.summary.get("status") == "running", tally)
+            assert seqs is not None
+            if seqs[0] < manifest.records:
+                # A fork: a pass that lost the race to commit put it. No commit
+                # can use it any more (a commit extends the manifest's end).
+                self.backend.delete(segment_key(sid, *seqs))
+            else:
+                leftovers.append((seqs[0], seqs[1], sizes.get(name, 0)))
+        # In seq order, so that adopting one makes the next one adoptable. One
+        # further on stays: it is no commit's yet, and a pass that reaches its
+        # place puts its own segment (or finds the same bytes there).
+        leftovers.sort(key=lambda item: (item[0], -item[1]))
+        for first, last, size in leftovers:
+            if first != manifest.records:
                 continue
-            with contextlib.suppress(FileNotFoundError):
-                self.fs.rm_file(name)
+            if not self._matches(path, state, last, size):
+                # Not the local file's bytes: no shipper of this file commits it.
+                self.backend.delete(segment_key(sid, first, last))
+                continue
+            with open(path, "rb") as stream:
+                stream.seek(manifest.size)
+                chunk = stream.read(size)
+            offset = manifest.size
+            self._fold(state, chunk, offset)
+            manifest.last_segment = Segment(first, last, offset, size)
+            manifest.size, manifest.records = offset + size, last + 1
+            tally.adopted += 1
+            tally.records += last - first + 1
+            self._commit(path, state, manifest.summary.get("status") == "running", tally)
+
+    def _repair(
+        self,
+        path: Path,
+        manifest: Manifest,
+        version: str | None,
+        good: list[Segment],
+        chain: Chain,
+        tally: _Tally,
+    ) -> _State:
+        """Rebuild a broken chain: keep its valid start, remove the rest, ship on from there.
+
+        The manifest commits more than the store's segments hold (one is
+        missing, or they fork in a way no chain reaches its end): the store
+        was damaged, by shippers of earlier versions taking turns or by
+        hand. The local file is the source of truth.
+        """
+        sid = manifest.session_id
+        end = good[-1].end if good else 0
+        state, _offsets = self._fold_local(path, sid, end, set())
+        keep = {s.name for s in good}
+        for name in (*chain.extra, *(s.name for s in chain.segments)):
+            if name not in keep:
+                seqs = parse_segment_name(name)
+                assert seqs is not None
+                self.backend.delete(segment_key(sid, *seqs))
+        fixed = Manifest(
+            sid,
+            size=end,
+            records=good[-1].last_seq + 1 if good else 0,
+            last_segment=good[-1] if good else None,
+            artifacts=manifest.artifacts,
+            side_log=manifest.side_log,
+        )
+        fixed.runs.update(state.manifest.runs)
+        state.manifest, state.version = fixed, version
+        logger.warning(
+            "%s: the chain of segments was broken after byte %d of %d; rebuilding it from %s",
+            self.store.session_url(sid),
+            end,
+            manifest.size,
+            path,
+        )
+        tally.repaired += 1
+        return state
 
     def _matches(self, path: Path, state: _State, last: int, size: int) -> bool:
-        """Whether the local file holds exactly ``size`` bytes of records up to ``last``."""
-        start = state.manifest.size
+        """Whether the file holds exactly ``size`` bytes of records up to ``last`` at the end."""
         with open(path, "rb") as stream:
-            stream.seek(start)
+            stream.seek(state.manifest.size)
             chunk = stream.read(size)
         if len(chunk) != size or not chunk.endswith(b"\n"):
             return False
@@ -488,7 +637,14 @@ class Shipper:
         except (orjson.JSONDecodeError, AttributeError):
             return False
 
-    def _fold(self, state: _State, chunk: bytes, offset: int) -> int:
+    def _fold(
+        self,
+        state: _State,
+        chunk: bytes,
+        offset: int,
+        wanted: set[int] | None = None,
+        offsets: dict[int, int] | None = None,
+    ) -> int:
         """Validate the lines of ``chunk`` and fold them into the session's summary.
 
         Returns:
@@ -496,13 +652,16 @@ class Shipper:
         """
         fold, scanner = state.fold, state.scanner
         count = 0
-        for number, _off, _raw, obj in scanner.lines(
+        for number, off, _raw, obj in scanner.lines(
             io.BytesIO(chunk), offset=offset, first_line=state.lines + 1
         ):
             data = obj.get("data")
             data = data if isinstance(data, dict) else {}
             kind = obj["type"]
-            fold.feed(kind, obj["seq"], scanner.ts, data, obj["session_id"])
+            seq = obj["seq"]
+            if wanted is not None and offsets is not None and seq in wanted:
+                offsets[seq] = off
+            fold.feed(kind, seq, scanner.ts, data, obj["session_id"])
             if kind == ev.RUN_START and obj.get("run_id"):
                 parent = parse_traceparent(data.get("traceparent"))
                 run_id = str(obj["run_id"])
@@ -510,8 +669,6 @@ class Shipper:
                 state.manifest.runs[run_id] = f"{trace:032x}"
             state.lines = number
             count += 1
-        if not state.manifest.session_id and scanner.session_id:
-            state.manifest.session_id = scanner.session_id
         return count
 
     def _ship_chunk(
@@ -530,11 +687,7 @@ class Shipper:
         count = state.scanner.next_seq - first
         if count:
             last = first + count - 1
-            put_segment(
-                self.fs,
-                f"{session_dir(self.root, manifest.session_id)}/{segment_name(first, last)}",
-                chunk,
-            )
+            self._put_segment(path, manifest.session_id, first, last, chunk)
             manifest.last_segment = Segment(first, last, offset, len(chunk))
             manifest.size, manifest.records = offset + len(chunk), last + 1
             tally.segments += 1
@@ -545,18 +698,92 @@ class Shipper:
             raise error
         return count > 0
 
+    def _put_segment(self, path: Path, sid: str, first: int, last: int, chunk: bytes) -> None:
+        """Put a segment if no object has its name; one that has must hold the same bytes."""
+        key = segment_key(sid, first, last)
+        for _attempt in range(2):
+            if self.backend.put_new(key, chunk):
+                return
+            try:
+                there = self.backend.read(key)
+            except FileNotFoundError:
+                continue  # removed in between: put it again
+            if there == chunk:
+                return  # another shipper of this file (or a killed pass) put the same bytes
+            if first < self._committed(sid):
+                raise Conflict(key)  # this shipper is behind: another one committed it
+            # Past the committed end and not the file's bytes: no commit uses it.
+            self.backend.delete(key)
+        raise StoreError(
+            f"{self.store.where(key)}: holds other bytes for records {first} to {last} than "
+            f"{path}; another copy of the session is shipped to this store (ship from one "
+            "copy only) or the store was changed outside loopscribe"
+        )
+
+    def _committed(self, sid: str) -> int:
+        """Records the store's manifest of ``sid`` commits now (read anew)."""
+        try:
+            return self.store.manifest(sid).records
+        except SessionNotFoundError:
+            return 0
+
     def _commit(self, path: Path, state: _State, running: bool, tally: _Tally) -> None:
-        """Replace the manifest: from now on readers see the new segments."""
+        """Replace the manifest if no other shipper did since: from now on readers see it.
+
+        Raises:
+            Conflict: Another shipper committed first.
+        """
         manifest = state.manifest
         fold = _with_side(state.fold, _read_side(_side_path(path), DEFAULT_CODEC))
         summary = fold.summary(path, _status(state, running))
         manifest.summary = summary_to_json(summary)
-        manifest.origin = {"host": self._host, "file": str(path.absolute())}
+        manifest.origin = {"host": self._host, "file": scrub(str(path.absolute()))}
         manifest.shipped_at = datetime.now(UTC).isoformat()
         data = manifest.to_bytes()
-        atomic_put(self.fs, manifest_path(self.root, manifest.session_id), data)
+        state.version = self.backend.replace_if(
+            manifest_key(manifest.session_id), data, state.version
+        )
         tally.bytes_uploaded += len(data)
         tally.shipped = True
+
+
+def _sizes(entries: Any) -> dict[str, int]:
+    """Object name to size, from a listing."""
+    return {e.name: e.size for e in entries}
+
+
+def _ahead(mark: dict[str, Any], manifest: Manifest) -> bool:
+    """Whether a cursor mark (written by any shipper of this file) is past ``manifest``."""
+    records = mark.get("records")
+    return isinstance(records, int) and records > manifest.records
+
+
+def _agreeing(segments: list[Segment], offsets: dict[int, int]) -> list[Segment]:
+    """The start of ``segments`` that lies where the local file has those records."""
+    out = []
+    for seg in segments:
+        if offsets.get(seg.first_seq) != seg.offset or offsets.get(seg.last_seq + 1) != seg.end:
+            break
+        out.append(seg)
+    return out
+
+
+def _artifact_dirs(session_id: str, manifest: Manifest) -> set[str]:
+    """The store folders of a session's shipped artifacts (where their temporary files are)."""
+    return {
+        artifact_key(session_id, name).rsplit("/", 1)[0]
+        for name in manifest.artifacts
+        if "/" in name
+    }
+
+
+def _one_line(exc: BaseException, url: str) -> str:
+    """An exception as one line without credentials (backend errors name their type)."""
+    if isinstance(exc, (LoopscribeError, OSError)):
+        text = str(exc)
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return " ".join(scrub(text).split()) or type(exc).__name__
 
 
 def _status(state: _State, running: bool) -> Status:
@@ -578,14 +805,20 @@ def _side_signature(path: Path) -> dict[str, int] | None:
 
 
 def _session_id_of(path: Path) -> str:
-    """The session ID from a file's first line (validated)."""
+    """The session ID from a file's first line (validated; it names objects in the store)."""
     with open(path, "rb") as stream:
         first = stream.readline()
     if not first.endswith(b"\n"):
         return ""  # not one complete line yet: nothing to ship
     scanner = Scanner(path)
     scanner.check(1, 0, first)
-    return scanner.session_id or ""
+    sid = scanner.session_id or ""
+    if not is_session_id(sid):
+        raise StoreError(
+            f"{path}: its session ID {shown(sid)} is not 32 lowercase hex digits, so it "
+            "cannot name objects in a store; it cannot be shipped"
+        )
+    return sid
 
 
 def _chunks(stream: io.BufferedReader | Any, start: int, end: int, limit: int) -> Iterator[bytes]:
@@ -621,28 +854,102 @@ def _chunks(stream: io.BufferedReader | Any, start: int, end: int, limit: int) -
         carry = carry[cut:]
 
 
-def _local_artifacts(path: Path) -> dict[str, tuple[int, int, Path]]:
-    """The artifacts beside a session file: name to (size, mtime_ns, path)."""
+# -- artifacts: walked and read without following a symbolic link ----------------------
+
+
+def _refusal(folder: Path, name: str, exc: BaseException | None = None) -> str:
+    where = folder / name if name else folder
+    if exc is None or (isinstance(exc, OSError) and exc.errno == errno.ELOOP):
+        return (
+            f"{where}: a symbolic link; artifacts are never followed: copy the file into "
+            f"{folder.name}/ instead (not shipped)"
+        )
+    return f"{where}: cannot be shipped as an artifact ({scrub(str(exc))})"
+
+
+def _local_artifacts(path: Path) -> tuple[dict[str, tuple[int, int]], list[str]]:
+    """The artifacts beside a session file (name to size and mtime_ns), and what was refused.
+
+    A symbolic link (to a file or a folder, or the artifacts folder itself),
+    anything but a regular file, a name a store cannot hold, a folder deeper
+    than the layout allows, or more artifacts than it allows: one line each.
+    """
     folder = path.with_name(path.name.removesuffix(".jsonl") + ".artifacts")
-    out: dict[str, tuple[int, int, Path]] = {}
-    if not folder.is_dir():
-        return out
-    for entry in sorted(folder.rglob("*")):
-        if entry.is_file():
-            st = entry.stat()
-            out[entry.relative_to(folder).as_posix()] = (st.st_size, st.st_mtime_ns, entry)
-    return out
+    out: dict[str, tuple[int, int]] = {}
+    refused: list[str] = []
+    try:
+        mode = os.lstat(folder).st_mode
+    except FileNotFoundError:
+        return out, refused
+    if stat.S_ISLNK(mode):
+        return out, [_refusal(folder, "")]
+    if not stat.S_ISDIR(mode):
+        return out, refused
+
+    def walk(where: Path, prefix: str, depth: int) -> None:
+        with os.scandir(where) as entries:
+            items = sorted(entries, key=lambda e: e.name)
+        for entry in items:
+            name = f"{prefix}{entry.name}"
+            if entry.is_symlink():
+                refused.append(_refusal(folder, name))
+            elif entry.is_dir(follow_symlinks=False):
+                if depth + 1 >= MAX_ARTIFACT_DEPTH:
+                    refused.append(f"{folder / name}: more than {MAX_ARTIFACT_DEPTH} folders deep")
+                else:
+                    walk(Path(entry.path), f"{name}/", depth + 1)
+            elif not entry.is_file(follow_symlinks=False):
+                refused.append(f"{folder / name}: not a regular file (not shipped)")
+            elif len(out) >= MAX_ARTIFACTS:
+                refused.append(f"{folder / name}: more than {MAX_ARTIFACTS} artifacts")
+            else:
+                try:
+                    check_artifact_name(name, str(folder))
+                except StoreError as exc:
+                    refused.append(f"{exc} (not shipped)")
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                out[name] = (st.st_size, st.st_mtime_ns)
+
+    walk(folder, "", 0)
+    return out, refused
 
 
-def _signature(artifacts: dict[str, tuple[int, int, Path]]) -> list[list[Any]]:
-    return [[name, size, mtime] for name, (size, mtime, _p) in sorted(artifacts.items())]
+def _read_artifact(folder: Path, name: str) -> bytes:
+    """An artifact's bytes, opened part by part with ``O_NOFOLLOW`` (no link is followed)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(folder, flags)
+    try:
+        *dirs, base = name.split("/")
+        for part in dirs:
+            child = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        file_fd = os.open(
+            base, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd
+        )
+    finally:
+        os.close(fd)
+    with os.fdopen(file_fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(file_fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return stream.read()
+
+
+def _signature(artifacts: dict[str, tuple[int, int]]) -> list[list[Any]]:
+    return [[name, size, mtime] for name, (size, mtime) in sorted(artifacts.items())]
+
+
+# -- the ship cursor --------------------------------------------------------------------
 
 
 @contextlib.contextmanager
 def _cursor_lock(path: Path) -> Iterator[int | None]:
-    """The cursor file, locked exclusively; ``None`` if another shipper holds it."""
-    fd = os.open(cursor_path(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    """The cursor file (private), locked exclusively; ``None`` if another shipper holds it."""
+    fd = os.open(cursor_path(path), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)  # a cursor of an earlier version was 0644
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -666,11 +973,13 @@ def _read_cursor(fd: int) -> dict[str, dict[str, Any]]:
 
 
 def _write_cursor(fd: int, cursors: dict[str, dict[str, Any]]) -> None:
-    """Rewrite the locked cursor file in place.
+    """Rewrite the locked cursor file in place, keyed by store URLs without credentials.
 
     In place, not by rename: the lock is held on this inode. A torn write
     (a crash between truncate and write) leaves an unreadable cursor, which
     counts as no cursor: the manifest, the real commit point, is read instead.
+    Keys an earlier version wrote with a URL's credentials are dropped.
     """
+    clean = {url: mark for url, mark in cursors.items() if display_url(url) == url}
     os.ftruncate(fd, 0)
-    os.pwrite(fd, orjson.dumps(cursors), 0)
+    os.pwrite(fd, orjson.dumps(clean), 0)

@@ -1,35 +1,50 @@
-"""Store URLs: which strings name a store, and the fsspec filesystem behind one.
+"""Store URLs: which strings name a store, how one is shown, and the backend behind it.
 
 fsspec (and the backend of the URL's scheme: s3fs, gcsfs, adlfs) is imported
 here, when a store is first used, never by ``import loopscribe``.
+
+A store URL may carry credentials (``ftp://user:PW@host/...``, a query
+token). loopscribe shows and stores only its display form
+(:func:`~loopscribe._logsafe.display_url`: no user info, no secret query
+values). Within one process, a display URL of a store opened with
+credentials keeps working (``read(summary.path)``), without the
+credentials ever being written anywhere.
 """
 
 from __future__ import annotations
 
-import os
+import threading
 from typing import Any
 
 from .._errors import StoreError
+from .._logsafe import display_url, hide, url_secrets
 from .._source import is_url
+from ._backend import Backend, backend, failure
 
-__all__ = [
-    "atomic_put",
-    "filesystem",
-    "is_local",
-    "is_url",
-    "list_folder",
-    "put_segment",
-    "split_fragment",
-]
+__all__ = ["display_url", "filesystem", "is_url", "open_backend", "split_fragment"]
 
 _BACKENDS = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs"}
 _BACKENDS.update(abfs="adlfs", abfss="adlfs")
+_REAL: dict[str, str] = {}
+"""Display URL to the URL it was made from, for stores opened in this process."""
+_REAL_LOCK = threading.Lock()
 
 
 def split_fragment(url: str) -> tuple[str, str]:
     """``(url, fragment)``: a reference ``...#seq=12`` names a record of a session."""
     base, _, fragment = url.partition("#")
     return base, fragment
+
+
+def _real(url: str) -> str:
+    """The URL a display URL (or one below it) was made from, if a store opened it here."""
+    with _REAL_LOCK:
+        if not _REAL:
+            return url
+        for shown in sorted(_REAL, key=len, reverse=True):
+            if url == shown or url.startswith(shown + "/"):
+                return _REAL[shown] + url[len(shown) :]
+    return url
 
 
 def filesystem(url: str) -> tuple[Any, str]:
@@ -40,14 +55,17 @@ def filesystem(url: str) -> tuple[Any, str]:
     stores a credential itself.
 
     Raises:
-        StoreError: fsspec or the scheme's backend is not installed, with the
-            command that installs it.
+        StoreError: fsspec or the scheme's backend is not installed (with the
+            command that installs it), or the backend cannot be set up (an
+            FTP server that does not answer); one line, no credentials.
     """
+    shown = display_url(url)
+    url = _real(url)
     try:
         from fsspec.core import url_to_fs
     except ImportError:
         raise StoreError(
-            f"{url}: reading or shipping to a store URL needs fsspec: "
+            f"{shown}: reading or shipping to a store URL needs fsspec: "
             "pip install 'loopscribe[store]'"
         ) from None
     scheme = url.split("://", 1)[0].lower()
@@ -56,56 +74,30 @@ def filesystem(url: str) -> tuple[Any, str]:
     except ImportError as exc:
         package = _BACKENDS.get(scheme, f"the fsspec backend for {scheme}://")
         raise StoreError(
-            f"{url}: {scheme}:// needs {package} ({exc}): pip install {package}"
+            f"{shown}: {scheme}:// needs {package} ({exc}): pip install {package}"
         ) from None
     except ValueError as exc:
-        raise StoreError(f"{url}: not a store URL fsspec knows ({exc})") from None
+        reason = hide(str(exc), url_secrets(url))
+        raise StoreError(
+            f"{shown}: not a store URL fsspec knows ({reason}); check its form (in a password, "
+            "write '/', '@' and ':' as %2F, %40 and %3A)"
+        ) from None
+    except Exception as exc:  # a backend that connects at once (ftp://) and cannot
+        raise failure(exc, "open the store", shown, url_secrets(url)) from None
     return fs, str(path).rstrip("/") or "/"
 
 
-def is_local(fs: Any) -> bool:
-    """Whether ``fs`` is fsspec's local filesystem (a folder or a network mount)."""
-    from fsspec.implementations.local import LocalFileSystem
+def open_backend(url: str) -> tuple[Backend, str]:
+    """The backend of a store URL, and the URL as it may be shown (no credentials).
 
-    return isinstance(fs, LocalFileSystem)
-
-
-def atomic_put(fs: Any, path: str, data: bytes) -> None:
-    """Replace an object in one step: one PUT on object stores, write+rename on a folder.
-
-    A reader sees the old object or the new one, never a part.
+    Raises:
+        StoreError: As :func:`filesystem`.
     """
-    if is_local(fs):
-        tmp = f"{path}.tmp-{os.getpid()}"
-        fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    else:
-        fs.pipe_file(path, data)
-
-
-def put_segment(fs: Any, path: str, data: bytes) -> None:
-    """Write an immutable object (a segment, an artifact): same as :func:`atomic_put`."""
-    atomic_put(fs, path, data)
-
-
-def list_folder(fs: Any, folder: str) -> list[tuple[str, int]]:
-    """``(path, size)`` of the objects directly in ``folder``; empty if there are none.
-
-    One prefix listing. Not ``fs.ls``: on S3 an empty prefix makes ``ls``
-    list the parent folder too, which for a store's new session would be
-    every session of the store.
-    """
-    try:
-        found = fs.find(folder, detail=True, refresh=True)
-    except FileNotFoundError:
-        return []
-    base = folder.rstrip("/")
-    return [
-        (str(path), int(info.get("size") or 0))
-        for path, info in found.items()
-        if str(path).rsplit("/", 1)[0] == base and info.get("type", "file") == "file"
-    ]
+    url = url.rstrip("/")
+    shown = display_url(url)
+    fs, root = filesystem(url)
+    real = _real(url)
+    if shown != real:
+        with _REAL_LOCK:
+            _REAL[shown] = real
+    return backend(fs, root, shown, url_secrets(real)), shown

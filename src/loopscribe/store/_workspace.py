@@ -28,9 +28,9 @@ from ..workspace import (
     _parse_side,
     _SideFact,
 )
-from ._layout import Manifest, is_session_id
+from ._layout import is_session_id
+from ._manifest import Manifest, summary_from_json
 from ._read import ShippedSession, Store, parse_session_url
-from ._shipper import summary_from_json
 
 __all__ = ["StoreWorkspace"]
 
@@ -72,8 +72,13 @@ class StoreWorkspace(Workspace):
             self._views[str(url)] = view
         return url
 
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """One line per object the last listing could not use (the others were listed)."""
+        return self.store.problems
+
     def session_files(self) -> list[Path]:
-        """The URL of every shipped session."""
+        """The URL of every shipped session (a damaged manifest is left out)."""
         return sorted(
             self.store.session_url(m.session_id)  # type: ignore[misc]
             for m in self.store.manifests()
@@ -87,7 +92,11 @@ class StoreWorkspace(Workspace):
         """Summaries of the shipped sessions, most recently updated first.
 
         ``status`` is as the shipper last saw it (``running``: a writer held
-        the file when it shipped).
+        the file when it shipped). A damaged manifest is left out and named
+        in :attr:`problems`.
+
+        Raises:
+            StoreError: The store cannot be listed (unreachable, access denied).
         """
         out = []
         known = self._summaries
@@ -155,7 +164,7 @@ class StoreWorkspace(Workspace):
             summary = self._views[str(path)].manifest.summary
         count = int(summary.get("message_count") or 0)
         compaction = summary.get("compaction")
-        return count if not compaction else count - int(compaction["before"]) + 1
+        return count if not compaction else max(0, count - int(compaction["before"]) + 1)
 
     def view(self, session_id: str) -> ShippedSession:
         """The shipped session read by the last :meth:`messages` (bytes fetched, requests)."""
@@ -166,12 +175,15 @@ class StoreWorkspace(Workspace):
 
     def artifacts(self, session_id: str) -> builtins.list[Artifact]:
         """The shipped artifacts, by name; ``path`` is each one's URL."""
-        manifest = self.store.manifest(session_id) if is_session_id(session_id) else None
-        if manifest is None:
+        if not is_session_id(session_id):
             self._existing(session_id)
             return []
+        try:
+            manifest = self.store.manifest(session_id)
+        except FileNotFoundError as exc:
+            raise SessionNotFoundError(errno.ENOENT, str(exc)) from None
         out = []
-        for name, url, size in self.store.artifacts(session_id):
+        for name, url, size in self.store.artifacts(session_id, manifest):
             mtime_ns = manifest.artifacts.get(name, {}).get("mtime_ns", 0)
             created = datetime.fromtimestamp(mtime_ns / 1e9, UTC)
             out.append(Artifact(name, url, size, created))
