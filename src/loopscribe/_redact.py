@@ -44,6 +44,8 @@ from typing import Any
 
 import orjson
 
+from . import events as ev
+
 REPLACEMENT = "[REDACTED]"
 _REPLACEMENT = REPLACEMENT.encode()
 
@@ -201,7 +203,7 @@ _SHAPES: tuple[_Shape, ...] = (
         "escaped or URL-encoded; without the END line, up to where the base64 stops",
         rf"-----BEGIN{_BLANK}{_PEM_LABEL}"
         rf"(?:(?:{_PEM_BODY}|{_PEM_HEADER})*?-----END{_BLANK}{_PEM_LABEL}|{_PEM_BODY}*)",
-        gate="PRIVATE",
+        gate="-----BEGIN",
     ),
     _Shape(
         "Authorization header values (Authorization: Bearer|Basic|token|Bot ..., "
@@ -295,11 +297,10 @@ _ESCAPE_STARTS = frozenset(b"\\%[;")
 """Bytes before a run whose first bytes may end an escape (``\\n``, ``%3D``, a
 terminal's ``\\u001b[32m``): the token may begin after them."""
 _ANSI_ENDS = frozenset(b"[;")
-_WORD_WINDOW = 24
-_WORD_GAPS = frozenset(b" \t+.~/%")
-"""What stands before a token run that a word shape may start (``Bearer ab.cdef…``,
-``Bearer%20…``): other runs are not looked behind."""
-"""How far before a token run its word (``Bearer``, ``ya29``) is looked for."""
+_WORD_GAPS = frozenset(b" \t+.%")
+"""What stands before a token run that a word shape (``Bearer``, ``ya29.``) may
+start: a blank (``%20`` too) or a dot; other runs are not looked behind."""
+_BLANKS = frozenset(b" \t+")
 _HOST_WINDOW = 512
 """How far before ``@`` a URL's scheme is looked for."""
 
@@ -321,7 +322,7 @@ _TAIL = re.compile(
 )
 """The envelope keys after ``data`` (see ``Session._envelope``)."""
 _TYPE = re.compile(rb'"type":"([^"\\]*)"')
-_LIFECYCLE_TEXT = ("session_start", "run_start", "run_resume", "run_close", "session_close")
+_LIFECYCLE_TEXT = (ev.SESSION_START, ev.RUN_START, ev.RUN_RESUME, ev.RUN_CLOSE, ev.SESSION_CLOSE)
 _LIFECYCLE = frozenset(kind.encode() for kind in _LIFECYCLE_TEXT)
 """Records whose data is the file's own structure (format version, sync marks)."""
 _HOST_FIELDS = ("metadata", "actor")
@@ -749,8 +750,9 @@ class Redactor:
         One ``translate`` and a search for long runs of ``a`` find the runs;
         a run is tried where it begins, and after an escape's letter it
         begins with (``\\nsk-…``, ``\\u001bsk-…``: the token after a
-        newline or an escape code). A word shape (``Bearer``) is tried where
-        its word stands shortly before the run.
+        newline or an escape code). A word shape (``Bearer``, ``ya29``) is
+        tried where its word stands right before the run, across blanks
+        (``Bearer  tok…``, ``Bearer%20tok…``) or a dot (``ya29.tok…``).
         """
         runs = line.translate(_RUNS)
         heads = self._heads.get
@@ -768,12 +770,10 @@ class Redactor:
                 for t in heads(line[i : i + 3].lower(), ()):
                     t.at(line, i, found)
             if words and before in _WORD_GAPS:
-                floor = max(lo, i - _WORD_WINDOW)
-                window = line[floor:i].lower()
+                stop = _word_end(line, i, lo)
                 for word, t in words:
-                    at = window.rfind(word)
-                    if at >= 0:
-                        t.at(line, floor + at, found)
+                    if line[stop - len(word) : stop].lower() == word:
+                        t.at(line, stop - len(word), found)
             if end < 0:
                 break
             i = find(_RUN, end)
@@ -830,6 +830,21 @@ class _Tried:
         span = _span(m)
         if self.check is None or self.check(m.string[span[0] : span[1]]):
             found.append(span)
+
+
+def _word_end(line: bytes, i: int, lo: int) -> int:
+    """Where the word before the run at ``i`` ends: past one dot, or past blanks."""
+    k = i - 1 if line[i - 1] == 0x25 else i  # %20tok...: the run begins inside %20
+    if line[k - 1] == 0x2E:
+        return k - 1
+    while k > lo:
+        if line[k - 1] in _BLANKS:
+            k -= 1
+        elif line[k - 3 : k] == b"%20":
+            k -= 3
+        else:
+            break
+    return k
 
 
 def _run_starts(line: bytes, i: int, lo: int) -> tuple[int, ...]:

@@ -17,9 +17,8 @@ from typing import Any
 
 from rich.table import Table
 
-from .. import Redactor
 from .._errors import LoopscribeError
-from .._redact import LineRedactor
+from .._redact import LineRedactor, Redactor
 from ..importers import claude_code, codex
 from ..importers._common import DEFAULT_SETTLE_SECONDS, Cursor, ImportReport, cursor_path
 from ._common import REF_BASE_HELP, CliError, Out, seconds
