@@ -116,7 +116,7 @@ def _is_basic(token: bytes) -> bool:
 
 
 _PEM_LABEL = rf"(?:[A-Z0-9]+{_BLANK})*PRIVATE{_BLANK}KEY(?:{_BLANK}BLOCK)?-----"
-_PEM_BODY = r"(?:[A-Za-z0-9+/= \t]|\\{1,15}[rnt/]|%(?:25)?(?:2[BbFf0]|3[Dd]|0[AaDd9]))"
+_PEM_BODY = r"(?:[A-Za-z0-9+/= \t\r\n]|\\{1,15}[rnt/]|%(?:25)?(?:2[BbFf0]|3[Dd]|0[AaDd9]))"
 _PEM_HEADER = r"(?:[:,.-]|%(?:25)?(?:3[Aa]|2[Cc]))"
 
 _SHAPES: tuple[_Shape, ...] = (
