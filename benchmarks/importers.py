@@ -20,6 +20,10 @@ fresh IDs until it is ``--min-mib`` long, as a long session would be (the
 real files are small test fixtures, on which fixed costs would dominate;
 those are measured apart, per transcript).
 
+Imports scrub secrets by default (``Redactor.default()``: the token shapes
+and credential environment variables); the same passes import each
+transcript with ``redact=False`` too, which prints what redaction costs.
+
 Where the time goes, to tell the importer's own work from the session
 writer's: the same import with ``Run._record``, ``Session._append_bulk``
 and ``fsync`` stubbed out.
@@ -253,11 +257,11 @@ def peer_pass(sources: list[Path], vendor: str) -> tuple[int, int]:
     return parsed, time.perf_counter_ns() - start
 
 
-def import_one(path: Path, out: Path) -> tuple[int, int]:
+def import_one(path: Path, out: Path, *, redact: bool = True) -> tuple[int, int]:
     """Import one transcript into ``out``; returns (ns, records written)."""
     module = claude_code if path.parent.name == "claude-code" else codex
     start = time.perf_counter_ns()
-    report = module.import_transcript(path, out, finished=True)
+    report = module.import_transcript(path, out, finished=True, redact=redact)
     return time.perf_counter_ns() - start, report.records
 
 
@@ -304,6 +308,8 @@ def throughput(folder: Path, min_mib: float, reps: int) -> bool:
             took["floor"] = floor_pass(sources, folder / "floor.jsonl")
             gc.collect()
             took["import"], records[path] = import_one(path, folder / f"out{rep}")
+            gc.collect()
+            took["unredacted"], _ = import_one(path, folder / f"plain{rep}", redact=False)
             took["replay"], spans[path] = replay_pass(folder / f"out{rep}")
             took["replay_sdk"], _ = replay_pass(folder / f"out{rep}", sdk_encoding)
             gc.collect()
@@ -321,12 +327,21 @@ def throughput(folder: Path, min_mib: float, reps: int) -> bool:
             session.unlink()
         shutil.rmtree(folder / f"own{rep}")
         shutil.rmtree(folder / f"out{rep}")
+        shutil.rmtree(folder / f"plain{rep}")
 
     print(
         f"{'transcript':<34} {'MiB':>5} {'rec/MiB':>7} {'raw MB/s':>9} {'import MB/s':>11} "
         f"{'ratio':>6} {'importer only':>13}"
     )
-    totals = {"raw": 0, "import": 0, "own": 0, "floor": 0, "replay": 0, "replay_sdk": 0}
+    totals = {
+        "raw": 0,
+        "import": 0,
+        "unredacted": 0,
+        "own": 0,
+        "floor": 0,
+        "replay": 0,
+        "replay_sdk": 0,
+    }
     if PEER_ADAPTERS is not None:
         totals["peer"] = totals["peer_export"] = 0
     for path, sources in work:
@@ -349,6 +364,11 @@ def throughput(folder: Path, min_mib: float, reps: int) -> bool:
     print(
         f"import: {mb_s(totals['import']):.1f} MB/s ({sum(records.values())} records) vs raw "
         f"{mb_s(totals['raw']):.1f} MB/s -> {ratio:.2f}x (target >= {TARGET_RATIO}x) {verdict}"
+    )
+    print(
+        f"  without redaction (redact=False): {mb_s(totals['unredacted']):.1f} MB/s -> "
+        f"{totals['raw'] / totals['unredacted']:.2f}x raw; the default redaction takes "
+        f"{1 - totals['unredacted'] / totals['import']:.0%} of the import's time"
     )
     print(
         f"  the importer alone (parse and map; Run._record, bulk writes and fsync stubbed): "

@@ -3,9 +3,11 @@
 Request freezing removes the shapes real SDKs use (provider header names,
 headers as pairs or ``{"name", "value"}`` mappings, dataclass fields, URL
 user info and query tokens); the Redactor finds a known secret in its
-escaped and base64 forms; the OpenTelemetry exporter's own log lines, as
-printed by ``loopscribe export`` in a real subprocess, never show endpoint
-credentials; and ``error.type`` on a span is a type, never a message.
+escaped, URL-encoded and base64 forms, and every common token shape in each
+encoding, wherever a live recording puts it (tool arguments and output,
+errors, prompts, session metadata); the OpenTelemetry exporter's own log
+lines, as printed by ``loopscribe export`` in a real subprocess, never show
+endpoint credentials; and ``error.type`` on a span is a type, never a message.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 import loopscribe
-from loopscribe import Event, Execution, Redactor, Session
+from loopscribe import Event, Execution, Record, Redactor, Session, UserMessage
 from loopscribe import events as ev
 from loopscribe.otel import replay
 from loopscribe.testing import captured_spans
 
 from ..otlp_receiver import closed_port
+from ..secret_forms import KNOWN_SECRETS, SHAPE_ENCODINGS, SHAPES, encodings, leaks
 
 MODEL = Execution("m1", "model")
 TOOL = Execution("t1", "tool")
@@ -100,9 +103,9 @@ def test_a_dataclass_config_loses_its_secret_fields(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "secret",
     [
-        'quo"te-' + uuid.uuid4().hex,
-        "back\\slash-" + uuid.uuid4().hex,
-        "nön-ascii-" + uuid.uuid4().hex,
+        'quo"te-8f4c2a6e0b9d47f1a3c5e7b9d1f3a5c7',
+        "back\\slash-2d4f6b8a0c1e43579b2d4f6a8c0e2b4d",
+        "nön-ascii-7e9a1c3b5d7f49e1a3c5e7b9d1f3a5c7",
     ],
 )
 def test_redactor_catches_escaped_and_base64_forms(tmp_path: Path, secret: str) -> None:
@@ -190,3 +193,51 @@ def test_export_logs_never_print_endpoint_credentials(tmp_path: Path) -> None:
     assert done.returncode != 0 or b"failed" in output.lower()
     for secret in (user, password, token, header):
         assert secret.encode() not in output, output.decode(errors="replace")
+
+
+def _record_everywhere(path: Path, redact: Redactor, texts: list[str]) -> list[Record]:
+    """Record each text as a prompt, tool arguments and output, an error and metadata."""
+    seen: list[Record] = []
+    with (
+        Session.create(
+            path, redact=redact, observers=[seen.append], metadata={"notes": texts}
+        ) as s,
+        s.begin_run() as run,
+    ):
+        for i, text in enumerate(texts):
+            tool = Execution(f"t{i}", "tool")
+            run.record(ev.model_request(MODEL, [UserMessage(f"use {text}")], model="m"))
+            run.record(ev.tool_exec_start(tool, "bash", {"command": text, "env": {"K": text}}))
+            failure = RuntimeError(f"failed: {text}")
+            run.record(ev.tool_exec_end(tool, "bash", f"$ run\n{text}\n", error=failure))
+    return seen
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_live_recording_removes_each_token_shape_in_each_encoding(
+    tmp_path: Path, name: str
+) -> None:
+    """A token shape, raw, escaped, URL- or form-encoded, leaves no form in the file."""
+    text, parts = SHAPES[name]
+    path = tmp_path / "s.jsonl"
+    written = [encodings(text)[form] for form in SHAPE_ENCODINGS]
+    seen = _record_everywhere(path, Redactor.default(environ={}), written)
+    raw = path.read_bytes()
+    observed = "\n".join(repr(r.data) for r in seen).encode()
+    secrets = {f"{name}[{i}]": part for i, part in enumerate(parts)}
+    assert leaks(secrets, {"the file": raw}) == []
+    assert [p for p in parts if p.encode() in observed] == []
+    assert raw.count(b"[REDACTED]") >= 5 * len(written)
+    assert len(list(loopscribe.read(path))) == len(seen)
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN_SECRETS))
+def test_live_recording_removes_a_known_secret_in_each_encoding(tmp_path: Path, name: str) -> None:
+    """A known secret with ``/``, ``+``, quotes or non-ASCII, in each encoding, leaves no form."""
+    secret = KNOWN_SECRETS[name]
+    path = tmp_path / "s.jsonl"
+    seen = _record_everywhere(path, Redactor([secret]), list(encodings(secret).values()))
+    raw = path.read_bytes()
+    assert leaks({name: secret}, {"the file": raw}) == []
+    assert secret not in "\n".join(repr(r.data) for r in seen)
+    assert len(list(loopscribe.read(path))) == len(seen)

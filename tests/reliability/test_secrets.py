@@ -3,7 +3,8 @@
 Each secret gets a unique canary. The ones in request config (``api_key``,
 an ``Authorization`` header, ``client_secret``, ``aws_secret_access_key``)
 must be dropped by request freezing on its own; the ones in tool arguments
-and exception messages by the documented hook, ``Redactor``. The OTLP
+and exception messages by the documented hook, ``Redactor``, also where a
+tool hands them on URL-encoded, form-encoded or JSON-escaped as ``\\/``. The OTLP
 header canary is meant to reach the collector's HTTP headers, and nowhere
 else. Every canary is searched raw, base64-encoded (at each alignment, both
 alphabets) and URL-encoded in: the session folder's files, the raw OTLP/HTTP
@@ -13,6 +14,7 @@ request bodies as received on 127.0.0.1, every log record, and CLI output.
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import os
 import uuid
@@ -134,7 +136,15 @@ def record_session(path: Path, secrets: dict[str, str]) -> tuple[str, str]:
             )
             message = AssistantMessage(model="gpt-test", stop_reason="tool_use")
             run.record(ev.model_exec_end(retry, message=message, timestamp=at(7)))
-            args = {"query": secrets["tool_argument"], "token_hint": "none"}
+            planted = secrets["tool_argument"]
+            args = {
+                "query": planted,
+                "token_hint": "none",
+                # As a tool that builds URLs or prints JSON would hand it on.
+                "url": f"https://search.example.com/q?k={quote(planted, safe='')}&n=1",
+                "form": f"k={quote_plus(planted)}&n=1",
+                "json": json.dumps({"k": planted}).replace("/", "\\/"),
+            }
             run.record(ev.tool_exec_start(tool, "search", args, timestamp=at(8)))
             run.record(ev.tool_invoke_start(tool, "search", args, timestamp=at(9)))
             run.record(
@@ -143,7 +153,10 @@ def record_session(path: Path, secrets: dict[str, str]) -> tuple[str, str]:
                     "search",
                     f"searched for {secrets['tool_argument']}",
                     is_error=True,
-                    error=ValueError(f"bad query {secrets['exception']}"),
+                    error=ValueError(
+                        f"bad query {secrets['exception']}: GET https://api.example.com/"
+                        f"v1?q={quote(secrets['exception'], safe='')} returned 400"
+                    ),
                     timestamp=at(10),
                 )
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import re
 import shlex
 import signal
 import threading
@@ -18,6 +19,7 @@ from typing import Any
 from rich.table import Table
 
 from .._errors import LoopscribeError
+from .._redact import LineRedactor, Redactor
 from ..importers import claude_code, codex
 from ..importers._common import DEFAULT_SETTLE_SECONDS, Cursor, ImportReport, cursor_path
 from ._common import REF_BASE_HELP, CliError, Out, seconds
@@ -88,7 +90,66 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                 f"(default {DEFAULT_SETTLE_SECONDS:g}; 0 closes every transcript now)"
             ),
         )
+        _add_redaction(p)
         p.set_defaults(handler=cmd_import)
+
+
+def _add_redaction(parser: argparse.ArgumentParser) -> None:
+    """The options naming what an import removes from the sessions it writes."""
+    group = parser.add_argument_group(
+        "redaction",
+        "By default an import replaces the common token shapes (API keys, tokens, JWTs, "
+        "private keys, Bearer/Basic credentials, URL passwords) and the values of "
+        "credential-named environment variables (*_API_KEY, *_TOKEN, *_SECRET, ...) "
+        "with [REDACTED].",
+    )
+    group.add_argument(
+        "--redact-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also remove the value of the environment variable NAME (repeatable)",
+    )
+    group.add_argument(
+        "--redact-pattern",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help=(
+            "also remove what this regular expression matches (repeatable; with a group "
+            "named 'secret', only that group)"
+        ),
+    )
+    group.add_argument(
+        "--no-redact",
+        action="store_true",
+        help="leave the default shapes and environment values in; --redact-env and "
+        "--redact-pattern still apply",
+    )
+
+
+def _redactor(args: argparse.Namespace) -> LineRedactor | None:
+    """The redaction the options ask for; ``None`` when nothing is to be removed."""
+    secrets: list[str] = []
+    for name in args.redact_env:
+        value = os.environ.get(name)
+        if not value:
+            raise CliError(
+                f"--redact-env {name}: no such environment variable, or it is empty; "
+                "set it, or leave the option out"
+            )
+        secrets.append(value)
+    for pattern in args.redact_pattern:
+        try:
+            re.compile(pattern.encode())
+        except re.error as exc:
+            raise CliError(
+                f"--redact-pattern {pattern!r}: not a regular expression ({exc}); "
+                "quote it for the shell, and escape what should be taken literally"
+            ) from None
+    if args.no_redact:
+        return Redactor(secrets, args.redact_pattern) if secrets or args.redact_pattern else None
+    return Redactor.default(secrets, args.redact_pattern)
 
 
 @contextmanager
@@ -191,6 +252,7 @@ def cmd_import(args: argparse.Namespace, out: Out) -> int:
             f"{root}: no such file or folder; give the folder of your {label} transcripts"
         )
     out_dir = Path(args.out) if args.out else default_out(args.agent)
+    redact = _redactor(args)
     files = _transcripts(module.find_transcripts(root), args.agent, root, out)
     work = [(path, _new_bytes(path, out_dir)) for path in files]
     total = sum(size for _, size in work)
@@ -210,7 +272,12 @@ def cmd_import(args: argparse.Namespace, out: Out) -> int:
 
             try:
                 report = importer(
-                    path, out_dir, settle_seconds=args.settle, stop=stop, on_progress=advance
+                    path,
+                    out_dir,
+                    settle_seconds=args.settle,
+                    stop=stop,
+                    on_progress=advance,
+                    redact=redact,
                 )
             except (LoopscribeError, OSError) as exc:
                 errors.append(str(exc))

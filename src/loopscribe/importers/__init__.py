@@ -8,8 +8,10 @@
 Both stream the transcript, write one destination session per transcript
 (``<out>/<name>.jsonl``) and keep a cursor beside it
 (``<out>/<name>.jsonl.import-cursor``), so importing again appends only
-what is new and never writes a record twice. See ``docs/importers.md`` for
-what is mapped, what is not, and why.
+what is new and never writes a record twice. Secrets are removed from what
+they write unless told otherwise (``redact=``, by default
+``Redactor.default()``). See ``docs/importers.md`` for what is mapped, what
+is not, and why.
 """
 
 from ._common import CURSOR_SUFFIX, SOURCE_EVENT, Cursor, ImportReport, ImportStateError

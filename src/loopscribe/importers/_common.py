@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import re
@@ -53,7 +54,7 @@ from .._format import format_ts as format_record_ts
 from .._freeze import FrozenConfig, freeze_config
 from .._model import Event, Execution, Record
 from .._reader import read
-from .._redact import LineRedactor
+from .._redact import LineRedactor, Redactor
 from .._session import Observer, Run, Session
 
 logger = logging.getLogger("loopscribe.importers")
@@ -85,6 +86,20 @@ class ImportStateError(LoopscribeError, ValueError):
     The message names the files and what to do, usually: delete the
     destination and its cursor and import the transcript again.
     """
+
+
+def import_redactor(redact: LineRedactor | bool | None) -> LineRedactor | None:
+    """What an import's ``redact=`` means: ``True`` is :meth:`Redactor.default`.
+
+    Imports scrub by default: transcripts are full of pasted keys, and an
+    import is offline, so the token patterns' cost does not matter there.
+    ``False`` or ``None`` turns redaction off; a callable is used as it is.
+    """
+    if redact is True:
+        return Redactor.default()
+    if redact is False or redact is None:
+        return None
+    return redact
 
 
 def cursor_path(destination: Path) -> Path:
@@ -491,6 +506,26 @@ class Destination:
         self.bulk: BulkAppend | None = None
         """``Session._append_bulk`` of an import that nobody observes: no Record is built."""
 
+    def scrubbed(self, value: Any) -> Any:
+        """``value`` (JSON) as the session's redaction leaves it in a record.
+
+        For what is derived from the transcript but not written as it is: a
+        title cut from a prompt (cut first, a secret would be cut in half and
+        no longer found), the pairing state kept in the cursor.
+        """
+        if self._redact is None:
+            return value
+        record = {"type": "scrub", "data": value}
+        try:
+            line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+        except orjson.JSONEncodeError:  # a lone surrogate, an integer past 64 bits
+            try:
+                line = json.dumps(record).encode() + b"\n"
+            except (TypeError, ValueError):
+                return value  # not JSON: the codec keeps none of it either
+        scrubbed = self._redact(line)
+        return value if scrubbed == line else json.loads(scrubbed)["data"]
+
     @property
     def opened(self) -> bool:
         """Whether any operation reached the destination."""
@@ -848,7 +883,7 @@ class Mapper:
         """
         if self.title_from is not None and not summary:
             return
-        title = title_text(text)
+        title = title_text(self.dest.scrubbed(text))
         if title is None:
             return
         self.dest.annotate(
@@ -899,6 +934,7 @@ class Importer(Mapper):
         settle_seconds: float = DEFAULT_SETTLE_SECONDS,
         stop: threading.Event | None = None,
         on_progress: Callable[[int], None] | None = None,
+        redact: LineRedactor | bool | None = True,
     ) -> None:
         self.source = source.absolute()
         self.file = str(self.source)
@@ -908,6 +944,7 @@ class Importer(Mapper):
         self._settle_seconds = settle_seconds
         self._stop = stop
         self._on_progress = on_progress
+        self._redact = import_redactor(redact)
         super().__init__(ImportReport(self.name, self.source, self.destination))
 
     def metadata(self) -> dict[str, Any]:
@@ -956,7 +993,9 @@ class Importer(Mapper):
             self.report.finished = cursor.finished
         offset = 0 if cursor is None else cursor.offset
         line = 0 if cursor is None else cursor.line
-        self.dest = Destination(self.destination, cursor, self.metadata, self.report)
+        self.dest = Destination(
+            self.destination, cursor, self.metadata, self.report, redact=self._redact
+        )
         finished = self._decide_finished(size)
         try:
             offset, line, new_lines = self._read(offset, line)
@@ -997,7 +1036,7 @@ class Importer(Mapper):
             finished=self.report.finished,
             last_ts=format_ts(self.last_ts),
             record_ts=format_ts(self.record_ts),
-            state=self._state(),
+            state=self._saved_state(),
             prefix=self._prefix.hexdigest(),
         )
         new.save(self.cursor_path)
@@ -1018,9 +1057,19 @@ class Importer(Mapper):
         cursor.last_ts = format_ts(self.last_ts)
         cursor.record_ts = format_ts(self.record_ts)
         cursor.head = head or cursor.head
-        cursor.state = self._state()
+        cursor.state = self._saved_state()
         cursor.prefix = self._prefix.hexdigest()
         cursor.save(self.cursor_path)
+
+    def _saved_state(self) -> dict[str, Any]:
+        """The pairing state for the cursor, scrubbed as the session's records are.
+
+        It can hold what the transcript said (Codex's turn context, a
+        subagent's name); the cursor is a file beside the session, so no
+        secret may reach it either.
+        """
+        state = self.dest.scrubbed(self._state())
+        return state if isinstance(state, dict) else {}
 
     def _check_source(self, cursor: Cursor, size: int, head: str | None) -> None:
         fix = f"delete {self.destination} and {self.cursor_path} to import the transcript again"

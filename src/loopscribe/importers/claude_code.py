@@ -62,6 +62,7 @@ import orjson
 from .. import events as ev
 from .._errors import LoopscribeError
 from .._model import Execution
+from .._redact import LineRedactor
 from ._common import (
     DEFAULT_SETTLE_SECONDS,
     MAX_LINE_DEPTH,
@@ -147,6 +148,7 @@ def import_transcript(
     *,
     finished: bool | None = None,
     settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+    redact: LineRedactor | bool | None = True,
     **options: Any,
 ) -> ImportReport:
     """Import what is new in one Claude Code transcript into ``out_dir/<session>.jsonl``.
@@ -159,6 +161,11 @@ def import_transcript(
             and run can be closed. ``None`` decides by age: unchanged for
             ``settle_seconds``.
         settle_seconds: See ``finished``.
+        redact: What to scrub from the records (and the cursor): ``True``
+            (the default) applies ``Redactor.default()`` (the common token
+            shapes and the values of credential-named environment
+            variables); a ``Redactor`` or any line hook is used as it is;
+            ``False`` or ``None`` keeps everything.
         options: ``stop`` (a ``threading.Event``) and ``on_progress`` (called
             with the bytes read so far).
 
@@ -176,6 +183,7 @@ def import_transcript(
         path.stem,
         finished=finished,
         settle_seconds=settle_seconds,
+        redact=redact,
         **options,
     )
 
