@@ -103,6 +103,8 @@ class _Color(enum.Enum):
 AS_JSON: dict[str, tuple[Any, Any]] = {
     "tuple": ((1, "a"), [1, "a"]),
     "datetime": (datetime.datetime(2024, 5, 1, 10, 0), "2024-05-01T10:00:00"),
+    "date": (datetime.date(2024, 5, 1), "2024-05-01"),
+    "time": (datetime.time(10, 0, 30), "10:00:30"),
     "uuid": (uuid.UUID(int=7), "00000000-0000-0000-0000-000000000007"),
     "enum": (_Color.RED, "red"),
 }

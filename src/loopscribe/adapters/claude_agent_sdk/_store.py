@@ -925,8 +925,11 @@ def _private_dirs(directory: Path) -> None:
             break
         directory = directory.parent
     for folder in reversed(missing):
-        with contextlib.suppress(FileExistsError):
+        try:
             folder.mkdir(mode=0o700)
+        except FileExistsError:
+            if not folder.is_dir():  # a file in the way: say so, as mkdir -p does
+                raise
 
 
 def _replace_private(path: Path, data: bytes) -> None:
@@ -1006,8 +1009,8 @@ def _fill_meta(meta: dict[str, Any], obj: Mapping[str, Any]) -> None:
 def _timestamp(entry: Any) -> datetime | None:
     """An entry's time, if it has one a record can hold (years 1 to 9999 in UTC)."""
     ts = parse_ts(_get(entry, "timestamp"))
-    if ts is None:
-        return None
+    if ts is None or 1 < ts.year < 9999:
+        return ts
     try:
         ts.astimezone(UTC)
     except OverflowError:
