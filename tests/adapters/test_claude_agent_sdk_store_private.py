@@ -72,6 +72,8 @@ def entries(secret: str) -> tuple[list[Any], list[Any]]:
         },
         # Kept as tagged text (inf): the secret is inside a JSON string there.
         {"type": "x", "uuid": "x1", "odd": math.inf, "note": f"again {secret}"},
+        # A lone surrogate beside it: the string is tagged, its text stays text.
+        {"type": "x", "uuid": "x2", "note": f"{secret} \ud800"},
         {"type": "last-prompt", "lastPrompt": f"and {secret}"},
     ]
     sub: list[Any] = [{"type": "user", "uuid": "s1", "message": {"content": secret}}]

@@ -251,8 +251,8 @@ class _Session:
         already there; nothing is written until the replay has passed the end
         of the file (a batch cut by a crash is completed then).
         """
-        cursor = Cursor(importer=NAME, source=self.main_file, session_id=_session_id(self.path),
-                        dest_seq=1)  # fmt: skip
+        session_id = _session_id(self.path)
+        cursor = Cursor(importer=NAME, source=self.main_file, session_id=session_id, dest_seq=1)
         dest = self._destination(cursor, observers)
         self._lock(dest)
         stored = list(_stored(self.path))

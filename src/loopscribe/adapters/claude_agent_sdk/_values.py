@@ -5,7 +5,9 @@ they are inside a record. The rest are kept as the text :func:`dumps` writes,
 which :func:`loads` reads back equal, so ``load`` returns what was appended:
 
 * a string with a lone surrogate (UTF-8 cannot hold one, so neither can the
-  session file): ``{"$sdk": "str", "utf8": <base64 of its surrogatepass UTF-8>}``;
+  session file): ``{"$sdk": "str", "parts": ["text", 55296, "more text"]}``,
+  each surrogate as its code point and the text around it as it is (so a
+  ``redact=`` pattern still finds a secret in it);
 * an integer beyond 64 bits: ``{"$sdk": "int", "hex": "-0x1f..."}``;
 * ``inf``, ``-inf`` and ``nan``: ``{"$sdk": "float", "value": "inf"}``;
 * a dict whose keys are not all strings JSON can hold (``int``, ``float``,
@@ -31,10 +33,9 @@ writes and reads on any thread with the default recursion limit.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import math
+import re
 from typing import Any
 
 import orjson
@@ -49,6 +50,7 @@ MAX_DEPTH = 400
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 """The integers orjson, and so the session codec, writes exactly."""
 _KEY_TYPES = (str, int, float)
+_SURROGATE = re.compile("([\ud800-\udfff])")
 
 
 def _utf8(text: str) -> bool:
@@ -79,8 +81,13 @@ def _lower(value: Any, depth: int, inside: set[int]) -> Any:
     if kind is str:
         if _utf8(value):
             return value
-        raw = value.encode("utf-8", "surrogatepass")
-        return {TAG: "str", "utf8": base64.b64encode(raw).decode()}
+        parts: list[str | int] = []
+        for index, part in enumerate(_SURROGATE.split(value)):
+            if index % 2:
+                parts.append(ord(part))
+            elif part:
+                parts.append(part)
+        return {TAG: "str", "parts": parts}
     if value is None or kind is bool:
         return value
     if kind is int:
@@ -138,7 +145,7 @@ def restore(value: Any) -> Any:
         return _restore(value)
     except RecursionError:
         raise ValueError("nested too deeply to read") from None
-    except (KeyError, TypeError, AttributeError, binascii.Error, UnicodeDecodeError) as exc:
+    except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"a damaged {TAG!r} tag ({type(exc).__name__}: {exc})") from None
 
 
@@ -158,7 +165,15 @@ def _restore(value: Any) -> Any:
             plain[key] = _restore(item)
         return plain
     if tag == "str":
-        return base64.b64decode(value["utf8"], validate=True).decode("utf-8", "surrogatepass")
+        text: list[str] = []
+        for part in value["parts"]:
+            if type(part) is str:
+                text.append(part)
+            elif type(part) is int and 0xD800 <= part <= 0xDFFF:
+                text.append(chr(part))
+            else:
+                raise ValueError(f"a string part {part!r:.40} that is no text or surrogate")
+        return "".join(text)
     if tag == "int":
         return int(value["hex"], 16)
     if tag == "float":
