@@ -29,8 +29,15 @@ The mapped records strip what Claude Code keeps beside a tool result
 ignore ``source_entry`` records, so the verbatim copies cost file size only.
 A small ``<file>.sdk-summary.json`` beside each file keeps the SDK's folded
 summary for ``list_session_summaries`` (derived data, rebuilt on reopen).
+
+An entry JSON cannot hold as it is (``inf``, an integer beyond 64 bits, a
+lone surrogate, non-string keys) is kept as tagged JSON text that loads back
+equal (``_values``); each key has its own file name (``_names``); ``redact=``
+scrubs records and summaries as in live recording; files are 0600, folders
+0700.
 """
 
-from ._store import LoopscribeSessionStore
+from ._names import SessionKeyError
+from ._store import LoopscribeSessionStore, SessionReplacedError
 
-__all__ = ["LoopscribeSessionStore"]
+__all__ = ["LoopscribeSessionStore", "SessionKeyError", "SessionReplacedError"]

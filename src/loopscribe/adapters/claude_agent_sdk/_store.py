@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
+import errno
+import fcntl
 import json
 import logging
 import os
+import stat
+import tempfile
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar, cast
@@ -28,9 +32,14 @@ from claude_agent_sdk.types import (
 from opentelemetry.sdk.trace import SpanProcessor
 
 from ... import events as ev
+from ..._codec import snapshot_error
+from ..._errors import FormatError, LoopscribeError, SessionLockedError
 from ..._reader import read
+from ..._redact import LineRedactor
+from ..._safeopen import open_session_file
 from ..._session import Observer
 from ...importers._common import (
+    MAX_LINE_DEPTH,
     Cursor,
     Destination,
     ImportReport,
@@ -41,9 +50,11 @@ from ...importers._common import (
 )
 from ...importers.claude_code import NAME
 from ...otel import SpanBridge
+from . import _values
 from ._live import LiveClaudeCode
+from ._names import check_key, file_name, hashed_name, legacy_name
 
-__all__ = ["SUMMARY_SUFFIX", "LoopscribeSessionStore"]
+__all__ = ["SUMMARY_SUFFIX", "LoopscribeSessionStore", "SessionReplacedError"]
 
 logger = logging.getLogger("loopscribe.adapters.claude_agent_sdk")
 
@@ -51,31 +62,21 @@ SUMMARY_SUFFIX = ".sdk-summary.json"
 """Beside each session file: its key and the SDK's folded summary (derived, rebuildable)."""
 SOURCE = "claude-agent-sdk"
 """``session_start`` ``source`` of the sessions the store writes."""
+NAMING = 2
+"""``claude_agent_sdk.naming`` of a session file named by ``_names`` (older files have none)."""
 
 _T = TypeVar("_T")
-_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
-_MAX_NAME = 200
+_HEAD_BYTES = 1 << 20
+"""Enough of a session file to hold its ``session_start`` line."""
+_MAX_SUMMARY_BYTES = 16 << 20
+"""A summary file larger than this is not one the store wrote: it is skipped."""
+_WRAPPING = 254 - MAX_LINE_DEPTH
+"""orjson writes 254 levels: an entry in this many lists encodes iff it nests at most
+``MAX_LINE_DEPTH`` levels."""
 
 
-def file_name(project_key: str, session_id: str) -> str:
-    """The session file's name: ``<session_id>+<project_key>.jsonl``, readable and safe.
-
-    Characters other than letters, digits, ``-``, ``_`` and ``.`` are
-    ``%``-escaped, and so is a leading ``-`` or ``.`` (a name a shell command
-    would take for an option, or a hidden file). A name too long for the
-    filesystem keeps the start of the session ID and a hash of the key.
-    """
-
-    def enc(text: str) -> str:
-        return "".join(c if c in _SAFE else "".join(f"%{b:02X}" for b in c.encode()) for c in text)
-
-    name = f"{enc(session_id)}+{enc(project_key)}"
-    if len(name) > _MAX_NAME:
-        digest = hashlib.sha256(f"{project_key}\0{session_id}".encode()).hexdigest()[:32]
-        name = f"{enc(session_id)[:100]}+{digest}"
-    if name[:1] in ("-", "."):
-        name = f"%{ord(name[0]):02X}{name[1:]}"
-    return name + ".jsonl"
+class SessionReplacedError(LoopscribeError, RuntimeError):
+    """Another process deleted or rewrote a session file while this one opened it."""
 
 
 class _Serial:
@@ -137,7 +138,7 @@ class _Session:
         self.project_key = project_key
         self.session_id = session_id
         self.path = store.directory / file_name(project_key, session_id)
-        self.summary_path = self.path.with_name(self.path.name + SUMMARY_SUFFIX)
+        """The session file; found again (:meth:`locate`) each time it is opened."""
         self.serial = _Serial(store._pool)
         self.dest: Destination | None = None
         self.mapping: LiveClaudeCode | None = None
@@ -163,51 +164,105 @@ class _Session:
     def key(self) -> SessionKey:
         return {"project_key": self.project_key, "session_id": self.session_id}
 
+    @property
+    def summary_path(self) -> Path:
+        return self.path.with_name(self.path.name + SUMMARY_SUFFIX)
+
+    def locate(self) -> Path:
+        """The session file (while it is open for writing, the one held)."""
+        if self.dest is None:
+            self.path = _locate(self.store.directory, self.project_key, self.session_id)
+        return self.path
+
     # -- opening -------------------------------------------------------------------
 
-    def open(self) -> tuple[Destination, LiveClaudeCode]:
+    def open(self, first: Any = None) -> tuple[Destination, LiveClaudeCode]:
+        """Take the writer lock on the session file, creating it or continuing it.
+
+        ``first`` is the first main-transcript entry of a new file, for its
+        metadata. If anything fails, nothing of the attempt is kept: the next
+        call starts again from the file, so an append never goes on from a
+        state another process has made stale.
+        """
         if self.dest is not None and self.mapping is not None:
             return self.dest, self.mapping
-        observers: list[Observer] = list(self.store._observers)
-        if self.store._span_processor is not None:
-            observers.append(SpanBridge(self.store._span_processor, file_uri=self.path))
-        self.report = ImportReport(SOURCE, Path(self.main_file), self.path)
-        if not self.path.exists():
-            self._attach(Destination(self.path, None, self._metadata, self.report,
-                                     observers=observers, live=True))  # fmt: skip
-        else:
-            self._reopen(observers)
+        try:
+            self._open(first)
+        except BaseException:
+            self._discard()
+            raise
         assert self.dest is not None
         assert self.mapping is not None
         return self.dest, self.mapping
 
-    def _attach(self, dest: Destination) -> None:
+    def _open(self, first: Any) -> None:
+        path = self.locate()
+        observers: list[Observer] = list(self.store._observers)
+        if self.store._span_processor is not None:
+            observers.append(SpanBridge(self.store._span_processor, file_uri=path))
+        self.report = ImportReport(SOURCE, Path(self.main_file), path)
+        # Under the folder's lock, "missing" stays true until the file is created and
+        # locked: another store process never finds it created but not yet locked.
+        with _creating(self.store.directory):
+            if not os.path.lexists(path):
+                dest = self._destination(None, observers)
+                if isinstance(first, dict):
+                    assert self.mapping is not None
+                    _fill_meta(self.mapping.meta, first)
+                dest.ensure_open()
+                return
+        self._reopen(observers)
+
+    def _destination(self, cursor: Cursor | None, observers: list[Observer]) -> Destination:
+        dest = Destination(
+            self.path,
+            cursor,
+            self._metadata,
+            self.report,
+            observers=observers,
+            live=True,
+            redact=self.store._redact,
+        )
         self.dest = dest
         self.mapping = LiveClaudeCode(self.report, dest, self.main_file)
         self.seen = {}
         self.lines = {}
         self.summary = None
+        self.in_batch = False
+        return dest
+
+    def _discard(self) -> None:
+        """Forget a failed open: release what it took, keep no state built from it."""
+        dest, self.dest, self.mapping = self.dest, None, None
+        self.seen = {}
+        self.lines = {}
+        self.summary = None
+        self.in_batch = False
+        if dest is not None:
+            dest.abort()
 
     def _reopen(self, observers: list[Observer]) -> None:
         """Continue a session written before: feed its entries again, matching its records.
 
-        The mapping's state (open response, calls waiting for results, the open
-        run) is rebuilt by replaying the stored entries, in the order they were
-        written, against the records already there; nothing is written until
-        the replay has passed the end of the file (a batch cut by a crash is
-        completed then).
+        The writer lock is taken first and the file read after it, so the
+        entries replayed are all there are. The mapping's state (open response,
+        calls waiting for results, the open run) is rebuilt by replaying the
+        stored entries, in the order they were written, against the records
+        already there; nothing is written until the replay has passed the end
+        of the file (a batch cut by a crash is completed then).
         """
-        stored = list(_stored(self.path))
         session_id = _session_id(self.path)
         cursor = Cursor(importer=NAME, source=self.main_file, session_id=session_id, dest_seq=1)
-        dest = Destination(
-            self.path, cursor, self._metadata, self.report, observers=observers, live=True
-        )
-        self._attach(dest)
+        dest = self._destination(cursor, observers)
+        self._lock(dest)
+        stored = list(_stored(self.path))
         try:
-            dest.ensure_open()
             for data in stored:
                 self._replay(data)
+            if dest.unmatched:
+                raise ImportStateError(
+                    f"{self.path}: {dest.unmatched} records after the stored entries' records"
+                )
         except ImportStateError:
             # The records were written by another version of the mapping: go on
             # from the end of the file with a fresh mapping state.
@@ -217,26 +272,42 @@ class _Session:
                 self.path,
                 exc_info=True,
             )
+            count = dest.session.next_seq if dest.session is not None else 0
             dest.abort()
-            count = _count_records(self.path)
-            cursor = Cursor(
-                importer=NAME, source=self.main_file, session_id=session_id, dest_seq=count
-            )
-            dest = Destination(
-                self.path, cursor, self._metadata, self.report, observers=observers, live=True
-            )
-            self._attach(dest)
-            dest.ensure_open()
-            for data in stored:
+            cursor.dest_seq = count
+            dest = self._destination(cursor, observers)
+            self._lock(dest)
+            if dest.unmatched:
+                # Between the two locks, another process appended: what was counted is stale.
+                raise SessionReplacedError(
+                    f"{self.path}: another process appended while this one reopened it; "
+                    "append again"
+                ) from None
+            for data in _stored(self.path):
                 self._remember(data)
         if self.summary is None:
             self.summary = self._read_summary()
+
+    def _lock(self, dest: Destination) -> None:
+        """Open the file under the writer lock (records after the cursor are matched, not written).
+
+        Raises:
+            SessionLockedError: Another process holds the file.
+            SessionReplacedError: The file is not the one the cursor was made from.
+        """
+        try:
+            dest.ensure_open()
+        except ImportStateError as exc:
+            raise SessionReplacedError(
+                f"{self.path}: replaced by another process while this one opened it ({exc}); "
+                "append again"
+            ) from exc
 
     def _replay(self, data: Mapping[str, Any]) -> None:
         dest, mapping = self.dest, self.mapping
         assert dest is not None
         assert mapping is not None
-        subpath = data.get("subpath")
+        subpath = _subpath_of(data)
         if _is_entry(data) and not self.in_batch:
             # As append does: the batch begins before its first entry is written.
             self.in_batch = True
@@ -251,7 +322,7 @@ class _Session:
         line = self._remember(data)
         entry, mapped, invalid = _decoded(data)
         if subpath is None:
-            self.summary = fold_session_summary(self.summary, self.key, [entry])
+            self._fold([entry])
         self._map(mapping, subpath, mapped, line, invalid)
         if data.get("last"):
             self.in_batch = False
@@ -259,7 +330,7 @@ class _Session:
 
     def _remember(self, data: Mapping[str, Any]) -> int:
         """Count a stored entry (or a deletion) of its subpath; return its line number."""
-        subpath = data.get("subpath")
+        subpath = _subpath_of(data)
         if data.get("deleted"):
             self.seen.pop(subpath, None)
             self.lines.pop(subpath, None)
@@ -278,16 +349,17 @@ class _Session:
         return {
             "source": SOURCE,
             "claude_agent_sdk": {
+                **meta,
                 "project_key": self.project_key,
                 "session_id": self.session_id,
-                **meta,
+                "naming": NAMING,
             },
         }
 
     # -- the store's operations ------------------------------------------------------
 
     def append(self, subpath: str | None, entries: list[Any]) -> None:
-        dest, mapping = self.open()
+        dest, mapping = self.open(entries[0] if subpath is None else None)
         seen = self.seen.setdefault(subpath, set())
         fresh: list[Any] = []
         batch: set[str] = set()
@@ -301,8 +373,6 @@ class _Session:
             fresh.append(entry)
         if not fresh:
             return
-        if not dest.opened and subpath is None and type(fresh[0]) is dict:
-            _fill_meta(mapping.meta, fresh[0])
         self._guard(mapping.begin_batch, subpath)
         folded: list[Any] = []
         for index, entry in enumerate(fresh):
@@ -311,7 +381,7 @@ class _Session:
                 data["last"] = True
             # The verbatim entry first: a crash after it leaves a record the next
             # open completes from it; write errors propagate (the store's contract).
-            dest.annotate(ev.SOURCE_ENTRY, data, parse_ts(_get(entry, "timestamp")))
+            dest.annotate(ev.SOURCE_ENTRY, data, _timestamp(entry))
             uuid = _get(entry, "uuid")
             if isinstance(uuid, str):
                 seen.add(uuid)
@@ -321,7 +391,7 @@ class _Session:
             self._map(mapping, subpath, mapped, line, invalid)
         self._end_batch(mapping)
         if folded:
-            self.summary = fold_session_summary(self.summary, self.key, folded)
+            self._fold(folded)
         self._save_summary()
         self.appends += 1
         if mapping.pending:
@@ -356,59 +426,62 @@ class _Session:
         self._guard(self.mapping.give_up)
 
     def delete_subpath(self, subpath: str) -> None:
-        if not self.path.exists():
+        if not os.path.lexists(self.locate()):
             return
         dest, _ = self.open()
         if subpath not in self.lines:
             return
-        data = {"subpath": subpath, "deleted": True}
+        data = {"subpath": _values.lower(subpath), "deleted": True}
         dest.annotate(ev.SOURCE_ENTRY, data, None)
         self._remember(data)
         self._save_summary()
 
     def load(self, subpath: str | None) -> list[SessionStoreEntry] | None:
-        if not self.path.exists():
+        path = self.locate()
+        if not os.path.lexists(path):
             return None
         found: list[Any] = []
-        for data in _stored(self.path):
-            if data.get("subpath") != subpath:
-                continue
-            if data.get("deleted"):
-                found = []
-            elif _is_entry(data):
-                found.append(_decoded(data)[0])
+        try:
+            for data in _stored(path):
+                if _subpath_of(data) != subpath:
+                    continue
+                if data.get("deleted"):
+                    found = []
+                elif _is_entry(data):
+                    found.append(_decoded(data)[0])
+        except FileNotFoundError:
+            return None  # deleted by another process meanwhile
         return cast(list[SessionStoreEntry], found) if found else None
 
     def subkeys(self) -> list[str]:
-        if not self.path.exists():
+        path = self.locate()
+        if not os.path.lexists(path):
             return []
         live: dict[str, bool] = {}
-        for data in _stored(self.path):
-            subpath = data.get("subpath")
+        for data in _stored(path):
+            subpath = _subpath_of(data)
             if isinstance(subpath, str):
                 live[subpath] = not data.get("deleted")
         return sorted(k for k, v in live.items() if v)
 
     def close(self) -> None:
+        """Map what waits, write the summary, then fsync and release the file, whatever failed."""
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        self.give_up()
-        self.flush_summary()
-        dest = self.dest
-        self.dest = None
-        self.mapping = None
-        if dest is not None and dest.opened:
-            # A run still open stays open (no run_close): the SDK may resume the session.
-            dest.close()
+        try:
+            self.give_up()
+            self.flush_summary()
+        finally:
+            dest, self.dest, self.mapping = self.dest, None, None
+            if dest is not None and dest.opened:
+                # A run still open stays open (no run_close): the SDK may resume the session.
+                dest.close()
 
     def delete(self) -> None:
         try:
             self.close()
         finally:
-            for path in (self.path, self.summary_path):
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
             self.summary = None
             self.listed = None
             if self.flush_timer is not None:
@@ -416,6 +489,7 @@ class _Session:
                 self.flush_timer = None
             self.seen = {}
             self.lines = {}
+            _remove(self.locate(), self.summary_path)
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -446,18 +520,32 @@ class _Session:
             step(*args)
         except Exception:
             session = dest.session if dest is not None else None
-            if session is not None and session._error is not None:
+            if session is not None and session.error is not None:
                 raise
             self.store.mapping_errors += 1
             logger.exception("%s: mapping a Claude Code entry failed; entry kept", self.path)
 
-    def _read_summary(self) -> SessionSummaryEntry | None:
+    def _fold(self, entries: list[Any]) -> None:
+        """Fold main-transcript entries into the SDK's summary; one it cannot take is left out.
+
+        The summary is derived data: an entry the SDK's fold fails on (not an
+        object, a date out of range) is logged, not raised.
+        """
+        objects = cast(list[SessionStoreEntry], [e for e in entries if isinstance(e, dict)])
         try:
-            obj = orjson.loads(self.summary_path.read_bytes())
-        except (FileNotFoundError, orjson.JSONDecodeError):
-            return None
-        summary = obj.get("summary") if isinstance(obj, dict) else None
-        return cast(SessionSummaryEntry, summary) if isinstance(summary, dict) else None
+            self.summary = fold_session_summary(self.summary, self.key, objects)
+        except Exception:
+            for entry in objects:  # the fold copies its input: a failed one changed nothing
+                try:
+                    self.summary = fold_session_summary(self.summary, self.key, [entry])
+                except Exception:
+                    logger.warning(
+                        "%s: an entry left out of the session's summary", self.path, exc_info=True
+                    )
+
+    def _read_summary(self) -> SessionSummaryEntry | None:
+        obj = _read_listing(self.summary_path)
+        return None if obj is None else cast(SessionSummaryEntry, obj["summary"])
 
     def _save_summary(self) -> None:
         """Stamp the summary with the file's mtime; the sidecar follows within a second.
@@ -485,16 +573,14 @@ class _Session:
             self.flush_timer.start()
 
     def flush_summary(self) -> None:
-        """Write the sidecar now (on the session's worker)."""
+        """Write the sidecar now (on the session's worker), while the file is held."""
         timer, self.flush_timer = self.flush_timer, None
         if timer is not None:
             timer.cancel()
         listed = self.listed
-        if listed is None or not self.path.exists():
-            return
-        tmp = self.summary_path.with_name(self.summary_path.name + ".tmp")
-        tmp.write_bytes(orjson.dumps(listed))
-        os.replace(tmp, self.summary_path)
+        if listed is None or self.dest is None:
+            return  # a timer that fired after close, which wrote it
+        _replace_private(self.summary_path, self.store._summary_bytes(listed))
 
 
 class LoopscribeSessionStore:
@@ -511,13 +597,19 @@ class LoopscribeSessionStore:
     while the agent works.
 
     Every entry is also kept verbatim in the same file, as a session-level
-    ``source_entry`` record, so :meth:`load` returns exactly what was
-    appended; ``uuid`` is the idempotency key (a retried batch is not recorded
-    twice). All file work runs on worker threads, one job at a time per
-    session, in call order; the event loop never waits on a write or fsync.
+    ``source_entry`` record, so :meth:`load` returns what was appended (what
+    JSON cannot hold is tagged; see ``_values`` for the few values that come
+    back otherwise); ``uuid`` is the idempotency key (a retried batch is not
+    recorded twice). An ``append`` either returns with its entries written
+    to the file, or raises: a session another process holds raises
+    ``SessionLockedError``, and the next ``append`` reads the file again. All
+    file work runs on worker threads, one job at a time per session, in call
+    order; the event loop never waits on a write or fsync.
 
     Args:
-        directory: The folder of session files (created if missing).
+        directory: The folder of session files (created if missing, with its
+            missing parents, readable by the owner only; the files in it are
+            too).
         observers: Called with every record of every session, on the worker
             thread that writes it (``loopscribe.live.Bus`` is thread-safe).
         span_processor: Receives the spans of every session through a
@@ -531,6 +623,10 @@ class LoopscribeSessionStore:
         summary_seconds: How soon the summary beside a session file follows
             its appends (for other processes listing the folder).
         max_workers: Worker threads shared by all sessions.
+        redact: Scrubs each record line before it is written, as
+            ``Session.create(redact=...)`` does (a ``loopscribe.Redactor``),
+            and the summary file beside each session; ``load`` then returns
+            the entries as scrubbed.
 
     Call :meth:`close` (or use ``with`` / ``async with``) when done: it
     fsyncs and releases each session file, leaving a turn in progress open
@@ -546,9 +642,11 @@ class LoopscribeSessionStore:
         settle_seconds: float = 2.0,
         summary_seconds: float = 1.0,
         max_workers: int = 4,
+        redact: LineRedactor | None = None,
     ) -> None:
         self.directory = Path(directory).expanduser().absolute()
-        self.directory.mkdir(parents=True, exist_ok=True)
+        _private_dirs(self.directory)
+        self._redact = redact
         self._observers = tuple(observers)
         self._span_processor = span_processor
         self.settle_seconds = settle_seconds
@@ -567,10 +665,15 @@ class LoopscribeSessionStore:
     async def append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
         """Record a batch of transcript entries (see the class docs).
 
+        Any value in an entry is recorded; only the file's own failures raise.
+
         Raises:
+            SessionLockedError: Another process is writing this session; the
+                SDK retries, and a later append continues from the file.
             LoopscribeError: The session file cannot be written (disk full,
                 damaged file); the SDK retries and then reports it.
             OSError: Likewise.
+            SessionKeyError: ``key`` is not a ``SessionKey`` of strings.
         """
         if not entries:
             return
@@ -599,6 +702,10 @@ class LoopscribeSessionStore:
         A subagent's entries are forgotten by an appended record (the file
         stays append-only): ``load`` and ``list_subkeys`` no longer return
         them, while the records mapped from them stay in the timeline.
+
+        Raises:
+            SessionLockedError: Another process is writing the session: it
+                is not deleted under it.
         """
         session, subpath = self._session(key)
         if subpath is None:
@@ -615,8 +722,12 @@ class LoopscribeSessionStore:
     # -- loopscribe's own ---------------------------------------------------------------
 
     def path(self, project_key: str, session_id: str) -> Path:
-        """The session file of ``(project_key, session_id)``."""
-        return self.directory / file_name(project_key, session_id)
+        """The session file of ``(project_key, session_id)`` (where it is, or will be, created)."""
+        with self._lock:
+            session = self._sessions.get((project_key, session_id))
+        if session is not None and session.dest is not None:
+            return session.path
+        return _locate(self.directory, project_key, session_id)
 
     def report(self, project_key: str, session_id: str) -> ImportReport | None:
         """What the mapping did for a session opened by this store (counts, usage)."""
@@ -671,8 +782,7 @@ class LoopscribeSessionStore:
     # -- internals ----------------------------------------------------------------------
 
     def _session(self, key: SessionKey) -> tuple[_Session, str | None]:
-        project_key, session_id = key["project_key"], key["session_id"]
-        subpath = key.get("subpath") or None
+        project_key, session_id, subpath = check_key(key)
         with self._lock:
             session = self._sessions.get((project_key, session_id))
             if session is None:
@@ -681,8 +791,17 @@ class LoopscribeSessionStore:
                 )
         return session, subpath
 
+    def _summary_bytes(self, listed: Mapping[str, Any]) -> bytes:
+        """A summary file's content: any value kept (see ``_values``), then scrubbed."""
+        raw = _values.dumps(listed).encode() + b"\n"
+        return raw if self._redact is None else self._redact(raw)
+
     def _sidecars(self, project_key: str) -> list[dict[str, Any]]:
-        """The listing of a project: this store's own sessions from memory, others' sidecars."""
+        """The listing of a project: this store's own sessions from memory, others' sidecars.
+
+        The sessions in memory are listed as their summary file will hold
+        them (scrubbed by ``redact``), so every process lists the same.
+        """
         with self._lock:
             mine = {
                 s.path.name + SUMMARY_SUFFIX: s.listed
@@ -694,25 +813,183 @@ class LoopscribeSessionStore:
             for entry in entries:
                 if not entry.name.endswith(SUMMARY_SUFFIX) or entry.name in mine:
                     continue
-                try:
-                    obj = orjson.loads(Path(entry.path).read_bytes())
-                except (FileNotFoundError, orjson.JSONDecodeError):
-                    continue
-                if isinstance(obj, dict):
+                obj = _read_listing(Path(entry.path))
+                if obj is not None:
                     found.append(obj)
-        found += mine.values()
-        return [
-            obj
-            for obj in found
-            if obj.get("project_key") == project_key and isinstance(obj.get("summary"), dict)
-        ]
+        for listed in mine.values():
+            obj = listed if self._redact is None else _listing(self._summary_bytes(listed))
+            if obj is not None:
+                found.append(obj)
+        return [obj for obj in found if obj["project_key"] == project_key]
+
+
+# -- files ---------------------------------------------------------------------------------
+
+
+def _locate(directory: Path, project_key: str, session_id: str) -> Path:
+    """The file of a key: its own name, or the name an older store gave it (see ``_names``).
+
+    A file at the key's plain name that an older store wrote for another key
+    (its hashed names were plain names of other keys) is left alone: the key
+    then lives at its hashed name, which no other key and no older store
+    ever uses.
+    """
+    path = directory / file_name(project_key, session_id)
+    hashed = directory / hashed_name(project_key, session_id)
+    if hashed != path and os.path.lexists(hashed):
+        return hashed
+    owned = _holds(path, project_key)
+    if owned:
+        return path
+    if owned is False:
+        return hashed
+    older = legacy_name(project_key, session_id)
+    if older is not None and older != path.name and _holds(directory / older, project_key):
+        return directory / older
+    return path
+
+
+def _holds(path: Path, project_key: str) -> bool | None:
+    """Whether ``path`` is this key's file (``None``: there is no file).
+
+    A file the store names itself says so (``naming``); an older store's
+    file is the key's when it names the key's project (its ``session_id``
+    may be the first entry's ``sessionId``), since older plain names were
+    distinct and an older hashed name is the plain name only of a key whose
+    project is that hash.
+    """
+    try:
+        with open_session_file(path, buffering=0) as stream:
+            first = stream.readline(_HEAD_BYTES)
+    except FileNotFoundError:
+        return None
+    except FormatError:
+        return False
+    if not first.endswith(b"\n"):
+        return True  # being created, under the folder's lock, by a store naming it so
+    try:
+        meta = orjson.loads(first)["data"]["metadata"]["claude_agent_sdk"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return False
+    if not isinstance(meta, dict):
+        return False
+    return meta.get("naming") == NAMING or meta.get("project_key") == project_key
+
+
+@contextlib.contextmanager
+def _creating(directory: Path) -> Iterator[None]:
+    """Hold the folder's lock: store processes create session files one at a time.
+
+    Without it, a second process could find a file another has just created
+    but not yet locked, and take it for one a failed import left behind.
+    """
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _remove(path: Path, summary: Path) -> None:
+    """Delete a session file and its summary, under its writer lock (never one in use)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        fd = None
+    try:
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise SessionLockedError(
+                    errno.EWOULDBLOCK,
+                    f"{path}: another process is writing this session; it is not deleted. "
+                    "Delete it again once that process has closed its store",
+                ) from None
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            summary.unlink()
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _private_dirs(directory: Path) -> None:
+    """Create ``directory`` and its missing parents as 0700 (existing ones are left as they are)."""
+    missing: list[Path] = []
+    while not directory.is_dir():
+        missing.append(directory)
+        if directory.parent == directory:
+            break
+        directory = directory.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            if not folder.is_dir():  # a file in the way: say so, as mkdir -p does
+                raise
+
+
+def _replace_private(path: Path, data: bytes) -> None:
+    """Replace ``path`` atomically by a new 0600 file holding ``data``."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _read_listing(path: Path) -> dict[str, Any] | None:
+    """A summary file's listing, or ``None`` for anything that is not a summary file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_SUMMARY_BYTES:
+            return None
+        raw = os.pread(fd, _MAX_SUMMARY_BYTES + 1, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return _listing(raw)
+
+
+def _listing(raw: bytes) -> dict[str, Any] | None:
+    """Check a summary file's content: a key of strings, an mtime and the SDK's summary."""
+    try:
+        obj = _values.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    summary = obj.get("summary")
+    if (
+        isinstance(obj.get("project_key"), str)
+        and isinstance(obj.get("session_id"), str)
+        and type(obj.get("mtime")) is int
+        and isinstance(summary, dict)
+        and isinstance(summary.get("session_id"), str)
+        and type(summary.get("mtime")) is int
+        and isinstance(summary.get("data"), dict)
+    ):
+        return obj
+    return None
 
 
 # -- stored entries --------------------------------------------------------------------------
 
 
 def _is_entry(data: Mapping[str, Any]) -> bool:
-    return "entry" in data or "entry_json" in data
+    return "entry" in data or "entry_tagged" in data or "entry_json" in data
 
 
 def _get(entry: Any, name: str) -> Any:
@@ -729,38 +1006,99 @@ def _fill_meta(meta: dict[str, Any], obj: Mapping[str, Any]) -> None:
         )
 
 
+def _timestamp(entry: Any) -> datetime | None:
+    """An entry's time, if it has one a record can hold (years 1 to 9999 in UTC)."""
+    ts = parse_ts(_get(entry, "timestamp"))
+    if ts is None or 1 < ts.year < 9999:
+        return ts
+    try:
+        ts.astimezone(UTC)
+    except OverflowError:
+        return None
+    return ts
+
+
 def _verbatim(subpath: str | None, entry: Any) -> tuple[dict[str, Any], Any, str | None]:
     """The ``source_entry`` data of an entry, what the mapping gets, and its text if unencodable.
 
-    An entry is kept as a JSON object when the session codec can write it as
-    it is. One that uses the codec's reserved key ``$ls``, or holds what
-    orjson cannot encode (an integer beyond 64 bits, a lone surrogate), is
-    kept as its JSON text (``entry_json``), which loads back deep-equal.
+    An entry is kept as a JSON object when the session codec writes it as it
+    is and it reads back equal. Any other (the codec's reserved key ``$ls``,
+    ``inf`` or ``nan``, an integer beyond 64 bits, a lone surrogate, a
+    non-string key, deep nesting, a value with no JSON form) is kept as the
+    text ``_values.dumps`` writes (``entry_tagged``), which loads back equal
+    (see ``_values`` for the exceptions). The mapping gets the entry itself
+    when orjson can encode it, else its text, as an import gets a line it
+    cannot read (``unmapped``).
     """
+    where = _values.lower(subpath)
+    wrapped = entry
+    for _ in range(_WRAPPING):
+        wrapped = [wrapped]
     try:
-        raw = orjson.dumps(entry)
+        # Fails for what orjson cannot write, and for nesting deeper than MAX_LINE_DEPTH
+        # (the importer's bound): one encoding checks both.
+        raw: bytes | None = orjson.dumps(wrapped, option=orjson.OPT_PASSTHROUGH_DATACLASS)
     except TypeError:
-        text = json.dumps(entry)
-        return {"subpath": subpath, "entry_json": text}, None, text
-    if has_reserved_key(raw):
-        return {"subpath": subpath, "entry_json": raw.decode()}, strip_reserved(entry), None
-    return {"subpath": subpath, "entry": entry}, entry, None
+        raw = None
+    if (
+        raw is not None
+        and not has_reserved_key(raw)
+        and not (b"null" in raw and _values.has_non_finite(entry))
+    ):
+        return {"subpath": where, "entry": entry}, entry, None
+    text = _values.dumps(entry)
+    data: dict[str, Any] = {"subpath": where, "entry_tagged": text}
+    if raw is None:
+        data["unmapped"] = True
+        return data, None, text
+    return data, entry, None
 
 
 def _decoded(data: Mapping[str, Any]) -> tuple[Any, Any, str | None]:
-    """The inverse of :func:`_verbatim`: ``(entry, mapped, invalid)``."""
+    """The inverse of :func:`_verbatim`: ``(entry, mapped, invalid)``.
+
+    Also reads the ``entry_json`` text older stores wrote (JSON as
+    ``json.dumps`` writes it).
+    """
     if "entry" in data:
         entry = data["entry"]
         return entry, entry, None
+    text = data.get("entry_tagged")
+    if isinstance(text, str):
+        try:
+            entry = _values.loads(text)
+        except ValueError as exc:
+            # Only a damaged file (or a redact pattern that cut the text) gets here.
+            return snapshot_error(text, f"unreadable ({exc})"), None, text
+        return (entry, None, text) if data.get("unmapped") else (entry, entry, None)
     text = data.get("entry_json")
     if not isinstance(text, str):
         return None, None, ""
-    entry = json.loads(text)
+    try:
+        entry = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        return snapshot_error(text, f"unreadable ({type(exc).__name__})"), None, text
     try:
         orjson.dumps(entry)
     except TypeError:
         return entry, None, text
     return entry, strip_reserved(entry), None
+
+
+_NO_SUBPATH = object()
+"""The subpath of a record whose ``subpath`` is damaged: equal to no key's."""
+
+
+def _subpath_of(data: Mapping[str, Any]) -> Any:
+    """A stored entry's ``subpath`` (``None``: the main transcript)."""
+    where = data.get("subpath")
+    if where is None or type(where) is str:
+        return where
+    try:
+        subpath = _values.restore(where)
+    except ValueError:
+        return _NO_SUBPATH
+    return subpath if isinstance(subpath, str) else _NO_SUBPATH
 
 
 def _stored(path: Path) -> Iterable[Mapping[str, Any]]:
@@ -770,13 +1108,23 @@ def _stored(path: Path) -> Iterable[Mapping[str, Any]]:
 
 
 def _session_id(path: Path) -> str:
-    with open(path, "rb") as stream:
-        first = orjson.loads(stream.readline())
-    return str(first["session_id"])
+    """The session ID in a session file's first line.
 
-
-def _count_records(path: Path) -> int:
-    count = 0
-    for _ in read(path, decode=False):
-        count += 1
-    return count
+    Raises:
+        FormatError: The file does not start with a session's first record.
+    """
+    with open_session_file(path, buffering=0) as stream:
+        first = stream.readline(_HEAD_BYTES)
+    try:
+        found = orjson.loads(first)["session_id"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        found = None
+    if not isinstance(found, str):
+        raise FormatError(
+            f"{path}: not a session file (its first line is no session record); it is where "
+            "the store keeps this key's session: move it out of the folder",
+            path=path,
+            line=1,
+            offset=0,
+        )
+    return found
