@@ -45,6 +45,7 @@ from ...importers._common import (
     ImportReport,
     ImportStateError,
     has_reserved_key,
+    import_redactor,
     parse_ts,
     strip_reserved,
 )
@@ -624,9 +625,12 @@ class LoopscribeSessionStore:
             its appends (for other processes listing the folder).
         max_workers: Worker threads shared by all sessions.
         redact: Scrubs each record line before it is written, as
-            ``Session.create(redact=...)`` does (a ``loopscribe.Redactor``),
-            and the summary file beside each session; ``load`` then returns
-            the entries as scrubbed.
+            ``Session.create(redact=...)`` does, and the summary file beside
+            each session; ``load`` then returns the entries as scrubbed. As
+            for imports, ``True`` (the default) is ``Redactor.default()``
+            (the common token shapes and the values of credential-named
+            environment variables), ``False`` or ``None`` turns it off, and a
+            callable (a ``loopscribe.Redactor``) is used as it is.
 
     Call :meth:`close` (or use ``with`` / ``async with``) when done: it
     fsyncs and releases each session file, leaving a turn in progress open
@@ -642,11 +646,11 @@ class LoopscribeSessionStore:
         settle_seconds: float = 2.0,
         summary_seconds: float = 1.0,
         max_workers: int = 4,
-        redact: LineRedactor | None = None,
+        redact: LineRedactor | bool | None = True,
     ) -> None:
         self.directory = Path(directory).expanduser().absolute()
         _private_dirs(self.directory)
-        self._redact = redact
+        self._redact = import_redactor(redact)
         self._observers = tuple(observers)
         self._span_processor = span_processor
         self.settle_seconds = settle_seconds
