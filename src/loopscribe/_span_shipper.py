@@ -1,12 +1,13 @@
 """Out-of-process export of a session file, resumable without sending a span twice.
 
-The file is replayed from its start through a :class:`~loopscribe.otel.SpanBridge`
-(spans need their run's and parents' records), and spans are exported
-synchronously in batches. Each span is kept with the seq of the record whose
-replay emitted it (for loopscribe's own spans, ``loopscribe.seq.last``; a host
-span the intake recorded is emitted by its ``host_span`` record), so a cursor
-holding "every span emitted by a record before seq N was exported" is enough
-to resume: after a restart, spans emitted before N are skipped. The cursor advances only after the exporter reported
+The file is replayed from its start through a
+:class:`~loopscribe.otel.SpanBridge` (spans need their run's and parents'
+records), and spans are exported synchronously in batches. Each span is kept
+with the seq of the record whose replay emitted it (for loopscribe's own spans,
+``loopscribe.seq.last``; a host span the intake recorded is emitted by its
+``host_span`` record), so a cursor holding "every span emitted by a record
+before seq N was exported" is enough to resume: after a restart, spans emitted
+before N are skipped. The cursor advances only after the exporter reported
 success, and is replaced atomically, so a crash can at worst resend the last
 batch, never lose one.
 """
@@ -328,4 +329,3 @@ class SpanShipper:
                 )
                 return False
         return bool(outcome and outcome[0])
-

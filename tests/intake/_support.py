@@ -87,13 +87,7 @@ def _chunks(model: str, tool: bool, call: int) -> list[dict[str, Any]]:
         arguments = json.dumps({"city": ARGS})
         call_delta = {"id": f"call_s{call}", "type": "function"}
         out.append(
-            chunk(
-                {
-                    "tool_calls": [
-                        {"index": 0, **call_delta, "function": {"name": "get_weather"}}
-                    ]
-                }
-            )
+            chunk({"tool_calls": [{"index": 0, **call_delta, "function": {"name": "get_weather"}}]})
         )
         for piece in (arguments[:10], arguments[10:]):
             out.append(chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}))
@@ -147,35 +141,38 @@ class FakeOpenAI:
         reply = {"role": "assistant", "content": REPLY}
         return httpx.Response(200, json=_completion(model, reply, "stop", call))
 
-    def client(self) -> openai.OpenAI:
+    def client(self) -> Any:
         """A real OpenAI client whose requests this fake answers."""
-        http = httpx.Client(transport=httpx.MockTransport(self))
+        http: Any = httpx.Client(transport=httpx.MockTransport(self))
         return openai.OpenAI(api_key="sk-test", base_url="http://fake.test/v1", http_client=http)
 
-    def async_client(self) -> openai.AsyncOpenAI:
+    def async_client(self) -> Any:
         """The async client, answered the same way."""
-        http = httpx.AsyncClient(transport=httpx.MockTransport(self))
+        http: Any = httpx.AsyncClient(transport=httpx.MockTransport(self))
         return openai.AsyncOpenAI(
             api_key="sk-test", base_url="http://fake.test/v1", http_client=http
         )
 
 
-def conversation(client: openai.OpenAI, *, stream: bool) -> None:
+def conversation(client: Any, *, stream: bool) -> None:
     """A tool-calling exchange: the model asks for the tool, gets its result, answers."""
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": PROMPT},
     ]
     first = client.chat.completions.create(
-        model="gpt-4o-mini", messages=messages, tools=TOOLS, temperature=0.2  # type: ignore[arg-type]
+        model="gpt-4o-mini",
+        messages=messages,
+        tools=TOOLS,
+        temperature=0.2,
     )
-    call = first.choices[0].message.tool_calls[0]  # type: ignore[index]
+    call = first.choices[0].message.tool_calls[0]
     messages.append(first.choices[0].message.model_dump(exclude_none=True))
     messages.append({"role": "tool", "tool_call_id": call.id, "content": RESULT})
     if stream:
         chunks = client.chat.completions.create(
             model="gpt-4o-mini",
-            messages=messages,  # type: ignore[arg-type]
+            messages=messages,
             stream=True,
             stream_options={"include_usage": True},
         )
@@ -183,14 +180,14 @@ def conversation(client: openai.OpenAI, *, stream: bool) -> None:
             pass
         streamed_tools = client.chat.completions.create(
             model="gpt-4o-mini",
-            messages=messages[:2],  # type: ignore[arg-type]
-            tools=TOOLS,  # type: ignore[arg-type]
+            messages=messages[:2],
+            tools=TOOLS,
             stream=True,
         )
         for _ in streamed_tools:
             pass
     else:
-        client.chat.completions.create(model="gpt-4o-mini", messages=messages)  # type: ignore[arg-type]
+        client.chat.completions.create(model="gpt-4o-mini", messages=messages)
 
 
 # -- the host's pipeline ---------------------------------------------------------------------
@@ -216,7 +213,7 @@ class Tee(SpanExporter):
 
 @dataclass
 class Host:
-    """A host's TracerProvider: what its spans were (``original``) and what went on (``downstream``)."""
+    """A host's provider: its spans as made (``original``) and as they went on (``downstream``)."""
 
     directory: Path
     provider: TracerProvider
@@ -226,9 +223,7 @@ class Host:
     received: Received
 
 
-def host(
-    directory: Path, received: Received, *, offload: bool = True, **provider: Any
-) -> Host:
+def host(directory: Path, received: Received, *, offload: bool = True, **provider: Any) -> Host:
     """A TracerProvider whose spans go through an OffloadingProcessor to memory and OTLP.
 
     A processor ahead of it keeps the spans as the instrumentation made them.
@@ -343,20 +338,25 @@ def check(
             before.links,
         )
         attributes = dict(span.attributes or {})
-        carried = {_group(k) for k, v in (before.attributes or {}).items() if CANARY in orjson.dumps(v)}
+        carried = {
+            _group(k) for k, v in (before.attributes or {}).items() if CANARY in orjson.dumps(v)
+        }
         for key, value in (before.attributes or {}).items():
             if CANARY not in orjson.dumps(value) and _group(key) not in carried | RAW_BODIES:
                 assert attributes.get(key) == value, key
-        assert all(k.startswith(REF_PREFIXES) for k in attributes.keys() - dict(before.attributes or {}))
+        assert all(
+            k.startswith(REF_PREFIXES) for k in attributes.keys() - dict(before.attributes or {})
+        )
         if "loopscribe.session.id" in attributes:
             references.append(span)
     assert len(references) == recorded
     for span in references:
         records = find(capsys, h.directory, span)
         assert records, span.name
+        refs = dict(span.attributes or {})
         assert {r["seq"] for r in records} >= {
-            span.attributes["loopscribe.seq.first"],  # type: ignore[index]
-            span.attributes["loopscribe.seq.last"],  # type: ignore[index]
+            refs["loopscribe.seq.first"],
+            refs["loopscribe.seq.last"],
         }
     again = replayed(h.directory)
     assert sorted(map(_span_json, again)) == sorted(map(_span_json, references))

@@ -12,7 +12,9 @@ def _patchable() -> list[type]:
     """The openai client's classes that instrumentations patch."""
     classes: list[type] = []
     for name, module in list(sys.modules.items()):
-        if module is None or not (name == "openai" or name.startswith(("openai.resources", "openai._"))):
+        if module is None or not (
+            name == "openai" or name.startswith(("openai.resources", "openai._"))
+        ):
             continue
         classes.extend(v for v in vars(module).values() if isinstance(v, type))
     return classes

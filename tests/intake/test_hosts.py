@@ -109,7 +109,11 @@ def test_openllmetry_openai_chat_stream_and_tools(
     finally:
         instrumentor.uninstrument()
     check(
-        h, capsys, monkeypatch, bodies=[SYSTEM, PROMPT, ARGS, RESULT, STREAMED, TOOL_DOC], recorded=3
+        h,
+        capsys,
+        monkeypatch,
+        bodies=[SYSTEM, PROMPT, ARGS, RESULT, STREAMED, TOOL_DOC],
+        recorded=3,
     )
 
 
@@ -123,7 +127,7 @@ def test_openllmetry_message_events_through_the_log_record_twin(
     OpenAIInstrumentor = _openllmetry()
     monkeypatch.setenv("TRACELOOP_TRACE_CONTENT", "true")
     h = host(tmp_path, receiver)
-    logs = InMemoryLogRecordExporter()
+    logs = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]
     logger_provider = LoggerProvider()
     twin = OffloadingLogProcessor(SimpleLogRecordProcessor(logs), tmp_path)
     logger_provider.add_log_record_processor(twin)
@@ -155,7 +159,7 @@ def _langgraph_agent(fake: FakeOpenAI) -> Any:
     client = fake.client()
 
     class OpenAIChat(BaseChatModel):
-        tools: list[Any] = []
+        tools: list[Any] = []  # noqa: RUF012  (a pydantic field, copied per instance)
 
         @property
         def _llm_type(self) -> str:
@@ -206,7 +210,7 @@ def test_openinference_langchain_agent_with_tools(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """OpenInference's LangChain instrumentation over a LangGraph agent: one session per session.id."""
+    """OpenInference's LangChain instrumentation of a LangGraph agent: a session per session.id."""
     from openinference.instrumentation import using_session
     from openinference.instrumentation.langchain import LangChainInstrumentor
 
@@ -232,7 +236,9 @@ def test_openinference_langchain_agent_with_tools(
     assert records[0].data["metadata"]["conversation_id"] == "conversation-42"
     kinds = {r.execution.kind for r in records if r.execution is not None}
     assert {"model", "tool", "agent", "other"} <= kinds
-    tool_span = next(s for s in spans if (s.attributes or {}).get("openinference.span.kind") == "TOOL")
+    tool_span = next(
+        s for s in spans if (s.attributes or {}).get("openinference.span.kind") == "TOOL"
+    )
     tool_record = next(
         r for r in records if r.type == "tool_exec_start" and r.execution is not None
     )
@@ -369,7 +375,7 @@ def _official_openai() -> Any:
     missing, they are given back under their old names, unchanged.
     """
     try:
-        import opentelemetry.util.genai.instruments  # noqa: F401
+        import opentelemetry.util.genai.instruments  # type: ignore[import-not-found]  # noqa: F401
     except ImportError:
         from opentelemetry.util.genai._instruments import _Instruments
 
@@ -387,7 +393,7 @@ def _official_openai() -> Any:
         TelemetryHandler.start_inference = start_inference  # type: ignore[attr-defined]
     from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
-    return OpenAIInstrumentor()
+    return OpenAIInstrumentor()  # type: ignore[no-untyped-call]
 
 
 def test_official_openai_instrumentation_with_the_hook(

@@ -263,7 +263,10 @@ class Book:
             for key in list(self._open_traces.get(trace_id, ())):
                 entry = self._sessions.get(key)
                 if entry is not None and entry.trace == trace_id:
-                    self._guarded(key, entry, lambda e: self._close_run(key, e, end))
+                    self._close_guarded(key, entry, end)
+
+    def _close_guarded(self, key: str, entry: _Open, end: datetime) -> None:
+        self._guarded(key, entry, lambda e: self._close_run(key, e, end))
 
     def _guarded(self, key: str, entry: _Open, action: Callable[[_Open], Any]) -> Any:
         """Run ``action``; a session that fails is closed (opened again on its next span)."""
@@ -301,11 +304,12 @@ class Book:
         with self.lock:
             key = self._key(ref.trace_id, conversation_id)
             entry = self._open(key)
-            return self._guarded(
+            written: Written = self._guarded(
                 key,
                 entry,
                 lambda e: self._record(key, e, ref, kind, end_ns, make_plan, make_span, end),
             )
+            return written
 
     def _record(
         self,

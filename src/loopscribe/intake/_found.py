@@ -377,7 +377,8 @@ def tool_definitions(value: Any) -> list[Any]:
         if not isinstance(tool, Mapping):
             out.append(plain(tool))
             continue
-        function = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+        inner = tool.get("function")
+        function: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
         name = function.get("name")
         if not isinstance(name, str):
             out.append(plain(tool))

@@ -45,7 +45,7 @@ DEFAULT_DIR: Final = "loopscribe-sessions"
 
 
 class _SpanEnds(SpanProcessor):
-    """Joins a host's processor chain, last: writes the ``host_span`` record of hook-recorded spans."""
+    """Joins a host's processor chain, last: writes the hook's spans' ``host_span`` records."""
 
     def __init__(self, book: Book) -> None:
         self._book = book
@@ -166,9 +166,7 @@ class LoopscribeCompletionHook:
         self.recorded += 1
         span.set_attributes(written.refs)
         if log_record is not None:
-            kept = {
-                k: v for k, v in (log_record.attributes or {}).items() if k not in CONTENT_KEYS
-            }
+            kept = {k: v for k, v in (log_record.attributes or {}).items() if k not in CONTENT_KEYS}
             log_record.attributes = {**kept, **written.refs}
         self._join(span)
 

@@ -1,4 +1,4 @@
-"""OffloadingLogProcessor: GenAI content sent as log records, recorded; the records handed on without it.
+"""OffloadingLogProcessor: GenAI content in log records, recorded; the records go on without it.
 
 Some instrumentations put a call's content in OpenTelemetry log records
 instead of its span: util-genai's ``gen_ai.client.inference.operation.details``
@@ -90,8 +90,10 @@ class OffloadingLogProcessor(LogRecordProcessor):
         record = rw.log_record
         attributes = record.attributes or {}
         name = getattr(record, "event_name", None) or attributes.get("event.name")
-        if name != DETAILS_EVENT and name not in CONTENT_EVENTS and CONTENT_KEYS.isdisjoint(
-            attributes
+        if (
+            name != DETAILS_EVENT
+            and name not in CONTENT_EVENTS
+            and CONTENT_KEYS.isdisjoint(attributes)
         ):
             return rw
         found = Found()
@@ -191,5 +193,3 @@ def _without(
     if "" in keys:
         record.body = None
     return dataclasses.replace(rw, log_record=record)
-
-

@@ -1,4 +1,4 @@
-"""OpenInference's attributes, as its instrumentations (OpenAI, LangChain, LlamaIndex, ...) set them.
+"""OpenInference's attributes, as its instrumentations (OpenAI, LangChain, ...) set them.
 
 ==================================================  ================================
 attribute                                           becomes
@@ -204,7 +204,7 @@ def _group(prefix: str, value: Any, found: Found) -> None:
             found.input = [plain(t) for t in texts]
         if any(v is not None for v in vectors):
             found.output = [plain(v) for v in vectors]
-    elif prefix == "retrieval.documents." or prefix == "reranker.output_documents.":
+    elif prefix in ("retrieval.documents.", "reranker.output_documents."):
         found.output = [_document(item) for item in items]
     elif prefix == "reranker.input_documents.":
         found.keep(prefix.rstrip("."), [_document(item) for item in items], out=False)
@@ -281,7 +281,8 @@ def _call(item: Any) -> Any:
     call = item.get("tool_call") if isinstance(item, Mapping) else None
     if not isinstance(call, Mapping):
         return plain(item)
-    function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+    inner = call.get("function")
+    function: Mapping[str, Any] = inner if isinstance(inner, Mapping) else {}
     return {
         "id": call.get("id"),
         "function": {"name": function.get("name"), "arguments": function.get("arguments")},

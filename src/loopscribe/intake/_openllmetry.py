@@ -28,6 +28,7 @@ conventions' ``gen_ai.input.messages`` instead, which ``_otel_genai`` reads.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -112,9 +113,7 @@ def read(attributes: Mapping[str, Any], events: Sequence[Any], found: Found) -> 
     if completions:
         found.outputs = (found.outputs or []) + _completions(_items(unflatten(completions)), found)
     if functions:
-        found.tools = tool_definitions(
-            [_function(item) for item in _items(unflatten(functions))]
-        )
+        found.tools = tool_definitions([_function(item) for item in _items(unflatten(functions))])
     if found.kind is None:
         kind = attributes.get("traceloop.span.kind")
         request = attributes.get("llm.request.type")
@@ -136,17 +135,18 @@ def _completions(items: list[Any], found: Found) -> list[Message]:
         if not isinstance(item, Mapping):
             out.extend(openai_messages([item], "out", found))
             continue
-        item = dict(item)
-        filters = item.pop("content_filter_results", None)
+        fields = dict(item)
+        filters = fields.pop("content_filter_results", None)
         if filters is not None:
-            found.keep(f"{COMPLETIONS}{len(out)}.content_filter_results", maybe_json(filters), out=True)
-        reason = text(item.pop("finish_reason", None))
-        for message in openai_messages([item], "out", found):
+            found.keep(
+                f"{COMPLETIONS}{len(out)}.content_filter_results", maybe_json(filters), out=True
+            )
+        reason = text(fields.pop("finish_reason", None))
+        for message in openai_messages([fields], "out", found):
             if isinstance(message, AssistantMessage) and reason is not None:
-                message = AssistantMessage(
-                    message.content, stop_reason=reason, response_id=message.response_id
-                )
-            out.append(message)
+                out.append(dataclasses.replace(message, stop_reason=reason))
+            else:
+                out.append(message)
     return out
 
 

@@ -333,7 +333,7 @@ def _system(value: Any, found: Found) -> list[Content]:
         return []
     blocks: list[Content] = []
     for number, part in enumerate(value):
-        block = TextContent(part) if isinstance(part, str) else None
+        block: Content | None = TextContent(part) if isinstance(part, str) else None
         if isinstance(part, Mapping):
             block = _block(part)
         if block is None:

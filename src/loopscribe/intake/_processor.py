@@ -156,7 +156,7 @@ class OffloadingProcessor(SpanProcessor):
         self.failed = 0
         """Spans whose records could not be written (each logged); they went on without bodies."""
         self.problems = 0
-        """Spans with a body that was not what its convention says (each logged; kept as it came)."""
+        """Spans with a body not as its convention says (each logged; kept as it came)."""
         self.downstream_errors = 0
         """Times the downstream processor raised (each logged)."""
 
@@ -261,7 +261,7 @@ class OffloadingProcessor(SpanProcessor):
     def _pending(
         self, span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event]
     ) -> ReadableSpan:
-        """A span a hook or log processor recorded: its ``host_span`` record, with the references."""
+        """A span a hook or log processor recorded: its ``host_span`` record, references added."""
         ctx = span.context
         pending = None if ctx is None else self.book.take_pending(ctx.span_id)
         if pending is None:
@@ -269,9 +269,7 @@ class OffloadingProcessor(SpanProcessor):
         added = {k: v for k, v in pending.refs.items() if attributes.get(k) != v}
         handed = handed_on(span, {**attributes, **added}, events) if added else span
         try:
-            self.book.record_span(
-                pending, span_record_data(handed), to_datetime(span.end_time)
-            )
+            self.book.record_span(pending, span_record_data(handed), to_datetime(span.end_time))
         except (LoopscribeError, OSError) as exc:
             self.failed += 1
             logger.warning("loopscribe intake could not record span %r: %s", span.name, exc)

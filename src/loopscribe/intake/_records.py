@@ -40,7 +40,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from .. import events as ev
-from .._messages import AssistantMessage, SystemMessage, UserMessage, Usage
+from .._messages import AssistantMessage, SystemMessage, Usage, UserMessage
 from .._model import Event, Execution
 from . import _openinference, _openllmetry, _otel_genai
 from ._found import (
@@ -107,6 +107,7 @@ def is_content_key(key: str, *, event: bool = False) -> bool:
     if event:
         return key in CONTENT_EVENTS
     return key in _CONTENT_EXACT or key.startswith(_CONTENT_PREFIXES)
+
 
 _PARAMS: Final = {
     "gen_ai.request.temperature": "temperature",
@@ -202,7 +203,9 @@ def labels(
             _first(attributes, "gen_ai.response.model", "llm.response.model_name", "llm.model_name")
         ),
         provider=text(
-            _first(attributes, "gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")
+            _first(
+                attributes, "gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system"
+            )
         ),
         response_id=text(attributes.get("gen_ai.response.id")),
         server_address=text(attributes.get("server.address")),
@@ -400,8 +403,9 @@ def _model_plan(
             reply["messages"] = outputs[1:]
     elif lab.usage is not None:
         reply["usage"] = lab.usage
+    if lab.error is not None:
+        reply["error"] = lab.error
     for key, value in (
-        ("error", lab.error),
         ("model", lab.response_model),
         ("stop_reason", lab.stop_reason),
         ("response_id", lab.response_id),

@@ -254,7 +254,7 @@ def span_from_record_data(data: Mapping[str, Any]) -> ReadableSpan:
     """
     try:
         dropped = data.get("dropped") or {}
-        events = BoundedList(None)
+        events: BoundedList[Event] = BoundedList(None)
         for e in data.get("events") or ():
             events.append(
                 Event(
@@ -264,7 +264,7 @@ def span_from_record_data(data: Mapping[str, Any]) -> ReadableSpan:
                 )
             )
         events.dropped = dropped.get("events", 0)
-        links = BoundedList(None)
+        links: BoundedList[Link] = BoundedList(None)
         for link in data.get("links") or ():
             links.append(
                 Link(
