@@ -39,7 +39,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
@@ -49,7 +49,7 @@ from .._model import Event, Execution
 from .._redact import LineRedactor
 from .._session import Run, Session
 from ..otel import HOST_SPAN, host_execution_id, to_file_uri
-from ._records import Plan, references
+from ._records import LS_RUN_ID, Plan, references
 
 logger = logging.getLogger("loopscribe.intake")
 
@@ -57,6 +57,8 @@ MAX_OPEN: Final = 64
 """Session files a Book keeps open at once."""
 MAX_TRACES: Final = 10_000
 """Traces a Book remembers the conversation of."""
+MAX_SEEN: Final = 10_000
+"""Recorded spans a Book remembers, to tell a span delivered again from a new attempt."""
 MAX_PENDING: Final = 10_000
 """Recorded spans a Book waits for the end of (a hook's, a log record's); the oldest is let go."""
 _SESSION_ID: Final = re.compile(r"[0-9a-f]{32}")
@@ -104,8 +106,6 @@ class _Open:
     file_uri: str
     run: Run | None = None
     trace: int | None = None
-    # span ID -> (attempt, end time, references) of the spans recorded in the open run.
-    seen: dict[int, tuple[int, int | None, dict[str, str | int]]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -155,6 +155,8 @@ class Book:
         self._paths: dict[str, Path] = {}
         self._traces: OrderedDict[int, str] = OrderedDict()
         self._open_traces: dict[int, set[str]] = {}
+        # span ID -> (attempt, end time, references) of the spans recorded lately.
+        self._seen: OrderedDict[int, tuple[int, int | None, dict[str, str | int]]] = OrderedDict()
         self.pending: dict[int, Pending] = {}
         """Spans recorded by a hook whose ``host_span`` record waits for the span's end."""
         _LIVE.add(self)
@@ -236,7 +238,6 @@ class Book:
         traceparent = f"00-{ref.trace_id:032x}-{parent:016x}-{ref.trace_flags & 0xFF:02x}"
         entry.run = entry.session.begin_run(parent=traceparent, timestamp=ref.start)
         entry.trace = ref.trace_id
-        entry.seen = {}
         self._open_traces.setdefault(ref.trace_id, set()).add(key)
         return entry.run
 
@@ -248,7 +249,7 @@ class Book:
                 keys.discard(key)
                 if not keys:
                     del self._open_traces[entry.trace]
-        entry.trace, entry.seen = None, {}
+        entry.trace = None
         if run is not None and not run.closed:
             run.close(timestamp=end, sync=False)
 
@@ -322,13 +323,14 @@ class Book:
         make_span: Callable[[Mapping[str, str | int]], Mapping[str, Any]] | None,
         end: datetime,
     ) -> Written:
-        run = self._run(key, entry, ref)
-        seen = entry.seen.get(ref.span_id)
+        seen = self._seen.get(ref.span_id)
         if seen is not None and end_ns is not None and seen[1] == end_ns:
             # The same span ended (or delivered) again: it is recorded already.
             attempt, _, refs = seen
             execution = Execution(host_execution_id(ref.span_id), kind, attempt)
-            return Written(entry.session.id, run.id, execution, (), refs, duplicate=True)
+            run_id = str(refs.get(LS_RUN_ID, ""))
+            return Written(entry.session.id, run_id, execution, (), refs, duplicate=True)
+        run = self._run(key, entry, ref)
         attempt = 1 if seen is None else seen[0] + 1
         parent = None if ref.parent_span_id is None else host_execution_id(ref.parent_span_id)
         execution = Execution(host_execution_id(ref.span_id), kind, attempt, parent)
@@ -346,7 +348,10 @@ class Book:
             attempt=attempt,
             file_uri=entry.file_uri,
         )
-        entry.seen[ref.span_id] = (attempt, end_ns, refs)
+        self._seen[ref.span_id] = (attempt, end_ns, refs)
+        self._seen.move_to_end(ref.span_id)
+        while len(self._seen) > MAX_SEEN:
+            self._seen.popitem(last=False)
         if make_span is None:
             self.pending[ref.span_id] = Pending(key, ref, execution, refs)
             while len(self.pending) > MAX_PENDING:
@@ -410,6 +415,7 @@ class Book:
         self._sessions = OrderedDict()
         self._paths.pop(_PROCESS, None)
         self._open_traces = {}
+        self._seen = OrderedDict()
         self.pending = {}
 
 

@@ -141,6 +141,16 @@ def maybe_json(value: Any, mime_type: Any = None) -> Any:
         return value
 
 
+def json_or_text(value: Any) -> Any:
+    """A value that is JSON text by contract (OpenLLMetry's ``json.dumps``), else as it came."""
+    if isinstance(value, str):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return plain(value)
+
+
 def plain(value: Any) -> Any:
     """An attribute value as plain JSON-shaped data: tuples become lists, mappings dicts."""
     if isinstance(value, Mapping):

@@ -42,6 +42,7 @@ from ._found import (
     TOOL,
     Found,
     Message,
+    json_or_text,
     maybe_json,
     openai_messages,
     plain,
@@ -94,11 +95,11 @@ def read(attributes: Mapping[str, Any], events: Sequence[Any], found: Found) -> 
             target, prefix = functions, FUNCTIONS
         elif key == ENTITY_INPUT:
             found.keys.add(key)
-            found.input = maybe_json(value)
+            found.input = json_or_text(value)
             continue
         elif key == ENTITY_OUTPUT:
             found.keys.add(key)
-            found.output = maybe_json(value)
+            found.output = json_or_text(value)
             continue
         else:
             continue
