@@ -112,7 +112,7 @@ def json_value(value: Any, key: str, found: Found) -> Any:
     """
     if isinstance(value, str):
         try:
-            return orjson.loads(value)
+            return orjson.loads(value)  # plain already: lists, dicts and scalars
         except orjson.JSONDecodeError:
             found.problems.append(f"{key}: not valid JSON (cut by an attribute length limit?)")
             return value
@@ -151,12 +151,18 @@ def json_or_text(value: Any) -> Any:
     return plain(value)
 
 
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
 def plain(value: Any) -> Any:
     """An attribute value as plain JSON-shaped data: tuples become lists, mappings dicts."""
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is list or kind is tuple:
         return [plain(v) for v in value]
+    if kind is dict or isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
     return value
 
 

@@ -136,7 +136,7 @@ class LoopscribeCompletionHook:
             logger.warning("loopscribe completion hook got content without a span; not recorded")
             self.failed += 1
             return
-        attributes: Mapping[str, Any] = getattr(span, "attributes", None) or {}
+        attributes: Mapping[str, Any] = dict(getattr(span, "attributes", None) or {})
         status = getattr(span, "status", None)
         failed = status is not None and status.status_code.name == "ERROR"
         lab = labels(attributes, error=failed, description=getattr(status, "description", None))

@@ -39,8 +39,11 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
+
+import orjson
 
 from .._messages import (
     AssistantMessage,
@@ -188,6 +191,15 @@ def _take(key: str, value: Any, found: Found) -> None:
     if target == "system" and isinstance(value, str) and value.lstrip()[:1] not in ("[", "{"):
         found.system = [TextContent(value)] if value else []
         return
+    if target in ("system", "tools") and isinstance(value, str):
+        # The same instructions and tools come with every call: read each text once.
+        repeated = _repeated(target, value)
+        if repeated is not None:
+            if target == "system":
+                found.system = list(repeated)
+            else:
+                found.tools = list(repeated)
+            return
     parsed = json_value(value, key, found)
     if isinstance(parsed, str | bytes):
         found.keep(key, parsed, out=out)  # not JSON: the body is kept as it came
@@ -205,6 +217,18 @@ def _take(key: str, value: Any, found: Found) -> None:
         found.tools = tool_definitions(parsed)
     else:
         found.keep(key, _messages(parsed, key, where, found), out=out)
+
+
+@functools.lru_cache(maxsize=64)
+def _repeated(target: str, text: str) -> tuple[Any, ...] | None:
+    """System instructions or tool definitions read from their JSON text, if they read cleanly."""
+    found = Found()
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    result = _system(parsed, found) if target == "system" else tool_definitions(parsed)
+    return None if found.problems or found.kept_in else tuple(result)
 
 
 def _openai(value: Any, key: str, where: str, found: Found) -> list[Message]:

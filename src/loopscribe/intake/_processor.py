@@ -198,6 +198,8 @@ class OffloadingProcessor(SpanProcessor):
             if is_local_root(span) and self.book.has_open_run(ctx.trace_id):
                 self.book.end_trace(ctx.trace_id, to_datetime(span.end_time))
             return handed
+        # One plain dict for every lookup: a miss on the SDK's mapping raises and catches.
+        attributes = dict(attributes)
         found = collect(attributes, events)
         kept = {k: v for k, v in attributes.items() if k not in found.keys}
         kept_events = [e for i, e in enumerate(events) if i not in found.events]
