@@ -205,7 +205,7 @@ def compare(
     *,
     use_wall: bool,
 ) -> float:
-    """Best per-span cost of each setup, taking turns chunk by chunk; prints and returns the ratio."""
+    """Best per-span cost of each setup, taking turns chunk by chunk; prints the ratio."""
     best: dict[str, float] = {"plain": float("inf"), "offload": float("inf")}
     runs = 0
 
@@ -259,7 +259,9 @@ def main() -> int:
             ("otlp-http", lambda: OTLPSpanExporter(endpoint=endpoint), False),
         ):
             print(f"-- exporter: {name} ({'wall' if wall else 'process CPU'} time)")
-            ratio = compare(f"GenAI spans [{name}]", genai, make, folder, args.reps, 110, use_wall=wall)
+            ratio = compare(
+                f"GenAI spans [{name}]", genai, make, folder, args.reps, 110, use_wall=wall
+            )
             ok &= ratio <= 0.5
             ratio = compare(
                 f"no GenAI content [{name}]", http, make, folder, args.reps, 500, use_wall=wall

@@ -258,8 +258,42 @@ def _messages(value: Any, key: str, where: str, found: Found) -> list[Message]:
         if "parts" not in item and ("content" in item or "tool_calls" in item):
             out.extend(openai_messages([item], where, found))  # an OpenAI-shaped message
             continue
-        out.extend(_message(item, where, len(out), found))
+        out.extend(_converted(item, where, len(out), found))
     return out
+
+
+_CONVERTED: dict[bytes, tuple[Message, ...]] = {}
+"""Messages converted lately, by their JSON: a conversation's history comes with every call."""
+_CONVERTED_MAX: Final = 4096
+
+
+def _marks(found: Found) -> tuple[int, ...]:
+    """How much ``found`` has noted: a conversion that adds nothing here converted cleanly."""
+    counts = [len(found.problems)]
+    for kept in (found.kept_in, found.kept_out):
+        counts.append(len(kept))
+        counts.extend(len(kept.get(k, ())) for k in ("parts", "names", "roles"))
+    return tuple(counts)
+
+
+def _converted(item: Mapping[str, Any], where: str, index: int, found: Found) -> list[Message]:
+    """``_message``, remembered for a message that converted cleanly (nothing kept, no problem)."""
+    if type(item) is not dict:
+        return _message(item, where, index, found)
+    try:
+        key = where.encode() + orjson.dumps(item)
+    except (TypeError, orjson.JSONEncodeError):
+        return _message(item, where, index, found)
+    known = _CONVERTED.get(key)
+    if known is not None:
+        return list(known)
+    before = _marks(found)
+    converted = _message(item, where, index, found)
+    if _marks(found) == before:
+        if len(_CONVERTED) >= _CONVERTED_MAX:
+            _CONVERTED.clear()
+        _CONVERTED[key] = tuple(converted)
+    return converted
 
 
 def _message(item: Mapping[str, Any], where: str, index: int, found: Found) -> list[Message]:

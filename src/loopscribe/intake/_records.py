@@ -75,7 +75,13 @@ CONTENT_KEYS: Final = (
 """Attribute keys any of whose presence marks a span as carrying a body (the fast test)."""
 CONTENT_EVENTS: Final = _otel_genai.CONTENT_EVENTS
 
-_READERS: Final = (_otel_genai.read, _openinference.read, _openllmetry.read)
+_MARKED: Final = (
+    (_openinference.CONTENT_KEYS | {_openinference.KIND}, _openinference.read),
+    (
+        _openllmetry.CONTENT_KEYS | {"traceloop.span.kind", "llm.request.type"},
+        _openllmetry.read,
+    ),
+)
 
 _CONTENT_PREFIXES: Final = (
     "gen_ai.prompt.",
@@ -136,10 +142,16 @@ def carries_content(attributes: Mapping[str, Any], events: Sequence[Any]) -> boo
 
 
 def collect(attributes: Mapping[str, Any], events: Sequence[Any]) -> Found:
-    """What every convention finds of an operation in a span's attributes and events."""
+    """What every convention finds of an operation in a span's attributes and events.
+
+    OpenInference and OpenLLMetry are read only when one of their marks is
+    there (their span kind, or an attribute they always set with a body).
+    """
     found = Found()
-    for read in _READERS:
-        read(attributes, events, found)
+    _otel_genai.read(attributes, events, found)
+    for marks, read in _MARKED:
+        if not marks.isdisjoint(attributes):
+            read(attributes, events, found)
     return found
 
 
