@@ -253,6 +253,11 @@ class Book:
         if run is not None and not run.closed:
             run.close(timestamp=end, sync=False)
 
+    @property
+    def tracing(self) -> bool:
+        """Whether any trace has an open run or a conversation (a lock-free look)."""
+        return bool(self._open_traces or self._traces)
+
     def has_open_run(self, trace_id: int) -> bool:
         """Whether a run of this trace is open (a lock-free look, for the fast path)."""
         return trace_id in self._open_traces or trace_id in self._traces

@@ -194,9 +194,10 @@ class OffloadingProcessor(SpanProcessor):
         if ctx is None:
             return span
         if not carries_content(attributes, events):
-            handed = self._pending(span, attributes, events)
-            if is_local_root(span) and self.book.has_open_run(ctx.trace_id):
-                self.book.end_trace(ctx.trace_id, to_datetime(span.end_time))
+            book = self.book
+            handed = self._pending(span, attributes, events) if book.pending else span
+            if book.tracing and is_local_root(span) and book.has_open_run(ctx.trace_id):
+                book.end_trace(ctx.trace_id, to_datetime(span.end_time))
             return handed
         # One plain dict for every lookup: a miss on the SDK's mapping raises and catches.
         attributes = dict(attributes)
