@@ -29,7 +29,7 @@ without them. Their executions keep the host's span IDs
 exported.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._bridge import TERMINAL_TYPES, SpanBridge, default_resource, replay, to_file_uri
 from ._export import (
@@ -43,6 +43,9 @@ from ._genai import MessageReferenceError, parse_reference, resolve_reference
 from ._host import HOST_SPAN, span_from_record_data, span_record_data
 from ._ids import host_execution_id, host_span_id, run_span_id, span_context, span_id, trace_id
 from ._otlp import encode_otlp_json, encode_otlp_protobuf
+
+if _TYPE_CHECKING:
+    from ..intake import OffloadingProcessor
 
 __all__ = [
     "HOST_SPAN",
@@ -73,10 +76,14 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     # The intake reads foreign spans; imported when first used, not with the bridge.
     if name == "OffloadingProcessor":
         from ..intake import OffloadingProcessor
 
         return OffloadingProcessor
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "OffloadingProcessor"})
