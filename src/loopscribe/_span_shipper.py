@@ -1,10 +1,12 @@
 """Out-of-process export of a session file, resumable without sending a span twice.
 
-The file is replayed from its start through a :class:`~loopscribe.otel.SpanBridge`
-(spans need their run's and parents' records), and spans are exported
-synchronously in batches. Each span knows the seq of the record that ended it
-(``loopscribe.seq.last``), so a cursor holding "every span ended by a record
-before seq N was exported" is enough to resume: after a restart, spans ending
+The file is replayed from its start through a
+:class:`~loopscribe.otel.SpanBridge` (spans need their run's and parents'
+records), and spans are exported synchronously in batches. Each span is kept
+with the seq of the record whose replay emitted it (for loopscribe's own spans,
+``loopscribe.seq.last``; a host span the intake recorded is emitted by its
+``host_span`` record), so a cursor holding "every span emitted by a record
+before seq N was exported" is enough to resume: after a restart, spans emitted
 before N are skipped. The cursor advances only after the exporter reported
 success, and is replaced atomically, so a crash can at worst resend the last
 batch, never lose one.
@@ -40,7 +42,6 @@ FLUSH_INTERVAL_S = 1.0
 """While following, the longest a finished span waits before it is exported."""
 MAX_BACKLOG_SPANS = 100_000
 """Spans kept for retry while the collector is down; older ones are dropped (and counted)."""
-SEQ_LAST = "loopscribe.seq.last"
 _WAIT_SLICE_S = 0.05
 """How often a waiting export looks at its deadline and the stop flag."""
 
@@ -121,16 +122,18 @@ class ExportResult:
 
 @dataclass(slots=True)
 class _Collect(SpanProcessor):
-    """Receives the bridge's finished spans."""
+    """Receives the bridge's finished spans, each with the seq of the record that emitted it."""
 
-    spans: list[ReadableSpan] = field(default_factory=list)
+    spans: list[tuple[int, ReadableSpan]] = field(default_factory=list)
+    seq: int = 0
+    """The record being replayed."""
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         """Spans from the bridge arrive finished; nothing starts here."""
 
     def on_end(self, span: ReadableSpan) -> None:
         """Keep a finished span until the next export."""
-        self.spans.append(span)
+        self.spans.append((self.seq, span))
 
 
 class SpanShipper:
@@ -167,7 +170,7 @@ class SpanShipper:
         self._destination = destination or describe_destination(path)
         self._collect = _Collect()
         self._bridge = SpanBridge(self._collect, file_uri=path, ref_base=ref_base)
-        self._backlog: list[ReadableSpan] = []
+        self._backlog: list[tuple[int, ReadableSpan]] = []
         self._last: Record | None = None
         self._timeout_s = _timeout_s() if export_timeout_s is None else export_timeout_s
         self._stop = threading.Event()
@@ -239,6 +242,7 @@ class SpanShipper:
                         record.session_id,
                     )
                 self.cursor = Cursor(record.session_id)
+            self._collect.seq = record.seq
             self._bridge(record)
             self._last = record
             if on_progress is not None:
@@ -250,11 +254,11 @@ class SpanShipper:
 
     def _ship(self, result: ExportResult, *, final: bool) -> None:
         """Export what the bridge finished; advance the cursor only on success."""
-        for span in self._collect.spans:
-            if _seq_last(span) < self.cursor.seq:
+        for emitted in self._collect.spans:
+            if emitted[0] < self.cursor.seq:
                 result.skipped += 1
             else:
-                self._backlog.append(span)
+                self._backlog.append(emitted)
         self._collect.spans.clear()
         if len(self._backlog) > MAX_BACKLOG_SPANS:
             excess = len(self._backlog) - MAX_BACKLOG_SPANS
@@ -262,10 +266,10 @@ class SpanShipper:
             result.dropped += excess
             logger.warning("%s: %d spans dropped: the collector is unreachable", self.path, excess)
         while self._backlog:
-            batch = self._backlog[:BATCH_SPANS]
+            batch = [span for _, span in self._backlog[:BATCH_SPANS]]
             if not self._export(batch):
-                # Every span ending before the first unsent one is out: keep that much.
-                self._advance(min(_seq_last(s) for s in self._backlog), None)
+                # Every span emitted before the first unsent one is out: keep that much.
+                self._advance(min(seq for seq, _ in self._backlog), None)
                 if final:
                     result.failed += len(self._backlog)
                     self._backlog.clear()
@@ -320,8 +324,3 @@ class SpanShipper:
                 )
                 return False
         return bool(outcome and outcome[0])
-
-
-def _seq_last(span: ReadableSpan) -> int:
-    value = (span.attributes or {}).get(SEQ_LAST)
-    return value if isinstance(value, int) else 0

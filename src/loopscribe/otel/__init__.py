@@ -19,7 +19,17 @@ provider, tool, agent, token usage, finish reasons, request parameters,
 ``error.type``). Prompts, messages, arguments, tool output and error messages
 stay in the session file; :func:`resolve_reference` turns a span's
 ``gen_ai.*_ref`` back into the conventions' message JSON.
+
+Spans the host's own instrumentation made go the other way: an
+:class:`OffloadingProcessor` (``loopscribe.intake``) in front of the host's
+span processor records their bodies into session files and hands them on
+without them. Their executions keep the host's span IDs
+(:func:`host_execution_id`), and their ``host_span`` records
+(:func:`span_record_data`) let replay give back exactly the spans the host
+exported.
 """
+
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._bridge import TERMINAL_TYPES, SpanBridge, default_resource, replay, to_file_uri
 from ._export import (
@@ -30,13 +40,19 @@ from ._export import (
     describe_destination,
 )
 from ._genai import MessageReferenceError, parse_reference, resolve_reference
-from ._ids import run_span_id, span_context, span_id, trace_id
+from ._host import HOST_SPAN, span_from_record_data, span_record_data
+from ._ids import host_execution_id, host_span_id, run_span_id, span_context, span_id, trace_id
 from ._otlp import encode_otlp_json, encode_otlp_protobuf
 
+if _TYPE_CHECKING:
+    from ..intake import OffloadingProcessor
+
 __all__ = [
+    "HOST_SPAN",
     "TERMINAL_TYPES",
     "MessageReferenceError",
     "OTLPJsonFileExporter",
+    "OffloadingProcessor",
     "SpanBridge",
     "default_export_path",
     "default_exporter",
@@ -45,12 +61,29 @@ __all__ = [
     "describe_destination",
     "encode_otlp_json",
     "encode_otlp_protobuf",
+    "host_execution_id",
+    "host_span_id",
     "parse_reference",
     "replay",
     "resolve_reference",
     "run_span_id",
     "span_context",
+    "span_from_record_data",
     "span_id",
+    "span_record_data",
     "to_file_uri",
     "trace_id",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # The intake reads foreign spans; imported when first used, not with the bridge.
+    if name == "OffloadingProcessor":
+        from ..intake import OffloadingProcessor
+
+        return OffloadingProcessor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "OffloadingProcessor"})

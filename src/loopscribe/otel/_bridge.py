@@ -45,6 +45,11 @@ Each reference is written once. Message text, prompts, arguments, tool output,
 partial content, snapshots and error *messages* are never read into a span;
 the request's sampling parameters (temperature, max tokens, ...) are.
 
+A span the host's own instrumentation made (an execution ``otel:<span id>``
+that the intake recorded, see ``_host``) is not rebuilt from its records:
+its ``host_span`` record holds it as it was handed on, and that is what the
+bridge emits, IDs and all; its run emits no run span.
+
 Because spans are emitted only when a record is written, feeding the records
 of a file through a fresh bridge (:func:`replay`) emits exactly the spans
 the live bridge emitted. That includes interrupted runs: a run whose file
@@ -103,7 +108,8 @@ from .._fields import text as _str
 from .._format import parse_ts
 from .._model import Execution, Record
 from .._reader import read
-from ._ids import parse_traceparent, run_span_id, span_id, trace_id
+from ._host import HOST_SPAN, span_from_record_data
+from ._ids import host_span_id, parse_traceparent, run_span_id, span_id, trace_id
 
 logger = logging.getLogger("loopscribe.otel")
 
@@ -392,6 +398,8 @@ class _Run:
     ended: set[tuple[str, int]] = field(default_factory=set)
     started: int = 0
     resumed_at: list[int] = field(default_factory=list)
+    host: bool = False
+    """The run holds spans the host's instrumentation made (see ``_host``): no run span."""
 
 
 def _resume_from(run: _Run, start: object) -> None:
@@ -666,6 +674,10 @@ class SpanBridge:
         execution = record.execution
         if execution is None:
             return []
+        if host_span_id(execution.id) is not None:
+            # A span the host's instrumentation made: emitted as it was handed on.
+            run.host = True
+            return [span_from_record_data(record.data)] if record.type == HOST_SPAN else []
         if record.type in _AGENT_LABELLED and execution.parent_id is None:
             # The top-level agent names the run and decides its status.
             run.agent = run.agent or _str(_plain(record.data.get("agent")))
@@ -719,7 +731,8 @@ class SpanBridge:
             # an exporter resuming from a seq cursor must not skip this span.
             attempt.seq_last = record.seq
             spans.append(self._attempt_span(run, attempt, end_ns, incomplete=True))
-        spans.append(self._run_span(run, record, end_ns))
+        if not run.host:
+            spans.append(self._run_span(run, record, end_ns))
         return spans
 
     # -- span construction -------------------------------------------------------

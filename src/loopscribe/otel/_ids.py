@@ -11,6 +11,13 @@ Bytes are read big-endian and an all-zero value becomes 1, because
 OpenTelemetry treats zero as "no ID". The run span can never collide with
 an execution span by construction: an execution ID is never empty.
 
+One exception keeps a span from having two identities: an execution
+recorded from a span that another instrumentation already created (the
+intake, ``loopscribe.intake``) has the ID ``otel:<16 hex digits>``
+(:func:`host_execution_id`), and its span ID is that span's own ID, for
+every attempt. Its run's ``run_start`` holds the host trace's
+``traceparent``, so the trace ID is the host's as well.
+
 Changing any of this breaks every reference ever stored (``CallRef``s in
 external timelines, span IDs already in trace backends), so the prefix
 carries a version and the derivation is pinned by test vectors.
@@ -26,6 +33,8 @@ from opentelemetry.trace import SpanContext, TraceFlags
 from .._model import CallRef
 
 _PREFIX = "loopscribe/v1"
+_HOST_PREFIX = "otel:"
+_HOST_ID = re.compile(r"otel:([0-9a-f]{16})")
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 
 
@@ -79,11 +88,48 @@ def span_id(session_id: str, run_id: str, execution_id: str, attempt: int) -> in
     Returns:
         A non-zero integer below ``2**64``.
 
+    An execution recorded from a host's span (``otel:<hex>``, see
+    :func:`host_execution_id`) keeps that span's ID instead.
+
     Raises:
         UnicodeEncodeError: An ID holds a lone surrogate, which has no UTF-8
             form (and so can never be recorded in a session file either).
     """
+    host = host_span_id(execution_id)
+    if host is not None:
+        return host
     return _nonzero(_digest("span", session_id, run_id, execution_id, str(attempt))[:8])
+
+
+def host_execution_id(span_id: int) -> str:
+    """The execution ID of an operation recorded from a span the host already created.
+
+    Such an execution keeps the host's span ID (:func:`span_id` returns it),
+    so ``loopscribe find --span-id``, the viewer's deep links and replay name
+    the span the host's trace backend already holds.
+
+    Args:
+        span_id: The host span's 64-bit ID.
+
+    Returns:
+        ``otel:`` and the span ID as 16 lowercase hex digits.
+
+    Raises:
+        ValueError: ``span_id`` is zero or does not fit in 64 bits.
+    """
+    if not 0 < span_id < 1 << 64:
+        raise ValueError(f"span_id must be a non-zero 64-bit integer, got {span_id!r}")
+    return f"{_HOST_PREFIX}{span_id:016x}"
+
+
+def host_span_id(execution_id: str) -> int | None:
+    """The host span ID an execution ID names (see :func:`host_execution_id`), else ``None``."""
+    if not execution_id.startswith(_HOST_PREFIX):
+        return None  # every other execution: no regex on the record path
+    match = _HOST_ID.fullmatch(execution_id)
+    if match is None:
+        return None
+    return int(match[1], 16) or None
 
 
 def span_context(ref: CallRef, *, trace_id: int | None = None) -> SpanContext:
