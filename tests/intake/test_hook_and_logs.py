@@ -25,7 +25,7 @@ def test_event_only_content_is_recorded_by_the_twin_and_named_on_the_span(
 ) -> None:
     """util-genai's details event: content recorded, removed from the log; the span gets refs."""
     from opentelemetry.util.genai.handler import TelemetryHandler
-    from opentelemetry.util.genai.types import InputMessage, OutputMessage, TextPart
+    from opentelemetry.util.genai.types import InputMessage, OutputMessage, Text
 
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "EVENT_ONLY")
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_EMIT_EVENT", "true")
@@ -38,8 +38,10 @@ def test_event_only_content_is_recorded_by_the_twin_and_named_on_the_span(
     logger_provider.add_log_record_processor(twin)
     handler = TelemetryHandler(tracer_provider=tracer_provider, logger_provider=logger_provider)
     with handler.inference("openai", request_model="m") as call:
-        call.input_messages = [InputMessage("user", [TextPart("CANARY-IN hi")])]
-        call.output_messages = [OutputMessage("assistant", [TextPart("CANARY-OUT yo")])]
+        call.input_messages = [InputMessage("user", [Text("CANARY-IN hi")])]
+        call.output_messages = [
+            OutputMessage("assistant", [Text("CANARY-OUT yo")], finish_reason="stop")
+        ]
     (log,) = logs.get_finished_logs()
     attributes = dict(log.log_record.attributes or {})
     assert "CANARY" not in json.dumps(attributes, default=str)
@@ -57,11 +59,11 @@ def test_event_only_content_is_recorded_by_the_twin_and_named_on_the_span(
 
 def test_the_hook_without_a_span_records_nothing_and_never_raises(tmp_path: Path) -> None:
     """Content without a span to name it: counted, logged, no exception into util-genai."""
-    from opentelemetry.util.genai.types import InputMessage, TextPart
+    from opentelemetry.util.genai.types import InputMessage, Text
 
     hook = LoopscribeCompletionHook(tmp_path)
     hook.on_completion(
-        inputs=[InputMessage("user", [TextPart("hi")])], outputs=[], system_instruction=[]
+        inputs=[InputMessage("user", [Text("hi")])], outputs=[], system_instruction=[]
     )
     hook.on_completion(inputs=[], outputs=[], system_instruction=[], span=object())
     assert hook.failed == 1

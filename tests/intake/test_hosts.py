@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import tomllib
-import types
 import warnings
 from collections.abc import Iterator
 from importlib.metadata import EntryPoint
@@ -343,19 +341,23 @@ def test_util_genai_handler_with_the_hook(
         FunctionToolDefinition,
         InputMessage,
         OutputMessage,
-        TextPart,
-        ToolCallRequestPart,
+        Text,
+        ToolCallRequest,
     )
 
     h = host(hook_env, receiver, offload=False)
     handler = TelemetryHandler(tracer_provider=h.provider, completion_hook=load_completion_hook())
     assert handler.should_capture_content()
     with handler.inference("openai", request_model="gpt-4o-mini") as call:
-        call.input_messages = [InputMessage("user", [TextPart(PROMPT)])]
-        call.system_instruction = [TextPart(SYSTEM)]
+        call.input_messages = [InputMessage("user", [Text(PROMPT)])]
+        call.system_instruction = [Text(SYSTEM)]
         call.tool_definitions = [FunctionToolDefinition("get_weather", "The weather.", {})]
         call.output_messages = [
-            OutputMessage("assistant", [ToolCallRequestPart({"city": ARGS}, "get_weather", "c1")])
+            OutputMessage(
+                "assistant",
+                [ToolCallRequest({"city": ARGS}, "get_weather", "c1")],
+                finish_reason="tool_calls",
+            )
         ]
     spans = check(h, capsys, monkeypatch, bodies=[SYSTEM, PROMPT, ARGS], recorded=1)
     refs = spans[0].attributes or {}
@@ -368,29 +370,7 @@ def test_util_genai_handler_with_the_hook(
 
 
 def _official_openai() -> Any:
-    """opentelemetry-instrumentation-openai-v2, as published.
-
-    Its 2.4b0 imports two util-genai names that util-genai 1.3b0 moved
-    (``instruments``, ``TelemetryHandler.start_inference``); where they are
-    missing, they are given back under their old names, unchanged.
-    """
-    try:
-        import opentelemetry.util.genai.instruments  # type: ignore[import-not-found]  # noqa: F401
-    except ImportError:
-        from opentelemetry.util.genai._instruments import _Instruments
-
-        shim = types.ModuleType("opentelemetry.util.genai.instruments")
-        shim.create_duration_histogram = lambda meter: _Instruments(meter).operation_duration  # type: ignore[attr-defined]
-        shim.create_token_histogram = lambda meter: _Instruments(meter).token_usage  # type: ignore[attr-defined]
-        sys.modules[shim.__name__] = shim
-    from opentelemetry.util.genai.handler import TelemetryHandler
-
-    if not hasattr(TelemetryHandler, "start_inference"):
-
-        def start_inference(self: TelemetryHandler, provider: str, **kwargs: Any) -> Any:
-            return self.inference(provider, **kwargs)
-
-        TelemetryHandler.start_inference = start_inference  # type: ignore[attr-defined]
+    """opentelemetry-instrumentation-openai-v2, as published (with the util-genai it needs)."""
     from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
     return OpenAIInstrumentor()  # type: ignore[no-untyped-call]

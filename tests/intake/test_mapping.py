@@ -246,17 +246,17 @@ def test_per_message_log_events_carry_the_message_in_the_body() -> None:
 def test_completion_hook_dataclasses_map_like_the_attributes() -> None:
     """util-genai's message dataclasses give the same messages as the JSON they serialize to."""
     from opentelemetry.util.genai.types import (
-        BlobPart,
+        Blob,
         FunctionToolDefinition,
         InputMessage,
         OutputMessage,
-        TextPart,
+        Text,
     )
 
     found = from_hook(
-        [InputMessage("user", [TextPart("hi"), BlobPart("image/png", "image", b"\x89PNG")])],
-        [OutputMessage("assistant", [TextPart("yo")], finish_reason="stop")],
-        [TextPart("sys")],
+        [InputMessage("user", [Text("hi"), Blob("image/png", "image", b"\x89PNG")])],
+        [OutputMessage("assistant", [Text("yo")], finish_reason="stop")],
+        [Text("sys")],
         [FunctionToolDefinition("f", "does f", {"type": "object"})],
     )
     assert found.inputs == [UserMessage((TextContent("hi"), ImageContent("iVBORw==", "image/png")))]
