@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk._logs import LoggerProvider
@@ -37,7 +38,8 @@ def test_event_only_content_is_recorded_by_the_twin_and_named_on_the_span(
     twin = OffloadingLogProcessor(SimpleLogRecordProcessor(logs), tmp_path)
     logger_provider.add_log_record_processor(twin)
     handler = TelemetryHandler(tracer_provider=tracer_provider, logger_provider=logger_provider)
-    with handler.inference("openai", request_model="m") as call:
+    with handler.inference("openai", request_model="m") as invocation:
+        call: Any = invocation  # its type differs between util-genai releases
         call.input_messages = [InputMessage("user", [Text("CANARY-IN hi")])]
         call.output_messages = [
             OutputMessage("assistant", [Text("CANARY-OUT yo")], finish_reason="stop")

@@ -348,7 +348,8 @@ def test_util_genai_handler_with_the_hook(
     h = host(hook_env, receiver, offload=False)
     handler = TelemetryHandler(tracer_provider=h.provider, completion_hook=load_completion_hook())
     assert handler.should_capture_content()
-    with handler.inference("openai", request_model="gpt-4o-mini") as call:
+    with handler.inference("openai", request_model="gpt-4o-mini") as invocation:
+        call: Any = invocation  # its type differs between util-genai releases
         call.input_messages = [InputMessage("user", [Text(PROMPT)])]
         call.system_instruction = [Text(SYSTEM)]
         call.tool_definitions = [FunctionToolDefinition("get_weather", "The weather.", {})]
