@@ -285,6 +285,9 @@ def test_the_store_workspace_is_read_only(tmp_path: Path, folder_url: str) -> No
         store.update(sid, title="x")
     with pytest.raises(StoreError, match="read-only"):
         store.delete(sid)
+    with pytest.raises(StoreError, match="read-only"):
+        store.add_artifact(sid, "notes.md", b"x")
+    assert not list(tmp_path.glob("**/notes.md"))
 
 
 def test_missing_backend_names_the_package_to_install() -> None:

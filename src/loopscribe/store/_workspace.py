@@ -216,3 +216,7 @@ class StoreWorkspace(Workspace):
     def delete(self, session_id: str) -> None:
         """Not possible in a store (read-only)."""
         self._read_only("delete")
+
+    def add_artifact(self, session_id: str, name: str, data: bytes) -> Artifact:
+        """Not possible in a store (read-only)."""
+        self._read_only("add_artifact")
