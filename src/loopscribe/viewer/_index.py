@@ -160,14 +160,16 @@ def _key(entry: Entry) -> tuple[int, str, str]:
     return (entry.updated_us, entry.session_id, entry.path)
 
 
-def _stamp(st: os.stat_result) -> int:
+def stamp_of(st: os.stat_result) -> int:
+    """A file's identity and version in one int: a hash of its inode, size and mtime."""
     return hash((st.st_ino, st.st_size, st.st_mtime_ns))
 
 
 def entry_of(
-    path: str, st: os.stat_result, summary: SessionSummary, timeline: SessionTimeline, root: Path
+    path: str, stamp: int, summary: SessionSummary, timeline: SessionTimeline, root: Path
 ) -> Entry:
-    """The index entry of a session file read as ``timeline``, ``summary``."""
+    """The index entry of a session file (``stamp``: see :func:`stamp_of`) read as
+    ``timeline`` and ``summary``."""
     row = summary_json(summary, timeline)
     try:
         below = os.path.relpath(path, root)
@@ -177,7 +179,7 @@ def entry_of(
     words += [shown_path(below), *row["tools"], *row["models"]]
     return Entry(
         path=path,
-        stamp=_stamp(st),
+        stamp=stamp,
         session_id=timeline.session_id,
         # A copy: orjson returns its buffer as it grew (kilobytes), and the row is kept.
         row=memoryview(orjson.dumps(row)).tobytes(),
@@ -268,7 +270,7 @@ class Filters:
         )
 
 
-Reader = Callable[[str, os.stat_result], Entry]
+Reader = Callable[[str, int], Entry]
 """Reads a session file into its entry (the catalog's; raises on a file that is no session)."""
 
 
@@ -289,7 +291,7 @@ class SessionIndex:
     """
 
     def __init__(
-        self, root: Path, read: Reader, on_file: Callable[[Path], None] | None = None
+        self, root: Path, read: Reader, on_file: Callable[[Path], object] | None = None
     ) -> None:
         self.root = root
         self._read = read
@@ -394,31 +396,31 @@ class SessionIndex:
             for gone in [p for p in self._errors if p not in found]:
                 del self._errors[gone]
             todo = []
-            for path, st in found.items():
+            for path, (stamp, mtime_ns) in found.items():
                 old = self._entries.get(path)
                 if old is None:
-                    self._put(path, Entry(path, _stamp(st), peeked.get(path) or ""))
+                    self._put(path, Entry(path, stamp, peeked.get(path) or ""))
                 elif (
-                    old.stamp == _stamp(st)
+                    old.stamp == stamp
                     and old.status != "running"
                     and not (old.row is None and not old.failed)
                 ):
                     continue
-                todo.append((path, st))
+                todo.append((mtime_ns, path, stamp))
             self._walked_once = True
             self._cond.notify_all()
         # The newest first: the first page of the list is right long before the last file.
-        todo.sort(key=lambda item: item[1].st_mtime_ns, reverse=True)
-        for path, st in todo:
+        todo.sort(reverse=True)
+        for _mtime, path, stamp in todo:
             if self._closed:
                 return
             error = None
             try:
-                entry = self._read(path, st)
+                entry = self._read(path, stamp)
             except Exception as exc:  # one file, whatever is wrong with it, never stops the rest
                 if not isinstance(exc, LoopscribeError | OSError):
                     logger.debug("reading %s for the index failed", path, exc_info=True)
-                entry, error = Entry(path, _stamp(st), "", failed=True), str(exc) or repr(exc)
+                entry, error = Entry(path, stamp, "", failed=True), str(exc) or repr(exc)
             with self._cond:
                 self.files_read += 1
                 if path in self._entries:  # not removed meanwhile
@@ -431,20 +433,25 @@ class SessionIndex:
             if self._on_file is not None:
                 self._on_file(Path(path))
 
-    def _walk(self) -> dict[str, os.stat_result]:
+    def _walk(self) -> dict[str, tuple[int, int]]:
         """Every session file below the root: ``*.jsonl``, not span files, not in ``*.artifacts``.
 
         Folders are not followed through symlinks; a file symlink is followed
         only when it leads to a file inside the folder.
+
+        Returns:
+            By path: the file's :func:`stamp_of` and modification time (ns),
+            not the whole ``stat`` (which takes about 700 bytes a file).
         """
         root = self.root
         if not root.is_dir():
             try:
-                return {str(root): root.stat()}
+                st = root.stat()
+                return {str(root): (stamp_of(st), st.st_mtime_ns)}
             except OSError:
                 return {}
         inside = root.resolve()
-        found: dict[str, os.stat_result] = {}
+        found: dict[str, tuple[int, int]] = {}
         stack = [str(root)]
         while stack:
             folder = stack.pop()
@@ -471,7 +478,7 @@ class SessionIndex:
                             continue  # a symlink that leads out of the served folder
                     except OSError:
                         continue
-                    found[item.path] = st
+                    found[item.path] = (stamp_of(st), st.st_mtime_ns)
                     self._walked += 1
                     if self._walked % QUICK_FILES == 0:
                         with self._cond:

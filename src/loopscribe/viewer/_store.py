@@ -200,7 +200,7 @@ class Catalog:
         self,
         root: str | os.PathLike[str],
         *,
-        on_file: Callable[[Path], None] | None = None,
+        on_file: Callable[[Path], object] | None = None,
         lookup_wait: float = LOOKUP_WAIT_SECONDS,
         list_wait: float = LIST_WAIT_SECONDS,
         ready: threading.Event | None = None,
@@ -286,19 +286,19 @@ class Catalog:
         self.index.wait(self.index.request(), self.list_wait, quick=True)
         return self.index.page(filters, cursor=cursor, limit=limit)
 
-    def _entry(self, path: str, st: os.stat_result) -> Entry:
+    def _entry(self, path: str, stamp: int) -> Entry:
         """Read one file for the index (the index's ``read``)."""
         timeline = self._cached(path)
         if timeline is not None and timeline.lock.acquire(blocking=False):
             try:
                 timeline.refresh()
-                return entry_of(path, st, self.summary(timeline), timeline, self.root)
+                return entry_of(path, stamp, self.summary(timeline), timeline, self.root)
             finally:
                 timeline.lock.release()
         # Held by a request (or not kept): read it afresh rather than wait.
         timeline = SessionTimeline(path)
         timeline.refresh()
-        entry = entry_of(path, st, self.summary(timeline), timeline, self.root)
+        entry = entry_of(path, stamp, self.summary(timeline), timeline, self.root)
         if entry.status == "running":
             self._keep(timeline)  # the next passes follow it from where this one stopped
         return entry
