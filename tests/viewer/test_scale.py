@@ -257,3 +257,51 @@ def test_trace_lookups_stay_right_as_files_change(tmp_path: Path, indexed: Any) 
     assert client.get(f"/api/trace/{second:032x}").status_code == 200
     path.unlink()
     assert client.get(f"/api/trace/{second:032x}").status_code == 404
+
+
+def test_indexing_takes_over_a_file_a_request_is_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A changed file whose timeline a request holds is read once: the pass does the rest,
+    waits for the request, then takes its timeline over instead of folding the file again."""
+    import loopscribe.viewer._store as store
+    from loopscribe import Session
+
+    ids = write_sessions(tmp_path / "s", 3)
+    catalog = Catalog(tmp_path / "s")
+    built: list[str] = []
+
+    class Counted(SessionTimeline):
+        def __init__(self, path: str | os.PathLike[str]) -> None:
+            built.append(Path(path).name)
+            super().__init__(path)
+
+    monkeypatch.setattr(store, "SessionTimeline", Counted)
+    try:
+        assert catalog.refresh(60)
+        path = tmp_path / "s" / "s0000001.jsonl"
+        with Session.open(path) as session:
+            session.begin_run().close()
+        built.clear()
+        held, release = threading.Event(), threading.Event()
+
+        def request() -> None:
+            with catalog.reading():
+                catalog.session(ids[1])
+                held.set()
+                release.wait(60)
+
+        reader = threading.Thread(target=request)
+        reader.start()
+        assert held.wait(60)
+        ticket = catalog.index.request()
+        assert not catalog.index.wait(ticket, 0.5)  # waiting for the request, not done
+        release.set()
+        reader.join(60)
+        assert catalog.index.wait(ticket, 60)
+        assert built == ["s0000001.jsonl"]  # the request's timeline, and no other
+        row = catalog.page(store.Filters(q=ids[1]))["sessions"]
+        assert orjson.loads(orjson.dumps(row))[0]["runs"] == 2
+    finally:
+        release.set()
+        catalog.close()

@@ -270,8 +270,16 @@ class Filters:
         )
 
 
-Reader = Callable[[str, int], Entry]
-"""Reads a session file into its entry (the catalog's; raises on a file that is no session)."""
+class Busy(LoopscribeError):
+    """Raised by a reader that is not ``patient`` when a request is reading the file."""
+
+
+Reader = Callable[[str, int, bool], Entry]
+"""Reads a session file into its entry: ``(path, stamp, patient)``.
+
+The catalog's reader raises :class:`Busy` when a request holds the file's
+timeline and ``patient`` is false, and anything else on a file that is no
+session."""
 
 
 class SessionIndex:
@@ -411,27 +419,39 @@ class SessionIndex:
             self._cond.notify_all()
         # The newest first: the first page of the list is right long before the last file.
         todo.sort(reverse=True)
-        for _mtime, path, stamp in todo:
-            if self._closed:
-                return
-            error = None
-            try:
-                entry = self._read(path, stamp)
-            except Exception as exc:  # one file, whatever is wrong with it, never stops the rest
-                if not isinstance(exc, LoopscribeError | OSError):
-                    logger.debug("reading %s for the index failed", path, exc_info=True)
-                entry, error = Entry(path, stamp, "", failed=True), str(exc) or repr(exc)
-            with self._cond:
-                self.files_read += 1
-                if path in self._entries:  # not removed meanwhile
-                    self._put(path, entry)
-                    if error is None:
-                        self._errors.pop(path, None)
-                    else:
-                        self._errors[path] = error
-                self._cond.notify_all()
-            if self._on_file is not None:
-                self._on_file(Path(path))
+        later = []
+        for item in todo:
+            if self._read_one(*item[1:], patient=False) is Busy:
+                later.append(item)
+        # A file a request was reading (perhaps a large one, for the first time): now that
+        # the rest is done, wait for that read and take it over rather than read it twice.
+        for item in later:
+            self._read_one(*item[1:], patient=True)
+
+    def _read_one(self, path: str, stamp: int, *, patient: bool) -> type[Busy] | None:
+        if self._closed:
+            return None
+        error = None
+        try:
+            entry = self._read(path, stamp, patient)
+        except Busy:
+            return Busy
+        except Exception as exc:  # one file, whatever is wrong with it, never stops the rest
+            if not isinstance(exc, LoopscribeError | OSError):
+                logger.debug("reading %s for the index failed", path, exc_info=True)
+            entry, error = Entry(path, stamp, "", failed=True), str(exc) or repr(exc)
+        with self._cond:
+            self.files_read += 1
+            if path in self._entries:  # not removed meanwhile
+                self._put(path, entry)
+                if error is None:
+                    self._errors.pop(path, None)
+                else:
+                    self._errors[path] = error
+            self._cond.notify_all()
+        if self._on_file is not None:
+            self._on_file(Path(path))
+        return None
 
     def _walk(self) -> dict[str, tuple[int, int]]:
         """Every session file below the root: ``*.jsonl``, not span files, not in ``*.artifacts``.

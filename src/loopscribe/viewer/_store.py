@@ -29,7 +29,7 @@ import orjson
 from .._errors import FormatError, LoopscribeError
 from .._safeopen import open_session_fd
 from ..workspace import SessionSummary, Workspace
-from ._index import PAGE_SIZE, Entry, Filters, IndexingError, SessionIndex, entry_of
+from ._index import PAGE_SIZE, Busy, Entry, Filters, IndexingError, SessionIndex, entry_of
 from ._timeline import Bar, RunTimeline, SessionTimeline, iso
 
 __all__ = [
@@ -165,6 +165,8 @@ TIMELINES_KEPT = 16
 _WORKSPACE_SUMMARIES = 2_000
 """Summaries the workspaces cache before they are dropped and begun anew, so memory
 stays flat however many files the folder holds."""
+_BUSY_WAIT_SECONDS = 60.0
+"""How long indexing waits, at the end of a pass, for a request that reads a file."""
 LOOKUP_WAIT_SECONDS = 10.0
 """How long a lookup (a session ID, a trace ID) waits for indexing before it says how far
 indexing got (a 503)."""
@@ -286,16 +288,23 @@ class Catalog:
         self.index.wait(self.index.request(), self.list_wait, quick=True)
         return self.index.page(filters, cursor=cursor, limit=limit)
 
-    def _entry(self, path: str, stamp: int) -> Entry:
-        """Read one file for the index (the index's ``read``)."""
+    def _entry(self, path: str, stamp: int, patient: bool) -> Entry:
+        """Read one file for the index (the index's reader, see ``Reader``).
+
+        A timeline kept for a request is taken up where it stopped; while a
+        request holds it, :class:`Busy` asks the index to come back later,
+        and then the wait is bounded: past it, the file is read afresh.
+        """
         timeline = self._cached(path)
-        if timeline is not None and timeline.lock.acquire(blocking=False):
-            try:
-                timeline.refresh()
-                return entry_of(path, stamp, self.summary(timeline), timeline, self.root)
-            finally:
-                timeline.lock.release()
-        # Held by a request (or not kept): read it afresh rather than wait.
+        if timeline is not None:
+            if timeline.lock.acquire(timeout=_BUSY_WAIT_SECONDS if patient else 0):
+                try:
+                    timeline.refresh()
+                    return entry_of(path, stamp, self.summary(timeline), timeline, self.root)
+                finally:
+                    timeline.lock.release()
+            if not patient:
+                raise Busy(path)
         timeline = SessionTimeline(path)
         timeline.refresh()
         entry = entry_of(path, stamp, self.summary(timeline), timeline, self.root)
