@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 
 from loopscribe.otel import trace_id
 from loopscribe.viewer import Catalog, SessionTimeline, create_app
-from loopscribe.viewer._index import MAX_PAGE_SIZE, PAGE_SIZE
+from loopscribe.viewer._index import MAX_PAGE_SIZE, PAGE_SIZE, Filters
 from loopscribe.viewer._store import TIMELINES_KEPT
 
 from .many_sessions import TOOLS, write_sessions
@@ -144,7 +144,7 @@ def test_a_search_of_the_records_stops_at_its_budget_and_goes_on(tmp_path: Path)
     ids = write_sessions(tmp_path / "s", 40)
     catalog = Catalog(tmp_path / "s")
     assert catalog.refresh(None)
-    from loopscribe.viewer._index import Filters, decode_cursor
+    from loopscribe.viewer._index import decode_cursor
 
     seen: list[str] = []
     cursor = None
@@ -300,7 +300,7 @@ def test_indexing_takes_over_a_file_a_request_is_reading(
         reader.join(60)
         assert catalog.index.wait(ticket, 60)
         assert built == ["s0000001.jsonl"]  # the request's timeline, and no other
-        row = catalog.page(store.Filters(q=ids[1]))["sessions"]
+        row = catalog.page(Filters(q=ids[1]))["sessions"]
         assert orjson.loads(orjson.dumps(row))[0]["runs"] == 2
     finally:
         release.set()
