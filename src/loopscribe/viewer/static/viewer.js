@@ -971,7 +971,8 @@
         var found = num(d.sessions.length) + (d.next ? "+" : "");
         return found + " found";
       }
-      return d.matched === d.count ? num(d.count) + " sessions" : num(d.matched) + " of " + num(d.count) + " sessions";
+      var noun = d.count === 1 ? " session" : " sessions";
+      return d.matched === d.count ? num(d.count) + noun : num(d.matched) + " of " + num(d.count) + noun;
     }
     function progress(d) {
       var ix = d.indexing;
