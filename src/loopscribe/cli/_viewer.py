@@ -14,6 +14,7 @@ import logging
 import socket
 import sys
 import threading
+import urllib.parse
 import webbrowser
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .._logsafe import REPLACEMENT, scrub
 from .._source import is_url
 from .._stats import DEFAULT_TOP, SessionStats, many_stats, stats_size
 from ._common import (
@@ -53,6 +55,10 @@ logger = logging.getLogger("loopscribe")
 
 DEFAULT_PORT = 8765
 """Where ``loopscribe serve`` listens unless told otherwise (the collector configs link here)."""
+
+_MIN_CREDENTIAL_CHARS = 4
+"""Shorter parts of a store URL's user info are not hunted in free text (they would match
+anywhere)."""
 
 
 def port(text: str) -> int:
@@ -241,6 +247,8 @@ class StoreSync:
         interval_s: Seconds between the end of a pass and the next.
         stop: Set to end the thread after the pass under way.
         after_pass: Called after every pass (the viewer indexes what it fetched).
+        url: The store's URL as given: its credentials are taken out of every
+            line :meth:`problems` reports (a backend's error may quote them).
     """
 
     def __init__(
@@ -249,6 +257,8 @@ class StoreSync:
         interval_s: float,
         stop: threading.Event,
         after_pass: Callable[[], None] | None = None,
+        *,
+        url: str = "",
     ) -> None:
         self.mirror = mirror
         self.interval_s = interval_s
@@ -258,20 +268,27 @@ class StoreSync:
         """Set once the first pass ended, whether it copied everything or failed."""
         self.passes = 0
         self._failure: tuple[str, ...] = ()
+        self._secrets = url_credentials(url)[1]
+
+    def _clean(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, REPLACEMENT)
+        return scrub(text)
 
     def problems(self) -> tuple[str, ...]:
         """The failure of the last pass, if it failed, then what it could not copy."""
         # getattr: a mirror without per-object problems only fails as a whole.
-        return (*self._failure, *getattr(self.mirror, "problems", ()))
+        return (*self._failure, *map(self._clean, getattr(self.mirror, "problems", ())))
 
     def sync_once(self) -> None:
         """One pass; never raises."""
         try:
             self.mirror.sync()
         except Exception as exc:  # every failure is reported and retried, none ends the loop
-            message = (
+            # One line: a backend's error may run over several (botocore's do).
+            message = self._clean(
                 f"syncing the store's copy failed (retried every {self.interval_s:g} s): "
-                f"{type(exc).__name__}: {exc}"
+                f"{type(exc).__name__}: {' '.join(str(exc).split())}"
             )
             if self._failure != (message,):
                 logger.warning("%s", message)
@@ -300,6 +317,34 @@ class StoreSync:
         return thread
 
 
+def url_credentials(url: str) -> tuple[str, list[str]]:
+    """``url`` with its user info replaced, and what was taken out.
+
+    Everything between ``://`` and the last ``@`` before the query is user
+    info, so a password holding ``/`` or ``@`` is taken whole; a backend's
+    error may quote a part of it alone, so each part (and its percent-decoded
+    form) is returned too, longest first.
+    """
+    scheme, sep, rest = url.partition("://")
+    head, mark, tail = rest.partition("?") if "?" in rest else rest.partition("#")
+    if not sep or "@" not in head:
+        return url, []
+    info, _, host = head.rpartition("@")
+    parts = {info, *info.split(":", 1)}
+    parts |= {urllib.parse.unquote(part) for part in parts}
+    found = sorted(
+        (part for part in parts if len(part) >= _MIN_CREDENTIAL_CHARS), key=len, reverse=True
+    )
+    return f"{scheme}{sep}{REPLACEMENT}@{host}{mark}{tail}", found
+
+
+def store_name(mirror: Any, url: str) -> str:
+    """The store ``serve`` names: the mirror's URL, which carries no credentials, or else
+    ``url`` without its user info and secret query values."""
+    shown = getattr(mirror, "url", None)
+    return shown if isinstance(shown, str) else scrub(url_credentials(url)[0])
+
+
 def serve_app(args: argparse.Namespace, out: Out, bound: str) -> tuple[Starlette, Catalog]:
     """The viewer ``serve`` runs, for ``args.dir`` (a folder, a file or a store URL).
 
@@ -311,12 +356,14 @@ def serve_app(args: argparse.Namespace, out: Out, bound: str) -> tuple[Starlette
     from ..viewer._store import Catalog, NotFoundError
 
     sync: StoreSync | None = None
+    store = ""
     if is_url(args.dir):
         from ..store._mirror import Mirror
 
         mirror = Mirror(args.dir)
+        store = store_name(mirror, args.dir)
         root = mirror.cache
-        sync = StoreSync(mirror, args.sync_interval, threading.Event())
+        sync = StoreSync(mirror, args.sync_interval, threading.Event(), url=args.dir)
     else:
         root = Path(args.dir)
     try:
@@ -329,7 +376,7 @@ def serve_app(args: argparse.Namespace, out: Out, bound: str) -> tuple[Starlette
         problems = sync.problems
         sync.start()
         out.stderr.print(
-            f"fetching the store's sessions into {root} in the background "
+            f"fetching the sessions of {store} into {root} in the background "
             f"(every {args.sync_interval:g} s)",
             style="dim",
             highlight=False,
