@@ -20,16 +20,21 @@ from .conftest import SUBAGENT_OUTPUT, TOOL_OUTPUT, Demo, Server, record_chat, r
 pytestmark = pytest.mark.slow
 
 WAIT_SECONDS = 15
+POLL_SECONDS = 0.05
+
+
+def until(driver: Any, condition: Callable[[Any], Any]) -> Any:
+    """What ``condition(driver)`` returns once it is true (checked every 50 ms, not 500)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, WAIT_SECONDS, poll_frequency=POLL_SECONDS).until(condition)
 
 
 def wait_for(driver: Any, css: str) -> Any:
     """The first element matching ``css``, once the page's script has drawn it."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, WAIT_SECONDS).until(
-        lambda d: d.find_elements(By.CSS_SELECTOR, css)
-    )[0]
+    return until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, css))[0]
 
 
 def tool_output_shown(driver: Any, span: str) -> None:
@@ -128,15 +133,13 @@ def nested_folder(tmp_path: Path) -> tuple[Path, Demo, Demo]:
 
 
 def listed(driver: Any) -> list[str]:
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-
-    while True:  # the list may be redrawn between finding its rows and reading them
-        rows = driver.find_elements(By.CSS_SELECTOR, "table.sessions tbody tr")
-        try:
-            return sorted(r.get_attribute("data-session") for r in rows)
-        except StaleElementReferenceException:
-            continue
+    """The IDs of the sessions the list shows, sorted; read in one script, so a redraw
+    cannot come between finding the rows and reading them (nor 100 round trips)."""
+    rows: list[str] = driver.execute_script(
+        "return Array.from(document.querySelectorAll('table.sessions tbody tr'),"
+        " function (r) { return r.getAttribute('data-session'); });"
+    )
+    return sorted(rows)
 
 
 def test_session_list_search_and_filters(
@@ -211,25 +214,23 @@ def text_of(driver: Any, css: str) -> str:
 
 def shows(driver: Any, expected: list[str] | int) -> list[str]:
     """Wait until the list shows ``expected`` (these IDs, or this many rows); returns them."""
-    from selenium.webdriver.support.ui import WebDriverWait
 
     def done(d: Any) -> bool:
         now = listed(d)
         return now == expected if isinstance(expected, list) else len(now) == expected
 
-    WebDriverWait(driver, WAIT_SECONDS).until(done)
+    until(driver, done)
     return listed(driver)
 
 
 def test_session_list_pages_follow_indexing_and_show_problems(
     tmp_path: Path, browser: Any, serve_app: Callable[[Any], str]
 ) -> None:
-    """A folder still being indexed fills in on its own; "next" pages through it by cursor;
-    a problem with markup and control characters is shown as text."""
+    """A folder still being indexed fills in on its own; "next" pages through it, and through
+    a search, by cursor; a problem with markup and control characters is shown as text."""
     import threading
 
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     from loopscribe.viewer import Catalog, create_app
 
@@ -251,10 +252,10 @@ def test_session_list_pages_follow_indexing_and_show_problems(
         release.set()
         # The page follows indexing: the rows arrive without a reload.
         first = shows(browser, 100)
-        WebDriverWait(browser, WAIT_SECONDS).until(lambda d: not d.find_elements(By.ID, "indexing"))
+        until(browser, lambda d: not d.find_elements(By.ID, "indexing"))
         assert sorted(first) == sorted(ids[150:])
         browser.find_element(By.CSS_SELECTOR, 'a[data-page="next"]').click()
-        WebDriverWait(browser, WAIT_SECONDS).until(lambda d: "cursor=" in d.current_url)
+        until(browser, lambda d: "cursor=" in d.current_url)
         second = shows(browser, 100)
         assert sorted(second) == sorted(ids[50:150])
         browser.find_element(By.CSS_SELECTOR, 'a[data-page="next"]').click()
@@ -262,6 +263,18 @@ def test_session_list_pages_follow_indexing_and_show_problems(
         assert not browser.find_elements(By.CSS_SELECTOR, 'a[data-page="next"]')
         browser.find_element(By.CSS_SELECTOR, 'a[data-page="first"]').click()
         assert sorted(shows(browser, 100)) == sorted(first)
+        # A search is paged too, and "next" keeps it in the URL: "task 1" is in the titles of
+        # sessions 1, 10 to 19 and 100 to 199, newest first.
+        browser.find_element(By.ID, "q").send_keys("task 1")
+        shows(browser, sorted(ids[100:200]))
+        assert "q=task%201" in browser.current_url
+        browser.find_element(By.CSS_SELECTOR, 'a[data-page="next"]').click()
+        until(browser, lambda d: "cursor=" in d.current_url)
+        assert "q=task%201" in browser.current_url
+        shows(browser, sorted([ids[1], *ids[10:20]]))
+        assert browser.find_element(By.ID, "q").get_attribute("value") == "task 1"
+        assert not browser.find_elements(By.CSS_SELECTOR, 'a[data-page="next"]')
+        assert text_of(browser, "#problems li") == shown  # after a page load, still there
         # The banner is on every page.
         browser.get(f"{url}/session/{ids[3]}")
         wait_for(browser, "#problems li")
