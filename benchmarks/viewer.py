@@ -1,6 +1,15 @@
-"""Benchmark: the viewer on a run of 100,000 tool calls, and ``report`` on a 150 MB session.
+"""Benchmark: the viewer over 100,000 sessions, on a run of 100,000 tool calls, and ``report``.
 
 Each figure against a baseline measured in the same run:
+
+* **sessions**: ``loopscribe serve`` over a folder of 100,000 small sessions
+  (written straight in the format by ``tests/viewer/many_sessions.py``), in
+  a fresh process: the time to the first 200 of ``/`` against one plain
+  ``os.scandir`` + ``stat`` pass over the folder; the bytes of the home page
+  and of one ``/api/sessions`` page against the whole list (every page,
+  followed by cursor: what the home page embedded before it was paged);
+  the time until every file is indexed, and the process's peak RSS
+  (``VmHWM``) then, against the target; a trace lookup once indexed.
 
 * **index**: folding the big run into its timeline (what ``serve`` does once
   per file) against one raw pass of ``read(path, decode=False)`` over it.
@@ -16,18 +25,22 @@ Each figure against a baseline measured in the same run:
   and against a process that only imported the same modules (the floor).
   With ``--full`` bodies too, so the output is as large as the input.
 
-Run: ``.venv/bin/python benchmarks/viewer.py [--calls N] [--report-mib N] [--reps N]``
-(defaults 100,000 and 150). The machine is shared and noisy: each timing is
-the best of ``--reps`` alternating repetitions.
+Run: ``.venv/bin/python benchmarks/viewer.py [--sessions N] [--calls N] [--report-mib N]
+[--reps N] [--only sessions|run|report]`` (defaults 100,000, 100,000 and 150). The
+machine is shared and noisy: each timing is the best of ``--reps`` alternating
+repetitions.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -37,9 +50,11 @@ if not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import orjson
+from tests.viewer.many_sessions import write_sessions
 
 from benchmarks._workload import scratch_dir
 from loopscribe import Execution, Session, events, read
+from loopscribe.otel import trace_id
 from loopscribe.viewer import load_timeline
 
 PAGE_ROWS = 300
@@ -49,6 +64,13 @@ TARGET_PAGE_BYTES_RATIO = 100.0
 """The first page of rows must be at least this much smaller than the whole timeline."""
 TARGET_REPORT_RSS_MIB = 150.0
 """Peak RSS of a streamed report of a 150 MB session: well under the file's size."""
+TARGET_START_SECONDS = 10.0
+"""``serve`` over 100,000 sessions answers its home page within this (a fresh interpreter
+that imports the web framework takes seconds of it on a loaded machine)."""
+TARGET_SERVE_RSS_MIB = 300.0
+"""Peak RSS of ``serve`` over 100,000 sessions, every file indexed (issue 31's target)."""
+TARGET_HOME_BYTES = 200_000
+"""The home page's bytes, whatever the number of sessions."""
 
 
 def record_big_run(path: Path, calls: int) -> tuple[str, str]:
@@ -136,20 +158,111 @@ def peak_rss_mib(mode: str, src: Path, out: Path, full: bool) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=100_000)
     parser.add_argument("--calls", type=int, default=100_000)
     parser.add_argument("--report-mib", type=int, default=150)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
-    parser.add_argument("--only", choices=("run", "report"), help="run one part only")
+    parser.add_argument("--only", choices=("sessions", "run", "report"), help="one part only")
     args = parser.parse_args()
     missed: list[str] = []
     with scratch_dir() as folder:
-        if args.only != "report":
+        if args.only in (None, "sessions"):
+            sessions_part(folder, args, missed)
+        if args.only in (None, "run"):
             run_part(folder, args, missed)
-        if args.only != "run":
+        if args.only in (None, "report"):
             report_part(folder, args, missed)
     print("targets missed: " + ", ".join(missed) if missed else "targets met")
     return 1 if missed and args.strict else 0
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=600) as response:
+        body: bytes = response.read()
+        return body
+
+
+def _peak_rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+
+
+def sessions_part(folder: Path, args: argparse.Namespace, missed: list[str]) -> None:
+    """``serve`` over ``args.sessions`` sessions: start, pages, indexing, memory."""
+    target = folder / "sessions"
+    started = time.perf_counter()
+    ids = write_sessions(target, args.sessions)
+    print(f"wrote {args.sessions:,} sessions in {time.perf_counter() - started:.1f} s")
+
+    def scan() -> int:
+        with os.scandir(target) as entries:
+            return sum(1 for entry in entries if entry.stat().st_size)
+
+    scanned, _ = best(scan, args.reps)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    started = time.perf_counter()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "loopscribe.viewer", "serve", str(target), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        while True:
+            assert server.poll() is None, "loopscribe serve exited"
+            try:
+                home = _get(base + "/")
+                break
+            except OSError:
+                time.sleep(0.02)
+        first = time.perf_counter() - started
+        while orjson.loads(_get(base + "/api/sessions?limit=1"))["indexing"] is not None:
+            time.sleep(0.5)
+        indexed = time.perf_counter() - started
+        home = _get(base + "/")
+        page = _get(base + "/api/sessions")
+        whole, cursor, rows = 0, None, 0
+        while True:
+            body = orjson.loads(
+                _get(base + "/api/sessions?limit=500" + (f"&cursor={cursor}" if cursor else ""))
+            )
+            whole += len(orjson.dumps(body["sessions"]))
+            rows += len(body["sessions"])
+            cursor = body["next"]
+            if cursor is None:
+                break
+        assert rows == args.sessions, rows
+        sid = ids[len(ids) // 2]
+        run_id = orjson.loads(_get(f"{base}/api/session/{sid}"))["runs"][0]["run_id"]
+        t0 = time.perf_counter()
+        _get(f"{base}/api/trace/{trace_id(sid, run_id):032x}")
+        traced = time.perf_counter() - t0
+        rss = _peak_rss_mib(server.pid)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    print(
+        f"serve over {args.sessions:,} sessions: first 200 of / after {first:.2f} s "
+        f"(one os.scandir + stat pass of the folder: {scanned:.2f} s); "
+        f"every file indexed after {indexed:.1f} s, peak RSS {rss:.0f} MiB "
+        f"(target {TARGET_SERVE_RSS_MIB:.0f})"
+    )
+    print(
+        f"  home page {len(home) / 1e3:,.1f} KB and an /api/sessions page "
+        f"{len(page) / 1e3:,.1f} KB vs the whole list {whole / 1e6:,.1f} MB "
+        f"({whole / len(home):,.0f}x); a trace lookup once indexed {traced * 1000:.0f} ms"
+    )
+    if first > TARGET_START_SECONDS:
+        missed.append("serve start")
+    if rss > TARGET_SERVE_RSS_MIB:
+        missed.append("serve memory")
+    if len(home) > TARGET_HOME_BYTES:
+        missed.append("home page bytes")
+    for path in target.iterdir():
+        path.unlink()
 
 
 def run_part(folder: Path, args: argparse.Namespace, missed: list[str]) -> None:

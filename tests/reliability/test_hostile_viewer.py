@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
 from loopscribe import Execution, Session
@@ -49,7 +50,8 @@ def _get(port: int, path: bytes, host: bytes) -> int:
 
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
-    """A served folder: a session, a file with spaces after ':' and ',', a symlink out."""
+    """A served folder: a session, a file with spaces after ':' and ',', a symlink out,
+    a session whose name is not UTF-8 and holds a line break, and one with a 60 KB title."""
     served = tmp_path / "served"
     served.mkdir()
     with Session.create(served / "a.jsonl") as session, session.begin_run() as run:
@@ -63,6 +65,9 @@ def folder(tmp_path: Path) -> Path:
     (served / "link.jsonl").symlink_to(outside / "secret.jsonl")
     spaced = (served / "a.jsonl").read_text().replace('":', '": ').replace('",', '", ')
     (served / "spaced.jsonl").write_text(spaced)
+    odd = served / os.fsdecode(b"odd \xff\xfe name\n<b>.jsonl")
+    with Session.create(odd, metadata={"title": "T" * 60_000}) as session:
+        session.begin_run().close()
     return served
 
 
@@ -131,10 +136,57 @@ def test_hostile_paths_and_queries_never_give_a_500(server: tuple[int, Path]) ->
         "/api/session/x/span/" + "0" * 16 + "?offset=%D9%A1",
         "/session/x/run/y?seq=%C2%B2&attempt=%D9%A1&execution=e",
         "/api/sessions?x=%00",
+        "/api/sessions?cursor=%FF%FE",
+        "/?cursor=AAAA%00",
+        "/api/sessions?cursor=" + "A" * 5000,
+        "/api/sessions?limit=99999999999999999999999999",
+        "/api/sessions?limit=%D9%A1",
+        "/?q=%00%FF%0A&status=%0D%0A&source=%E2%80%AE",
+        "/api/sessions?text=%ED%A0%80&q=%F0%9F%98%80",
+        "/api/sessions?errors=%FF",
     ]
     for path in paths:
         status = _get(port, path.encode(), host)
         assert 200 <= status < 500, (path, status)
+
+
+def test_odd_file_names_and_huge_titles_are_listed(server: tuple[int, Path]) -> None:
+    """A name that is not UTF-8 (with a line break) is listed escaped; a 60 KB title is cut."""
+    port, _ = server
+    status, body = _fetch(port, b"/api/sessions")
+    assert status == 200
+    rows = orjson.loads(body)["sessions"]
+    odd = next(row for row in rows if row["file"].endswith(".jsonl") and "\n" in row["file"])
+    assert odd["file"].endswith("odd \\xff\\xfe name\n<b>.jsonl")
+    assert len(odd["title"]) < 1_000
+    assert len(body) < 100_000
+    status, page = _fetch(port, b"/")
+    assert status == 200
+    assert b"<b>" not in page
+
+
+def _fetch(port: int, path: bytes) -> tuple[int, bytes]:
+    """One GET on loopback; the status and the body."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+        conn.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        raw = b""
+        while chunk := conn.recv(65536):
+            raw += chunk
+    head, _, body = raw.partition(b"\r\n\r\n")
+    if b"chunked" in head.lower():
+        body = _unchunk(body)
+    return int(head.split(b" ", 2)[1]), body
+
+
+def _unchunk(body: bytes) -> bytes:
+    out = b""
+    while body:
+        size_line, _, body = body.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            break
+        out, body = out + body[:size], body[size + 2 :]
+    return out
 
 
 def test_a_symlink_out_of_the_folder_is_not_served(server: tuple[int, Path]) -> None:

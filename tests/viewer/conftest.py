@@ -295,6 +295,38 @@ def serve() -> Iterator[Any]:
             process.stderr.close()
 
 
+@pytest.fixture
+def serve_app() -> Iterator[Any]:
+    """Serve an ASGI application with uvicorn on a thread, on a free loopback port; always
+    stopped. Unlike ``serve``, the test holds the application (and its catalog)."""
+    import threading
+
+    import uvicorn
+
+    started: list[tuple[Any, threading.Thread]] = []
+
+    def start(app: Any, timeout: float = 20.0) -> str:
+        port = free_port()
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+        thread.start()
+        started.append((server, thread))
+        deadline = time.monotonic() + timeout
+        while not server.started:
+            assert thread.is_alive(), "uvicorn stopped"
+            assert time.monotonic() < deadline, f"uvicorn did not start within {timeout} s"
+            time.sleep(0.05)
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for server, thread in started:
+        server.should_exit = True
+        thread.join(10)
+
+
 @pytest.fixture(scope="session")
 def chromium() -> tuple[Path, Path]:
     """Paths of Chromium and chromedriver, installed from Debian once if missing."""

@@ -20,16 +20,21 @@ from .conftest import SUBAGENT_OUTPUT, TOOL_OUTPUT, Demo, Server, record_chat, r
 pytestmark = pytest.mark.slow
 
 WAIT_SECONDS = 15
+POLL_SECONDS = 0.05
+
+
+def until(driver: Any, condition: Callable[[Any], Any]) -> Any:
+    """What ``condition(driver)`` returns once it is true (checked every 50 ms, not 500)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, WAIT_SECONDS, poll_frequency=POLL_SECONDS).until(condition)
 
 
 def wait_for(driver: Any, css: str) -> Any:
     """The first element matching ``css``, once the page's script has drawn it."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, WAIT_SECONDS).until(
-        lambda d: d.find_elements(By.CSS_SELECTOR, css)
-    )[0]
+    return until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, css))[0]
 
 
 def tool_output_shown(driver: Any, span: str) -> None:
@@ -128,23 +133,21 @@ def nested_folder(tmp_path: Path) -> tuple[Path, Demo, Demo]:
 
 
 def listed(driver: Any) -> list[str]:
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-
-    while True:  # the list may be redrawn between finding its rows and reading them
-        rows = driver.find_elements(By.CSS_SELECTOR, "table.sessions tbody tr")
-        try:
-            return sorted(r.get_attribute("data-session") for r in rows)
-        except StaleElementReferenceException:
-            continue
+    """The IDs of the sessions the list shows, sorted; read in one script, so a redraw
+    cannot come between finding the rows and reading them (nor 100 round trips)."""
+    rows: list[str] = driver.execute_script(
+        "return Array.from(document.querySelectorAll('table.sessions tbody tr'),"
+        " function (r) { return r.getAttribute('data-session'); });"
+    )
+    return sorted(rows)
 
 
 def test_session_list_search_and_filters(
     tmp_path: Path, browser: Any, serve: Callable[[Path], Server]
 ) -> None:
-    """Nested sessions are listed; search and filters narrow the list."""
+    """Nested sessions are listed; the server's search and filters narrow the list, in the URL."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select, WebDriverWait
+    from selenium.webdriver.support.ui import Select
 
     root, research, chat = nested_folder(tmp_path)
     server = serve(root)
@@ -156,33 +159,130 @@ def test_session_list_search_and_filters(
     screenshot(browser, tmp_path, "viewer-sessions.png")
 
     search = browser.find_element(By.ID, "q")
-    search.send_keys("fetch_page")  # a tool name
-    assert listed(browser) == [research.session_id]
+    search.send_keys("research demo")  # a title
+    shows(browser, [research.session_id])
+    assert "q=research%20demo" in browser.current_url
+    search.clear()
+    search.send_keys("git_log")  # a tool name
+    shows(browser, [chat.session_id])
     search.clear()
     search.send_keys("gpt-mini")  # a model of the subagent only
-    assert listed(browser) == [chat.session_id]
+    shows(browser, [chat.session_id])
     search.clear()
-    # Text that only a record body holds: found by the server's search, after a pause.
+    # Text that only a record body holds: found by the server's search of the records.
+    (imported,) = set(everything) - {research.session_id, chat.session_id}
     search.send_keys("sibling tool call errored")
-    WebDriverWait(browser, WAIT_SECONDS).until(lambda d: len(listed(d)) == 1)
-    imported = listed(browser)[0]
-    assert imported not in (research.session_id, chat.session_id)
+    shows(browser, [imported])
+    # The search is in the URL: a reload shows the same list.
+    browser.refresh()
+    wait_for(browser, "table.sessions tbody tr")
+    assert browser.find_element(By.ID, "q").get_attribute("value") == "sibling tool call errored"
+    assert listed(browser) == [imported]
+    search = browser.find_element(By.ID, "q")
     search.clear()
     search.send_keys(" ")
-    WebDriverWait(browser, WAIT_SECONDS).until(lambda d: len(listed(d)) == 3)
+    shows(browser, 3)
 
     Select(browser.find_element(By.ID, "f-source")).select_by_visible_text("claude-code")
-    assert listed(browser) == [imported]
+    shows(browser, [imported])
     Select(browser.find_element(By.ID, "f-source")).select_by_index(0)
     Select(browser.find_element(By.ID, "f-status")).select_by_visible_text("idle")
-    assert listed(browser) == sorted([research.session_id, chat.session_id])
+    shows(browser, sorted([research.session_id, chat.session_id]))
     Select(browser.find_element(By.ID, "f-status")).select_by_index(0)
+    shows(browser, 3)
     browser.find_element(By.ID, "f-errors").click()
-    assert len(listed(browser)) == 3  # every one of them has a failed call
+    shows(browser, 3)  # every one of them has a failed call
+    assert "errors=1" in browser.current_url
     row = browser.find_element(By.CSS_SELECTOR, f'tr[data-session="{research.session_id}"]')
     assert "3.54 s" in row.text  # duration
     assert "3,974 / 223" in row.text  # tokens in / out
     no_console_errors(browser)
+
+
+def text_of(driver: Any, css: str) -> str:
+    """The text of the first element matching ``css``, read again if it was redrawn meanwhile."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    while True:
+        try:
+            text: str = driver.find_element(By.CSS_SELECTOR, css).text
+            return text
+        except StaleElementReferenceException:
+            continue
+
+
+def shows(driver: Any, expected: list[str] | int) -> list[str]:
+    """Wait until the list shows ``expected`` (these IDs, or this many rows); returns them."""
+
+    def done(d: Any) -> bool:
+        now = listed(d)
+        return now == expected if isinstance(expected, list) else len(now) == expected
+
+    until(driver, done)
+    return listed(driver)
+
+
+def test_session_list_pages_follow_indexing_and_show_problems(
+    tmp_path: Path, browser: Any, serve_app: Callable[[Any], str]
+) -> None:
+    """A folder still being indexed fills in on its own; "next" pages through it, and through
+    a search, by cursor; a problem with markup and control characters is shown as text."""
+    import threading
+
+    from selenium.webdriver.common.by import By
+
+    from loopscribe.viewer import Catalog, create_app
+
+    from .many_sessions import write_sessions
+
+    ids = write_sessions(tmp_path / "s", 250)
+    release = threading.Event()
+    catalog = Catalog(tmp_path / "s", on_file=lambda _p: release.wait(60), list_wait=0)
+    problem = "<img src=x onerror=alert(1)>\x1b[31m the store's copy failed"
+    try:
+        url = serve_app(create_app(tmp_path / "s", catalog=catalog, problems=lambda: [problem]))
+        browser.get(url + "/")
+        shown = problem.replace("\x1b", "\\u001b")
+        wait_for(browser, "#problems li")
+        assert text_of(browser, "#problems li") == shown
+        assert not browser.find_elements(By.CSS_SELECTOR, "#problems img, img[src=x]")
+        wait_for(browser, "#indexing")
+        assert "of 250 session files read" in text_of(browser, "#indexing")
+        release.set()
+        # The page follows indexing: the rows arrive without a reload.
+        first = shows(browser, 100)
+        until(browser, lambda d: not d.find_elements(By.ID, "indexing"))
+        assert sorted(first) == sorted(ids[150:])
+        browser.find_element(By.CSS_SELECTOR, 'a[data-page="next"]').click()
+        until(browser, lambda d: "cursor=" in d.current_url)
+        second = shows(browser, 100)
+        assert sorted(second) == sorted(ids[50:150])
+        browser.find_element(By.CSS_SELECTOR, 'a[data-page="next"]').click()
+        assert sorted(shows(browser, 50)) == sorted(ids[:50])
+        assert not browser.find_elements(By.CSS_SELECTOR, 'a[data-page="next"]')
+        browser.find_element(By.CSS_SELECTOR, 'a[data-page="first"]').click()
+        assert sorted(shows(browser, 100)) == sorted(first)
+        # A search is paged too, and "next" keeps it in the URL: "task 1" is in the titles of
+        # sessions 1, 10 to 19 and 100 to 199, newest first.
+        browser.find_element(By.ID, "q").send_keys("task 1")
+        shows(browser, sorted(ids[100:200]))
+        assert "q=task%201" in browser.current_url
+        browser.find_element(By.CSS_SELECTOR, 'a[data-page="next"]').click()
+        until(browser, lambda d: "cursor=" in d.current_url)
+        assert "q=task%201" in browser.current_url
+        shows(browser, sorted([ids[1], *ids[10:20]]))
+        assert browser.find_element(By.ID, "q").get_attribute("value") == "task 1"
+        assert not browser.find_elements(By.CSS_SELECTOR, 'a[data-page="next"]')
+        assert text_of(browser, "#problems li") == shown  # after a page load, still there
+        # The banner is on every page.
+        browser.get(f"{url}/session/{ids[3]}")
+        wait_for(browser, "#problems li")
+        assert text_of(browser, "#problems li") == shown
+        no_console_errors(browser)
+    finally:
+        release.set()
+        catalog.close()
 
 
 def test_conversation_view_links_each_item_to_its_record_and_bar(

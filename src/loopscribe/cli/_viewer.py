@@ -14,15 +14,18 @@ import logging
 import socket
 import sys
 import threading
+import urllib.parse
 import webbrowser
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .._logsafe import REPLACEMENT, scrub
 from .._source import is_url
 from .._stats import DEFAULT_TOP, SessionStats, many_stats, stats_size
 from ._common import (
@@ -41,10 +44,21 @@ from ._common import (
     share_options,
 )
 
-__all__ = ["DEFAULT_PORT", "add_parsers", "main"]
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from ..viewer._store import Catalog
+
+__all__ = ["DEFAULT_PORT", "StoreSync", "add_parsers", "main", "serve_app"]
+
+logger = logging.getLogger("loopscribe")
 
 DEFAULT_PORT = 8765
 """Where ``loopscribe serve`` listens unless told otherwise (the collector configs link here)."""
+
+_MIN_CREDENTIAL_CHARS = 4
+"""Shorter parts of a store URL's user info are not hunted in free text (they would match
+anywhere)."""
 
 
 def port(text: str) -> int:
@@ -220,20 +234,161 @@ def _listen(host: str, port: int) -> socket.socket:
         raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
 
 
-def _store_copy(args: argparse.Namespace, out: Out) -> Path:
-    """Serve a store: sync a local copy now, then keep it current in the background."""
-    from ..store._mirror import Mirror
+class StoreSync:
+    """Keeps a store's local copy current on a daemon thread; no failure stops it.
 
-    mirror = Mirror(args.dir)
-    changed = mirror.sync()
-    out.stderr.print(
-        f"{changed} session(s) fetched from {args.dir} into {mirror.cache}",
-        style="dim",
-        highlight=False,
-        markup=False,
+    Each pass is ``mirror.sync()``. Whatever a pass raises is logged (once
+    while it stays the same) and shown on every page until a pass succeeds;
+    the next pass comes ``interval_s`` later all the same. What a pass could
+    not copy (a damaged object) is the mirror's own ``problems``.
+
+    Args:
+        mirror: A :class:`~loopscribe.store._mirror.Mirror` (anything with ``sync()``).
+        interval_s: Seconds between the end of a pass and the next.
+        stop: Set to end the thread after the pass under way.
+        after_pass: Called after every pass (the viewer indexes what it fetched).
+        url: The store's URL as given: its credentials are taken out of every
+            line :meth:`problems` reports (a backend's error may quote them).
+    """
+
+    def __init__(
+        self,
+        mirror: Any,
+        interval_s: float,
+        stop: threading.Event,
+        after_pass: Callable[[], None] | None = None,
+        *,
+        url: str = "",
+    ) -> None:
+        self.mirror = mirror
+        self.interval_s = interval_s
+        self.stop = stop
+        self.after_pass = after_pass
+        self.first_pass = threading.Event()
+        """Set once the first pass ended, whether it copied everything or failed."""
+        self.passes = 0
+        self._failure: tuple[str, ...] = ()
+        self._secrets = url_credentials(url)[1]
+
+    def _clean(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, REPLACEMENT)
+        return scrub(text)
+
+    def problems(self) -> tuple[str, ...]:
+        """The failure of the last pass, if it failed, then what it could not copy."""
+        # getattr: a mirror without per-object problems only fails as a whole.
+        return (*self._failure, *map(self._clean, getattr(self.mirror, "problems", ())))
+
+    def sync_once(self) -> None:
+        """One pass; never raises."""
+        try:
+            self.mirror.sync()
+        except Exception as exc:  # every failure is reported and retried, none ends the loop
+            # One line: a backend's error may run over several (botocore's do).
+            message = self._clean(
+                f"syncing the store's copy failed (retried every {self.interval_s:g} s): "
+                f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+            )
+            if self._failure != (message,):
+                logger.warning("%s", message)
+            self._failure = (message,)
+        else:
+            self._failure = ()
+        self.passes += 1
+        self.first_pass.set()
+        if self.after_pass is not None:
+            try:
+                self.after_pass()
+            except Exception:  # the viewer's own hook: logged, the syncing goes on
+                logger.exception("after syncing the store's copy")
+
+    def run(self) -> None:
+        """Pass after pass until :attr:`stop` is set."""
+        while True:
+            self.sync_once()
+            if self.stop.wait(self.interval_s):
+                return
+
+    def start(self) -> threading.Thread:
+        """Run :meth:`run` on a daemon thread."""
+        thread = threading.Thread(target=self.run, name="loopscribe-store-sync", daemon=True)
+        thread.start()
+        return thread
+
+
+def url_credentials(url: str) -> tuple[str, list[str]]:
+    """``url`` with its user info replaced, and what was taken out.
+
+    Everything between ``://`` and the last ``@`` before the query is user
+    info, so a password holding ``/`` or ``@`` is taken whole; a backend's
+    error may quote a part of it alone, so each part (and its percent-decoded
+    form) is returned too, longest first.
+    """
+    scheme, sep, rest = url.partition("://")
+    head, mark, tail = rest.partition("?") if "?" in rest else rest.partition("#")
+    if not sep or "@" not in head:
+        return url, []
+    info, _, host = head.rpartition("@")
+    parts = {info, *info.split(":", 1)}
+    parts |= {urllib.parse.unquote(part) for part in parts}
+    found = sorted(
+        (part for part in parts if len(part) >= _MIN_CREDENTIAL_CHARS), key=len, reverse=True
     )
-    mirror.keep_syncing(args.sync_interval, threading.Event())
-    return mirror.cache
+    return f"{scheme}{sep}{REPLACEMENT}@{host}{mark}{tail}", found
+
+
+def store_name(mirror: Any, url: str) -> str:
+    """The store ``serve`` names: the mirror's URL, which carries no credentials, or else
+    ``url`` without its user info and secret query values."""
+    shown = getattr(mirror, "url", None)
+    return shown if isinstance(shown, str) else scrub(url_credentials(url)[0])
+
+
+def serve_app(args: argparse.Namespace, out: Out, bound: str) -> tuple[Starlette, Catalog]:
+    """The viewer ``serve`` runs, for ``args.dir`` (a folder, a file or a store URL).
+
+    Indexing, and a store's sync, go on in the background: the application
+    answers at once. A store is served from a local copy (see
+    :class:`StoreSync`) whose problems every page shows.
+    """
+    from ..viewer._app import create_app
+    from ..viewer._store import Catalog, NotFoundError
+
+    sync: StoreSync | None = None
+    store = ""
+    if is_url(args.dir):
+        from ..store._mirror import Mirror
+
+        mirror = Mirror(args.dir)
+        store = store_name(mirror, args.dir)
+        root = mirror.cache
+        sync = StoreSync(mirror, args.sync_interval, threading.Event(), url=args.dir)
+    else:
+        root = Path(args.dir)
+    try:
+        catalog = Catalog(root, ready=None if sync is None else sync.first_pass)
+    except NotFoundError as exc:
+        raise CliError(str(exc)) from None
+    problems = None
+    if sync is not None:
+        sync.after_pass = catalog.start
+        problems = sync.problems
+        sync.start()
+        out.stderr.print(
+            f"fetching the sessions of {store} into {root} in the background "
+            f"(every {args.sync_interval:g} s)",
+            style="dim",
+            highlight=False,
+            markup=False,
+        )
+    app = create_app(
+        root,
+        catalog=catalog,
+        allowed_hosts=allowed_hosts(bound, args.allow_host),
+        problems=problems,
+    )
+    return app, catalog
 
 
 def cmd_serve(args: argparse.Namespace, out: Out) -> int:
@@ -246,20 +401,8 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
         )
     import uvicorn
 
-    from ..viewer._app import create_app
-    from ..viewer._store import Catalog, NotFoundError
-
-    root = _store_copy(args, out) if is_url(args.dir) else Path(args.dir)
-    try:
-        catalog = Catalog(root)
-        files = catalog.files()
-    except NotFoundError as exc:
-        raise CliError(str(exc)) from None
-    # Index before listening, so the first page is quick; a bar for large folders.
-    sizes = {p: stats_size(p) for p in files}
-    with out.progress(sum(sizes.values())) as bar:
-        task = bar.add_task("indexing", total=sum(sizes.values()))
-        catalog.refresh(on_file=lambda p: bar.advance(task, sizes.get(p, 0)))
+    if not is_url(args.dir) and not Path(args.dir).exists():
+        raise CliError(f"{Path(args.dir).absolute()}: no such folder or session file")
     loopback = _is_loopback(args.host)
     if not loopback:
         out.stderr.print(
@@ -271,15 +414,18 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
         )
     sock = _listen(args.host, args.port)
     host, port = sock.getsockname()[:2]
-    app = create_app(root, catalog=catalog, allowed_hosts=allowed_hosts(host, args.allow_host))
+    try:
+        app, catalog = serve_app(args, out, host)
+    except BaseException:
+        sock.close()
+        raise
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/"
-    sessions = len(catalog.sessions())
     if out.json:
-        out.emit({"url": url, "root": str(catalog.root), "sessions": sessions})
+        out.emit({"url": url, "root": str(catalog.root)})
     else:
         out.stdout.print(
-            f"loopscribe viewer on {url} — {sessions} session(s) in {catalog.root} "
+            f"loopscribe viewer on {url} — {catalog.root}, indexed in the background "
             "(read-only; Ctrl-C stops it)",
             highlight=False,
             markup=False,

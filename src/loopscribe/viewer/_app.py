@@ -3,7 +3,7 @@
 Pages (HTML, built in the browser from embedded JSON):
 
 ==========================================  ============================================
-``/``                                       the sessions, newest first
+``/?q=&source=&status=&errors=1&cursor=``   the sessions, newest first, a page at a time
 ``/session/{id}``                           a session and its runs
 ``/session/{id}/run/{run}?span=HEX``        a run's timeline; ``span`` (or ``seq``, or
                                             ``execution`` + ``attempt``) selects a bar
@@ -13,7 +13,9 @@ Pages (HTML, built in the browser from embedded JSON):
 ``/trace/{trace_id}/span/{span_id}``        redirects to the run with that bar selected
 ==========================================  ============================================
 
-JSON for scripts and for the page's own requests: ``/api/sessions``,
+JSON for scripts and for the page's own requests: ``/api/sessions`` (a page
+of the list: ``?limit=`` rows after ``?cursor=``, the search ``?q=`` and the
+filters applied by the server; ``next`` is the cursor of the next page),
 ``/api/session/{id}``, ``/api/session/{id}/run/{run}`` (the timeline, never a
 body), ``/api/session/{id}/span/{span}`` (a bar's records, clipped),
 ``/api/session/{id}/record/{seq}``, ``/api/trace/{trace_id}`` and
@@ -23,19 +25,27 @@ committed messages that formed the call, derived from the conversation
 (see :func:`~loopscribe.viewer._context.derived_context`).
 
 An unknown ID is a 404 whose message says what was searched and where to
-look instead. Nothing here writes to a session file.
+look instead; while the folder is still being indexed, a lookup that needs
+files not read yet is a 503 that says how far indexing got. Every page
+shows the problems the ``problems`` callable of :func:`create_app` reports
+(a store's copy that could not be synced, a damaged object), as text.
+Nothing here writes to a session file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import itertools
+import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
+import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -54,27 +64,41 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import events as ev
 from .._errors import FormatError
+from .._logsafe import scrub
 from ..otel._genai import MessageReferenceError, resolve_reference
 from ._context import derived_context, has_messages
 from ._conversation import CONVERSATION_PAGE, conversation
-from ._page import LOOPBACK_HOSTS, render
-from ._store import (
-    Catalog,
-    NotFoundError,
-    parse_id,
-    run_summary_json,
+from ._index import (
+    MAX_PAGE_SIZE,
+    PAGE_SIZE,
+    SKIPPED_LISTED,
+    Filters,
+    IndexingError,
+    decode_cursor,
+    shown_path,
     summary_json,
 )
+from ._page import LOOPBACK_HOSTS, render
+from ._store import Catalog, NotFoundError, parse_id, run_summary_json
 from ._timeline import Bar, RunTimeline, SessionTimeline
 
-__all__ = ["LOOPBACK_HOSTS", "create_app"]
+__all__ = ["LOOPBACK_HOSTS", "Problems", "create_app", "problem_lines"]
+
+logger = logging.getLogger("loopscribe")
+
+Problems = Callable[[], Iterable[str]]
+"""Returns the problems to show on every page now (one line each), e.g. a store's copy's."""
 
 _SPAN_PAGE = 200
 """Records a bar's request returns at most; more are paged with ``offset``."""
 ROW_PAGE = 300
 """Timeline rows a run page loads at once; the rest are paged (``?offset=``)."""
-_LIST_WAIT_SECONDS = 0.25
-"""How long the session list waits for a file another request is indexing."""
+PROBLEMS_SHOWN = 20
+"""Problems a page shows at most (it says when there are more)."""
+_PROBLEM_CHARS = 500
+_RETRY_AFTER_SECONDS = 5
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Control characters, and the marks that reorder text, shown as escapes in a problem."""
 
 _HEADERS = {
     # The page's script and stylesheet come from /static; the embedded JSON is
@@ -118,21 +142,32 @@ def create_app(
     *,
     allowed_hosts: tuple[str, ...] | None = LOOPBACK_HOSTS,
     catalog: Catalog | None = None,
+    problems: Problems | None = None,
 ) -> Starlette:
-    """The viewer application for a folder of session files.
+    """The viewer application for a folder of session files; it begins indexing at once.
 
     Args:
         root: The folder (searched recursively), or one session file.
         allowed_hosts: ``Host`` headers to answer; the loopback names by
             default, which stops another web site from reading local sessions
             through DNS rebinding. ``None`` answers any host.
-        catalog: An existing index of ``root`` to share.
+        catalog: An existing index of ``root`` to share (the caller closes it).
+        problems: Called for every page: the problems to show on it now (a
+            store's copy that could not be synced, a damaged object).
 
     Returns:
         A Starlette (ASGI) application; serve it with ``uvicorn``.
     """
     cat = catalog or Catalog(root)
-    views = _Views(cat)
+    cat.start()
+    views = _Views(cat, problems)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        yield
+        if catalog is None:
+            cat.close()  # the index this application made stops with it
+
     routes = [
         Route("/", views.home),
         Route("/session/{session_id}", views.session),
@@ -157,8 +192,10 @@ def create_app(
     app = Starlette(
         routes=routes,
         middleware=middleware,
+        lifespan=lifespan,
         exception_handlers={
             NotFoundError: _not_found,
+            IndexingError: _indexing,
             FormatError: _damaged,
             HTTPException: _http_error,
             UnicodeError: _bad_request,
@@ -166,7 +203,34 @@ def create_app(
         },
     )
     app.state.catalog = cat
+    app.state.problems = views.problems
     return app
+
+
+def problem_lines(problems: Problems | None) -> list[str]:
+    """What ``problems`` reports now, fit for a page: at most a few, each one short line.
+
+    Control characters and bidirectional marks become escapes (``\\x1b``),
+    credentials in URLs are removed, and a callable that fails is itself
+    reported rather than failing the page.
+    """
+    if problems is None:
+        return []
+    try:
+        items = list(itertools.islice(iter(problems()), PROBLEMS_SHOWN + 1))
+    except Exception as exc:  # the page is still shown; the failure is the problem
+        logger.warning("the viewer could not get the list of problems", exc_info=True)
+        items = [f"the list of problems could not be read ({type(exc).__name__})"]
+    lines = [_one_line(str(item)) for item in items[:PROBLEMS_SHOWN]]
+    if len(items) > PROBLEMS_SHOWN:
+        lines.append(f"more problems than these {PROBLEMS_SHOWN}; the server's log names each")
+    return lines
+
+
+def _one_line(text: str) -> str:
+    text = scrub(text).encode("utf-8", "backslashreplace").decode("utf-8")
+    text = _UNSAFE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
+    return text if len(text) <= _PROBLEM_CHARS else text[: _PROBLEM_CHARS - 1] + "…"
 
 
 # -- errors -----------------------------------------------------------------------
@@ -176,16 +240,26 @@ def _wants_json(request: Request) -> bool:
     return request.url.path.startswith("/api/")
 
 
-def _error(request: Request, status: int, message: str) -> Response:
+def _error(
+    request: Request, status: int, message: str, headers: dict[str, str] | None = None
+) -> Response:
+    problems: Callable[[], list[str]] = getattr(request.app.state, "problems", list)
     if _wants_json(request):
-        return JSONResponse({"error": message, "status": status}, status)
-    data = {"view": "error", "status": status, "message": message}
+        body = {"error": message, "status": status, "problems": problems()}
+        return JSONResponse(body, status, headers=headers)
+    data = {"view": "error", "status": status, "message": message, "problems": problems()}
     title = "not found" if status == 404 else "error"
-    return HTMLResponse(render(f"{title} · loopscribe", data, inline=False), status)
+    return HTMLResponse(render(f"{title} · loopscribe", data, inline=False), status, headers)
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
     return _error(request, 404, str(exc))
+
+
+async def _indexing(request: Request, exc: Exception) -> Response:
+    # Not an error of the request: the answer exists once indexing reaches it.
+    headers = {"Retry-After": str(_RETRY_AFTER_SECONDS)}
+    return _error(request, 503, str(exc), headers)
 
 
 async def _damaged(request: Request, exc: Exception) -> Response:
@@ -213,8 +287,14 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 # -- the views ----------------------------------------------------------------------
 
 
-def _page(title: str, data: dict[str, Any]) -> HTMLResponse:
-    return HTMLResponse(render(f"{title} · loopscribe", {"mode": "server", **data}, inline=False))
+def _page(title: str, data: dict[str, Any], problems: list[str]) -> HTMLResponse:
+    data = {"mode": "server", **data, "problems": problems}
+    return HTMLResponse(render(f"{title} · loopscribe", data, inline=False))
+
+
+def _query_text(request: Request, name: str) -> str | None:
+    value = request.query_params.get(name, "").strip()
+    return value or None
 
 
 def run_url(session_id: str, run_id: str, span: str | None = None) -> str:
@@ -259,25 +339,55 @@ def _serialized(view: _View) -> _View:
 class _Views:
     """The endpoints; each runs in Starlette's thread pool, concurrently."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, problems: Problems | None = None) -> None:
         self.catalog = catalog
+        self._problems = problems
+
+    def problems(self) -> list[str]:
+        """The problems every page shows now."""
+        return problem_lines(self._problems)
+
+    def _page(self, title: str, data: dict[str, Any]) -> HTMLResponse:
+        return _page(title, data, self.problems())
 
     # -- helpers ---------------------------------------------------------------------
 
     def _session_data(self, timeline: SessionTimeline) -> dict[str, Any]:
         return summary_json(self.catalog.summary(timeline), timeline)
 
-    def _sessions_data(self, text: str | None = None) -> dict[str, Any]:
-        pairs = self.catalog.sessions(wait=_LIST_WAIT_SECONDS)
-        if text:
-            found = self.catalog.search_text(text, [t for t, _ in pairs])
-            pairs = [(t, s) for t, s in pairs if t.path in found]
+    def _sessions_data(self, request: Request) -> dict[str, Any]:
+        """A page of the session list, as ``/`` embeds it and ``/api/sessions`` sends it."""
+        filters = Filters(
+            q=_query_text(request, "q"),
+            text=_query_text(request, "text"),
+            source=_query_text(request, "source"),
+            status=_query_text(request, "status"),
+            errors=request.query_params.get("errors", "") in ("1", "true", "on"),
+        )
+        token = _query_text(request, "cursor")
+        try:
+            cursor = decode_cursor(token) if token else None
+        except ValueError as exc:
+            raise HTTPException(400, f"{exc}; the list starts at /") from None
+        limit = min(_int_param(request, "limit", PAGE_SIZE), MAX_PAGE_SIZE) or PAGE_SIZE
+        page = self.catalog.page(filters, cursor=cursor, limit=limit)
+        skipped, skipped_count = self.catalog.index.skipped(SKIPPED_LISTED)
         return {
-            "root": str(self.catalog.root),
-            "text": text,
-            "sessions": [summary_json(s, t) for t, s in pairs],
-            "skipped": [{"file": str(p), "error": e} for p, e in self.catalog.skipped.items()],
-            "indexing": [str(p) for p in self.catalog.indexing],
+            "root": shown_path(self.catalog.root),
+            "q": filters.q,
+            "text": filters.text,
+            "source": filters.source,
+            "status": filters.status,
+            "errors": filters.errors,
+            "cursor": token,
+            "limit": limit,
+            **page,
+            "skipped": [
+                {"file": shown_path(p), "error": shown_path(e)} for p, e in skipped.items()
+            ],
+            "skipped_count": skipped_count,
+            "indexing": self.catalog.indexing,
+            "problems": self.problems(),
         }
 
     def _run_data(
@@ -345,14 +455,14 @@ class _Views:
 
     @_serialized
     def home(self, request: Request) -> Response:
-        return _page("sessions", {"view": "sessions", **self._sessions_data()})
+        return self._page("sessions", {"view": "sessions", **self._sessions_data(request)})
 
     @_serialized
     def session(self, request: Request) -> Response:
         timeline = self.catalog.session(request.path_params["session_id"])
         data = self._session_data(timeline)
         runs = [run_summary_json(r) for r in timeline.iter_runs()]
-        return _page(
+        return self._page(
             data["title"] or f"session {timeline.session_id[:12]}",
             {
                 "view": "session",
@@ -373,7 +483,7 @@ class _Views:
             data["run"] = run.to_json(limit=ROW_PAGE, select=int(select, 16))
         data["select"] = select
         title = f"{run.agent or 'run'} {run.run_id[:8]}"
-        return _page(title, {"view": "run", **data})
+        return self._page(title, {"view": "run", **data})
 
     @_serialized
     def record(self, request: Request) -> Response:
@@ -381,7 +491,7 @@ class _Views:
         timeline = self.catalog.session(p["session_id"])
         record = self._record(timeline, p["seq"])
         run, bar = timeline.run_of_seq(p["seq"])
-        return _page(
+        return self._page(
             f"record {p['seq']} · {record['type']}",
             {
                 "view": "record",
@@ -415,7 +525,7 @@ class _Views:
         if len(runs) == 1:
             timeline, run = runs[0]
             return RedirectResponse(run_url(timeline.session_id, run.run_id), 302)
-        return _page(
+        return self._page(
             f"trace {trace:032x}",
             {
                 "view": "trace",
@@ -439,7 +549,8 @@ class _Views:
 
     @_serialized
     def api_sessions(self, request: Request) -> Response:
-        return JSONResponse(self._sessions_data(request.query_params.get("text") or None))
+        # orjson: the rows are kept as JSON already, and go out as they are.
+        return Response(orjson.dumps(self._sessions_data(request)), media_type="application/json")
 
     @_serialized
     def api_conversation(self, request: Request) -> Response:

@@ -22,8 +22,9 @@ from .. import events as ev
 from .._safeopen import open_session_file
 from ..workspace import Workspace
 from ._context import derived_context, has_messages
+from ._index import summary_json
 from ._page import embed_json, shell
-from ._store import record_view, summary_json
+from ._store import record_view
 from ._timeline import SessionTimeline, iso, load_timeline
 
 __all__ = [

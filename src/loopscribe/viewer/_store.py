@@ -1,10 +1,12 @@
 """A folder of session files, indexed for the viewer: sessions, traces, spans, records.
 
-Every file gets a :class:`~loopscribe.viewer.SessionTimeline`, cached by
-``(inode, size, mtime)``: an unchanged file is never read again, a file that
-grew is read from where the last look stopped. Resolving a trace ID is then
-a walk over the runs in memory; reading one record is one ``os.pread`` of
-exactly its bytes.
+The session list and the lookups by session and trace ID come from a small
+index built in the background (:mod:`~loopscribe.viewer._index`). A session
+a request opens gets a :class:`~loopscribe.viewer.SessionTimeline`, kept
+while it is among those used last and cached by ``(inode, size, mtime)``:
+an unchanged file is not read again, a file that grew is read from where
+the last look stopped. Reading one record is one ``os.pread`` of exactly
+its bytes.
 
 Bodies are never sent whole by default: :func:`clip` cuts long strings and
 long containers to a budget and says where it cut, and the raw record line
@@ -15,17 +17,19 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from .._errors import FormatError, LoopscribeError
 from .._safeopen import open_session_fd
 from ..workspace import SessionSummary, Workspace
+from ._index import PAGE_SIZE, Busy, Entry, Filters, IndexingError, SessionIndex, entry_of
 from ._timeline import Bar, RunTimeline, SessionTimeline, iso
 
 __all__ = [
@@ -33,10 +37,13 @@ __all__ = [
     "STRING_LIMIT_CHARS",
     "Catalog",
     "Clipped",
+    "IndexingError",
     "NotFoundError",
     "clip",
     "parse_id",
 ]
+
+_T = TypeVar("_T")
 
 STRING_LIMIT_CHARS = 16_384
 """A string longer than this is cut in record previews."""
@@ -153,113 +160,181 @@ def clip(
 
 # -- the catalog ------------------------------------------------------------------------
 
+TIMELINES_KEPT = 16
+"""Session timelines kept in memory: those opened last, and those being written."""
+_WORKSPACE_SUMMARIES = 2_000
+"""Summaries the workspaces cache before they are dropped and begun anew, so memory
+stays flat however many files the folder holds."""
+_BUSY_WAIT_SECONDS = 60.0
+"""How long indexing waits, at the end of a pass, for a request that reads a file."""
+LOOKUP_WAIT_SECONDS = 10.0
+"""How long a lookup (a session ID, a trace ID) waits for indexing before it says how far
+indexing got (a 503)."""
+LIST_WAIT_SECONDS = 10.0
+"""How long the session list waits for a pass over a small folder (see ``QUICK_FILES``)."""
+
 
 class Catalog:
-    """The session files below a folder, indexed on demand and kept fresh.
+    """The session files below a folder: a paged list, and timelines on demand.
+
+    The list comes from a :class:`~loopscribe.viewer._index.SessionIndex`
+    that reads the folder in the background (:meth:`start`), newest files
+    first; pages, sessions and trace IDs can be asked for at once, and a
+    lookup that needs a file not read yet waits for it or raises
+    :class:`IndexingError` saying how far indexing got. A session's
+    timeline is built when a request needs it and kept while it is among
+    the :data:`TIMELINES_KEPT` used last.
 
     Thread-safe: the web server calls it from a thread pool.
 
     Args:
         root: A folder of session files (searched recursively), or one file.
+        on_file: Called on the indexing thread after each file was read.
+        lookup_wait: Seconds a lookup waits for indexing (see :data:`LOOKUP_WAIT_SECONDS`).
+        list_wait: Seconds the list waits for a pass over a small folder
+            (see :data:`LIST_WAIT_SECONDS`).
+        ready: Set once the folder holds what there is to serve (a store's copy,
+            after its first sync); until then a lookup that finds nothing waits
+            for it, and the list says the folder is still being filled.
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        on_file: Callable[[Path], object] | None = None,
+        lookup_wait: float = LOOKUP_WAIT_SECONDS,
+        list_wait: float = LIST_WAIT_SECONDS,
+        ready: threading.Event | None = None,
+    ) -> None:
         self.root = Path(root).absolute()
         if not self.root.exists():
             # Checked first: Workspace would create a missing folder, and a viewer writes nothing.
             raise NotFoundError(f"{self.root}: no such folder or session file")
-        self.workspace = Workspace(self.root if self.root.is_dir() else self.root.parent)
-        self._workspaces: dict[Path, Workspace] = {self.workspace.root: self.workspace}
-        self._lock: threading.RLock = threading.RLock()
-        self._timelines: dict[Path, SessionTimeline] = {}
-        self._errors: dict[Path, str] = {}
-        self._indexing: list[Path] = []
+        self.lookup_wait = lookup_wait
+        self.list_wait = list_wait
+        self.ready = ready
+        self._lock = threading.RLock()
+        self._timelines: OrderedDict[str, SessionTimeline] = OrderedDict()
+        self._workspaces: dict[Path, Workspace] = {}
+        self._summaries = 0
         self._held = threading.local()
-        self.files_read = 0
-        """How many times a file was read (again): unchanged files are not."""
+        self.index = SessionIndex(self.root, self._entry, on_file)
 
     # -- indexing ------------------------------------------------------------------
 
-    def files(self) -> list[Path]:
-        """The session files: ``*.jsonl`` below the folder, without OTLP span files."""
-        if self.root.is_file():
-            return [self.root]
-        if not self.root.is_dir():
-            raise NotFoundError(f"{self.root}: no such folder")
-        found = []
-        inside = self.root.resolve()
-        for path in self.root.rglob("*.jsonl"):
-            if path.name.endswith(".otlp.jsonl") or any(
-                part.endswith(".artifacts") for part in path.relative_to(self.root).parts[:-1]
-            ):
-                continue
-            if path.is_file() and path.resolve().is_relative_to(inside):
-                # A symlink that leads out of the served folder is not served.
-                found.append(path)
-        return sorted(found)
+    def start(self) -> None:
+        """Begin indexing the folder in the background (any request would begin it too)."""
+        self.index.request()
 
-    def refresh(
-        self, on_file: Callable[[Path], None] | None = None, *, wait: float | None = None
-    ) -> list[SessionTimeline]:
-        """Bring every file's index up to date; returns the readable ones.
+    def close(self) -> None:
+        """Stop indexing (after the file being read)."""
+        self.index.close()
 
-        A file that cannot be read as a session is left out, and its error
-        is kept for :attr:`skipped`. Each file is indexed under its own
-        lock, so requests about different sessions never wait for each other.
+    def refresh(self, timeout: float | None = None) -> bool:
+        """Index what changed since the last pass, and wait for it.
 
         Args:
-            on_file: Called with each file once it was looked at (for a
-                progress bar over a first, long indexing).
-            wait: Seconds to wait for a file another request is indexing
-                (``None``: as long as it takes). A file not ready in time is
-                listed as it was last seen, or left out (and named in
-                :attr:`indexing`) if it was never read yet.
+            timeout: Seconds to wait (``None``: as long as it takes).
+
+        Returns:
+            Whether the pass finished in time.
         """
-        paths = self.files()
+        return self.index.wait(self.index.request(), timeout)
+
+    @property
+    def files_read(self) -> int:
+        """How many times a file was read for the index: unchanged files are not."""
+        return self.index.files_read
+
+    @property
+    def skipped(self) -> dict[Path, str]:
+        """Files that could not be read as sessions, with the reason."""
+        return {Path(p): e for p, e in self.index.skipped()[0].items()}
+
+    @property
+    def indexing(self) -> dict[str, Any] | None:
+        """How far indexing got, or ``None`` once every file was read.
+
+        ``done`` and ``total`` count files; ``walking`` is true while the
+        folder is still being searched for them, and ``filling`` while it is
+        still being filled (a store's first sync).
+        """
+        progress = self.index.progress()
+        if self.ready is not None and not self.ready.is_set():
+            return {"done": 0, "total": 0, "walking": False, **(progress or {}), "filling": True}
+        return None if progress is None else {**progress, "filling": False}
+
+    def _filled(self, what: Callable[[], str]) -> None:
+        """Wait (a while) for the folder to be filled; :class:`IndexingError` if it is not."""
+        if self.ready is not None and not self.ready.wait(self.lookup_wait):
+            raise IndexingError(
+                f"{what()} yet: the sessions are still being fetched into {self.root}; "
+                "try again in a moment"
+            )
+
+    def page(
+        self,
+        filters: Filters,
+        *,
+        cursor: tuple[int, str, str] | None = None,
+        limit: int = PAGE_SIZE,
+    ) -> dict[str, Any]:
+        """A page of the session list, newest first (see :meth:`SessionIndex.page`).
+
+        A fresh pass over the folder is asked for first, and waited for when
+        the folder is small; a large folder is listed as indexed so far.
+        """
+        self.index.wait(self.index.request(), self.list_wait, quick=True)
+        return self.index.page(filters, cursor=cursor, limit=limit)
+
+    def _entry(self, path: str, stamp: int, patient: bool) -> Entry:
+        """Read one file for the index (the index's reader, see ``Reader``).
+
+        A timeline kept for a request is taken up where it stopped; while a
+        request holds it, :class:`Busy` asks the index to come back later,
+        and then the wait is bounded: past it, the file is read afresh.
+        """
+        timeline = self._cached(path)
+        if timeline is not None:
+            if timeline.lock.acquire(timeout=_BUSY_WAIT_SECONDS if patient else 0):
+                try:
+                    timeline.refresh()
+                    return entry_of(path, stamp, self.summary(timeline), timeline, self.root)
+                finally:
+                    timeline.lock.release()
+            if not patient:
+                raise Busy(path)
+        timeline = SessionTimeline(path)
+        timeline.refresh()
+        entry = entry_of(path, stamp, self.summary(timeline), timeline, self.root)
+        if entry.status == "running":
+            self._keep(timeline)  # the next passes follow it from where this one stopped
+        return entry
+
+    def _cached(self, path: str) -> SessionTimeline | None:
         with self._lock:
-            for gone in set(self._timelines) - set(paths):
-                del self._timelines[gone]
-                self._errors.pop(gone, None)
-            pending = []
-            for path in paths:
-                timeline = self._timelines.get(path)
-                if timeline is None:
-                    timeline = self._timelines[path] = SessionTimeline(path)
-                pending.append(timeline)
-        ready = []
-        busy = []
-        for timeline in pending:
-            path = timeline.path
-            got = timeline.lock.acquire(timeout=-1 if wait is None else wait)
-            if not got:
-                if timeline.session_id:
-                    ready.append(timeline)  # as last seen; another request is reading more
-                else:
-                    busy.append(path)
-                continue
-            try:
-                if timeline.refresh():
-                    self.files_read += 1
-                    for run in timeline.iter_runs():
-                        run.warm()  # the first page of a long run is then quick
-            except (FormatError, OSError) as exc:
-                with self._lock:
-                    self._errors[path] = str(exc)
-                continue
-            finally:
-                timeline.lock.release()
-                if on_file is not None:
-                    on_file(path)
-            with self._lock:
-                self._errors.pop(path, None)
-            ready.append(timeline)
+            timeline = self._timelines.get(path)
+            if timeline is not None:
+                self._timelines.move_to_end(path)
+            return timeline
+
+    def _keep(self, timeline: SessionTimeline) -> SessionTimeline:
         with self._lock:
-            self._indexing = busy
-        return ready
+            key = str(timeline.path)
+            timeline = self._timelines.setdefault(key, timeline)
+            self._timelines.move_to_end(key)
+            while len(self._timelines) > TIMELINES_KEPT:
+                self._timelines.popitem(last=False)
+            return timeline
+
+    def _timeline(self, path: str) -> SessionTimeline:
+        """The kept timeline of a file, or a new one (kept from now on)."""
+        return self._cached(path) or self._keep(SessionTimeline(path))
 
     @property
     def lock(self) -> threading.RLock:
-        """Held while the catalog's list of files changes (each file has its own lock)."""
+        """Held while the catalog's kept timelines change (each timeline has its own lock)."""
         return self._lock
 
     @contextmanager
@@ -282,93 +357,64 @@ class Catalog:
             held.append(timeline)
         return timeline
 
-    @property
-    def skipped(self) -> dict[Path, str]:
-        """Files left out by the last refresh, with the reason."""
-        with self._lock:
-            return dict(self._errors)
+    # -- lookups ----------------------------------------------------------------------
 
-    @property
-    def indexing(self) -> list[Path]:
-        """Files another request was still reading for the first time at the last refresh."""
-        with self._lock:
-            return list(self._indexing)
+    def _find(self, look: Callable[[], list[_T]], missing: Callable[[], str]) -> list[_T]:
+        """What ``look`` finds; if nothing, again after a fresh pass over the folder.
 
-    def sessions(
-        self, *, wait: float | None = None
-    ) -> list[tuple[SessionTimeline, SessionSummary]]:
-        """Every session with its summary, most recently updated first.
-
-        Args:
-            wait: See :meth:`refresh`; the web viewer's list does not wait
-                long for a huge file another request is indexing.
+        Raises:
+            NotFoundError: Still nothing, and every file was read.
+            IndexingError: Still nothing, and indexing has files left to read.
         """
-        out = []
-        for timeline in self.refresh(wait=wait):
-            try:
-                summary = self.summary(timeline)
-            except (FormatError, OSError) as exc:
-                with self._lock:
-                    self._errors[timeline.path] = str(exc)
-                continue
-            out.append((timeline, summary))
-        out.sort(key=lambda pair: (pair[1].updated, pair[1].id), reverse=True)
-        return out
+        found = look()
+        if found:
+            return found
+        self._filled(missing)
+        # A file written since the last pass, or one not read yet: look again after a pass.
+        finished = self.index.wait(self.index.request(), self.lookup_wait)
+        found = look()
+        if found:
+            return found
+        if not (finished and self.index.complete):
+            raise IndexingError(
+                f"{missing()} yet: {self.index.progress_text()}; try again in a moment"
+            )
+        raise NotFoundError(missing())
 
     def session(self, session_id: str) -> SessionTimeline:
         """The timeline of one session, fresh, held for the current request.
 
-        A session seen before is brought up to date alone; only an unknown ID
-        makes the whole folder be looked at again.
+        The session is found by its ID in the index, which knows the ID of a
+        file loopscribe wrote as soon as the folder was walked, before the
+        file is read: only that file is read then.
 
         Raises:
             NotFoundError: No file in the folder holds that session.
+            IndexingError: Not found, and indexing has files left to read.
         """
-        with self._lock:
-            known = [t for t in self._timelines.values() if t.session_id == session_id]
-        matches = []
-        for timeline in known:
-            if timeline.path.exists():
+
+        def look() -> list[SessionTimeline]:
+            out = []
+            for path in self.index.paths_of(session_id):
+                timeline = self._timeline(path)
                 with timeline.lock:
                     try:
                         timeline.refresh()
                     except (FormatError, OSError):
                         continue
                 if timeline.session_id == session_id:
-                    matches.append(timeline)
-        if not matches:
-            matches = [t for t in self.refresh() if t.session_id == session_id]
-        if not matches:
-            raise NotFoundError(
-                f"no session {session_id!r} in {self.root} "
-                f"({self._searched()}); the session list is at /"
-            )
+                    out.append(timeline)
+            return out
+
+        matches = self._find(
+            look,
+            lambda: (
+                f"no session {session_id!r} in {self.root} ({self._searched()}); "
+                "the session list is at /"
+            ),
+        )
         # A copied file holds the same session: show the one written last.
         return self.hold(max(matches, key=lambda t: (t.updated or t.created, t.records)))
-
-    def search_text(self, query: str, timelines: list[SessionTimeline]) -> set[Path]:
-        """The files among ``timelines`` whose records contain ``query`` (ASCII case ignored).
-
-        The text is looked for as it is stored (JSON-escaped), in 1 MiB
-        blocks, so a search costs one pass over the bytes and no parsing.
-        """
-        needle = orjson.dumps(query)[1:-1].lower()
-        if not needle:
-            return {t.path for t in timelines}
-        found = set()
-        for timeline in timelines:
-            try:
-                with open(timeline.path, "rb") as stream:
-                    tail = b""
-                    while block := stream.read(_RAW_CHUNK_BYTES):
-                        window = tail + block.lower()
-                        if needle in window:
-                            found.add(timeline.path)
-                            break
-                        tail = window[-(len(needle) - 1) :] if len(needle) > 1 else b""
-            except OSError:
-                continue
-        return found
 
     def summary(self, timeline: SessionTimeline) -> SessionSummary:
         """The workspace summary (status, title, tokens, ...) of a session.
@@ -377,7 +423,14 @@ class Catalog:
         (a workspace keys its files by name), so nested sessions are listed too.
         """
         folder = timeline.path.parent
+        if not folder.is_dir():
+            # Workspace would create it; a viewer creates nothing.
+            raise FileNotFoundError(f"{folder}: no such folder (it was removed)")
         with self._lock:
+            self._summaries += 1
+            if self._summaries > _WORKSPACE_SUMMARIES:
+                self._workspaces.clear()
+                self._summaries = 0
             workspace = self._workspaces.get(folder)
             if workspace is None:
                 workspace = self._workspaces[folder] = Workspace(folder)
@@ -403,21 +456,39 @@ class Catalog:
         """Every run whose spans belong to ``trace``, oldest first.
 
         Several runs share a trace when their host began them inside one of
-        its own spans.
+        its own spans, so the answer waits until every file was read once.
 
         Raises:
             NotFoundError: No run in the folder has that trace ID.
+            IndexingError: Indexing has files left to read.
         """
-        found: list[tuple[SessionTimeline, RunTimeline]] = []
-        for timeline in self.refresh():
-            with timeline.lock:
-                found.extend((timeline, r) for r in timeline.iter_runs() if r.trace_id == trace)
-        if not found:
-            raise NotFoundError(
+        self._filled(lambda: f"trace {trace:032x} cannot be looked up in {self.root}")
+        if not self.index.wait_complete(self.lookup_wait):
+            raise IndexingError(
+                f"trace {trace:032x} cannot be looked up in {self.root} yet: "
+                f"{self.index.progress_text()}; try again in a moment"
+            )
+
+        def look() -> list[tuple[SessionTimeline, RunTimeline]]:
+            out: list[tuple[SessionTimeline, RunTimeline]] = []
+            for path in self.index.paths_of_trace(trace):
+                timeline = self._timeline(path)
+                with timeline.lock:
+                    try:
+                        timeline.refresh()
+                    except (FormatError, OSError):
+                        continue
+                    out.extend((timeline, r) for r in timeline.iter_runs() if r.trace_id == trace)
+            return out
+
+        found = self._find(
+            look,
+            lambda: (
                 f"no run in {self.root} belongs to trace {trace:032x} ({self._searched()}). "
                 "Is its session file in this folder? (A run begun inside a host span "
                 "carries the host's trace ID, which is stored in its run_start record.)"
-            )
+            ),
+        )
         found.sort(key=lambda pair: pair[1].start)
         return found
 
@@ -451,9 +522,7 @@ class Catalog:
         )
 
     def _searched(self) -> str:
-        with self._lock:
-            count = len(self._timelines)
-            bad = len(self._errors)
+        count, bad = self.index.counts()
         return f"{count} session file{'s' if count != 1 else ''} searched" + (
             f", {bad} unreadable" if bad else ""
         )
@@ -564,30 +633,6 @@ def _check_line(timeline: SessionTimeline, seq: int, offset: int, head: bytes, w
             "the file was replaced or changed outside loopscribe (reload the page)",
             path=timeline.path,
         )
-
-
-def summary_json(summary: SessionSummary, timeline: SessionTimeline) -> dict[str, Any]:
-    """What the session list and the session page show of a session."""
-    return {
-        "id": summary.id,
-        "file": str(timeline.path),
-        "title": summary.title,
-        "status": summary.status,
-        "model": summary.model,
-        "agent_name": summary.agent_name,
-        "created": iso(summary.created),
-        "updated": iso(summary.updated),
-        "messages": summary.message_count,
-        "input_tokens": summary.input_tokens,
-        "output_tokens": summary.output_tokens,
-        "runs": len(timeline.runs),
-        "records": timeline.records,
-        "bytes": timeline.end_offset,
-        "source": summary.source or "loopscribe",
-        # Run time, by the source's clock (an imported session was recorded long after).
-        "duration_us": None,
-        **timeline.facts(),
-    }
 
 
 def run_summary_json(run: RunTimeline) -> dict[str, Any]:

@@ -908,29 +908,35 @@
 
   // -- pages --------------------------------------------------------------------------------
 
-  // -- the session list: search and filters ----------------------------------------------
+  // -- the session list: a page at a time, searched and filtered by the server ----------
 
   function sessionsPage() {
     setCrumbs([["sessions", null]]);
-    var all = DATA.sessions;
-    var textHits = null, textQuery = "", timer = null;
-    function options(values) {
-      return values.filter(function (v, i) { return v && values.indexOf(v) === i; }).sort();
-    }
+    var data = DATA;
     var search = h("input", { type: "search", id: "q", placeholder: "search title, model, tool, source, text…",
       "aria-label": "search sessions: title, model, tool names, source, and the text of their records", autocomplete: "off" });
-    var source = h("select", { id: "f-source", "aria-label": "source" }, h("option", { value: "" }, "any source"),
-      options(all.map(function (s) { return s.source; })).map(function (v) { return h("option", { value: v }, v); }));
-    var status = h("select", { id: "f-status", "aria-label": "status" }, h("option", { value: "" }, "any status"),
-      options(all.map(function (s) { return s.status; })).map(function (v) { return h("option", { value: v }, v); }));
+    search.value = DATA.q || "";
+    var source = h("select", { id: "f-source", "aria-label": "source" });
+    var status = h("select", { id: "f-status", "aria-label": "status" });
     var errors = h("input", { type: "checkbox", id: "f-errors" });
+    errors.checked = !!DATA.errors;
     var count = h("span", { class: "note", id: "count", "aria-live": "polite" });
     var tbody = h("tbody");
-    function haystack(s) {
-      return [s.title, s.id, s.model, s.source, s.agent_name, s.file].concat(s.tools || [], s.models || [])
-        .filter(Boolean).join("\n").toLowerCase();
+    var pager = h("nav", { class: "pager", id: "list-pager", "aria-label": "pages of sessions" });
+    var state = h("div", { id: "list-state" });
+    var table = h("table", { class: "list sessions" },
+      h("thead", null, h("tr", null, h("th", null, "session"), h("th", null, "source"), h("th", null, "status"),
+        h("th", null, "model"), h("th", { class: "num" }, "duration"), h("th", { class: "num" }, "runs"),
+        h("th", { class: "num" }, "messages"), h("th", { class: "num" }, "tool calls"), h("th", { class: "num" }, "errors"),
+        h("th", { class: "num" }, "tokens in / out"), h("th", null, "updated"))),
+      tbody);
+    var empty = h("p", { class: "note", id: "list-empty" });
+    function options(select, values, chosen, any) {
+      var all = values.slice();
+      if (chosen && all.indexOf(chosen) < 0) all.push(chosen);
+      fill(select, h("option", { value: "" }, any), all.map(function (v) { return h("option", { value: v }, v); }));
+      select.value = chosen || "";
     }
-    all.forEach(function (s) { s._hay = haystack(s); });
     function row(s) {
       return h("tr", { "data-session": s.id },
         h("td", null, h("a", { href: "/session/" + enc(s.id) }, sessionName(s)),
@@ -948,53 +954,97 @@
         h("td", { class: "num" }, num(s.input_tokens) + " / " + num(s.output_tokens)),
         h("td", null, when(s.updated)));
     }
-    function apply() {
-      var q = search.value.trim().toLowerCase();
-      var shown = all.filter(function (s) {
-        if (source.value && s.source !== source.value) return false;
-        if (status.value && s.status !== status.value) return false;
-        if (errors.checked && !s.errors) return false;
-        if (!q) return true;
-        if (s._hay.indexOf(q) >= 0) return true;
-        return textHits !== null && textQuery === q && textHits[s.id];
-      });
-      fill(tbody, shown.map(row));
-      count.textContent = shown.length === all.length ? num(all.length) + " sessions" :
-        num(shown.length) + " of " + num(all.length) + " sessions";
+    // The search and the filters live in the URL, so a page of results can be shared or reloaded.
+    function query(cursor) {
+      var parts = [];
+      var q = search.value.trim();
+      if (q) parts.push("q=" + enc(q));
+      if (DATA.text) parts.push("text=" + enc(DATA.text));
+      if (source.value) parts.push("source=" + enc(source.value));
+      if (status.value) parts.push("status=" + enc(status.value));
+      if (errors.checked) parts.push("errors=1");
+      if (cursor) parts.push("cursor=" + enc(cursor));
+      return parts.length ? "?" + parts.join("&") : "";
     }
-    function searchText() {
-      var q = search.value.trim().toLowerCase();
-      if (REPORT || !q) { textHits = null; apply(); return; }
-      getJSON("/api/sessions?text=" + enc(q)).then(function (res) {
-        if (search.value.trim().toLowerCase() !== q) return;
-        textHits = {};
-        textQuery = q;
-        res.sessions.forEach(function (s) { textHits[s.id] = true; });
-        apply();
-      }).catch(function () { /* the title/model filter still applies */ });
+    function counted(d) {
+      if (d.matched === null || d.matched === undefined) {
+        var found = num(d.sessions.length) + (d.next ? "+" : "");
+        return found + " found";
+      }
+      var noun = d.count === 1 ? " session" : " sessions";
+      return d.matched === d.count ? num(d.count) + noun : num(d.matched) + " of " + num(d.count) + noun;
+    }
+    function progress(d) {
+      var ix = d.indexing;
+      if (!ix) return null;
+      var text = ix.filling ? "Fetching the sessions from the store; the list fills in as they arrive." :
+        ix.walking ? "Looking for session files: " + num(ix.total) + " found so far." :
+        "Indexing: " + num(ix.done) + " of " + num(ix.total) + " session files read; the list fills in as they are.";
+      return h("p", { class: "note indexing", id: "indexing" }, text);
+    }
+    function draw(d) {
+      data = d;
+      options(source, d.sources || [], d.source, "any source");
+      options(status, d.statuses || [], d.status, "any status");
+      fill(tbody, d.sessions.map(row));
+      table.hidden = !d.sessions.length;
+      empty.textContent = d.sessions.length ? "" : d.count ? "No session matches." : d.indexing ? "" : "No session files here yet.";
+      count.textContent = counted(d);
+      fill(pager,
+        d.cursor ? h("a", { href: "/" + query(null), "data-page": "first" }, "« newest") : null,
+        d.next ? h("a", { href: "/" + query(d.next), "data-page": "next" }, d.partial ? "search on ›" : "next ›") : null);
+      fill(state,
+        progress(d),
+        d.partial ? h("p", { class: "note" }, "Searched the records of " + num(d.searched) +
+          " sessions so far; “search on” reads more.") : null,
+        d.skipped_count ? h("details", null, h("summary", null, num(d.skipped_count) + " files skipped"),
+          h("ul", null, d.skipped.map(function (s) { return h("li", { class: "mono" }, s.file + ": " + s.error); }),
+            d.skipped_count > d.skipped.length ? h("li", null, "… and " + num(d.skipped_count - d.skipped.length) + " more") : null)) : null);
+      drawProblems(d.problems);
+    }
+    var asked = 0, timer = null;
+    function load(cursor) {
+      var q = query(cursor);
+      var mine = ++asked;
+      return getJSON("/api/sessions" + q).then(function (d) {
+        if (mine === asked) draw(d);
+      }).catch(function (err) {
+        if (mine === asked) count.textContent = "could not load the list: " + err.message;
+      });
+    }
+    function changed() {
+      // A new search or filter starts from the newest session again.
+      history.replaceState(null, "", "/" + query(null));
+      load(null);
     }
     search.addEventListener("input", function () {
-      apply();
       clearTimeout(timer);
-      timer = setTimeout(searchText, 250);
+      timer = setTimeout(function () { timer = null; changed(); }, 250);
     });
-    [source, status, errors].forEach(function (el) { el.addEventListener("change", apply); });
+    [source, status, errors].forEach(function (el) { el.addEventListener("change", changed); });
+    // While the folder is being indexed, the page follows it (unless a search is being typed).
+    setInterval(function () { if (data.indexing && timer === null) load(data.cursor); }, 2000);
     fill(app,
       h("h1", null, "Sessions"),
       h("p", { class: "note" }, DATA.root),
-      all.length ? [
-        h("div", { class: "filters", role: "search" }, search, source, status,
-          h("label", { for: "f-errors" }, errors, " with errors"), count),
-        h("table", { class: "list sessions" },
-          h("thead", null, h("tr", null, h("th", null, "session"), h("th", null, "source"), h("th", null, "status"),
-            h("th", null, "model"), h("th", { class: "num" }, "duration"), h("th", { class: "num" }, "runs"),
-            h("th", { class: "num" }, "messages"), h("th", { class: "num" }, "tool calls"), h("th", { class: "num" }, "errors"),
-            h("th", { class: "num" }, "tokens in / out"), h("th", null, "updated"))),
-          tbody)] : h("p", { class: "note" }, "No session files here yet."),
-      DATA.indexing && DATA.indexing.length ? h("p", { class: "note" }, DATA.indexing.length + " large file(s) still being read; reload in a moment.") : null,
-      DATA.skipped.length ? h("details", null, h("summary", null, DATA.skipped.length + " files skipped"),
-        h("ul", null, DATA.skipped.map(function (s) { return h("li", { class: "mono" }, s.file + ": " + s.error); }))) : null);
-    apply();
+      h("div", { class: "filters", role: "search" }, search, source, status,
+        h("label", { for: "f-errors" }, errors, " with errors"), count),
+      state, table, empty, pager);
+    draw(DATA);
+  }
+
+  // -- problems: what the server could not do (a store's copy), on every page -------------
+
+  function drawProblems(problems) {
+    var el = document.getElementById("problems");
+    if (!el) {
+      el = h("section", { id: "problems", class: "problems", role: "status", "aria-label": "problems" });
+      app.parentNode.insertBefore(el, app);
+    }
+    var list = problems || [];
+    el.hidden = !list.length;
+    fill(el, list.length ? [h("strong", null, list.length === 1 ? "A problem: " : "Problems:"),
+      h("ul", null, list.map(function (p) { return h("li", null, p); }))] : null);
   }
 
   // -- the conversation ---------------------------------------------------------------------
@@ -1352,5 +1402,6 @@
     sessions: sessionsPage, session: sessionPage, run: runPage, record: recordPage,
     trace: tracePage, error: errorPage, report: reportPage,
   };
+  if (!REPORT) drawProblems(DATA.problems);
   (pages[DATA.view] || errorPage)();
 })();
