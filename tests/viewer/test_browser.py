@@ -30,6 +30,26 @@ def until(driver: Any, condition: Callable[[Any], Any]) -> Any:
     return WebDriverWait(driver, WAIT_SECONDS, poll_frequency=POLL_SECONDS).until(condition)
 
 
+def choose(driver: Any, select_id: str, option: str | int) -> None:
+    """Pick ``option`` (visible text or index) in a select the page may redraw meanwhile."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    def picked(d: Any) -> bool:
+        try:
+            select = Select(d.find_element(By.ID, select_id))
+            if isinstance(option, int):
+                select.select_by_index(option)
+            else:
+                select.select_by_visible_text(option)
+        except StaleElementReferenceException:  # redrawn between finding and picking: again
+            return False
+        return True
+
+    until(driver, picked)
+
+
 def wait_for(driver: Any, css: str) -> Any:
     """The first element matching ``css``, once the page's script has drawn it."""
     from selenium.webdriver.common.by import By
@@ -147,7 +167,6 @@ def test_session_list_search_and_filters(
 ) -> None:
     """Nested sessions are listed; the server's search and filters narrow the list, in the URL."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
 
     root, research, chat = nested_folder(tmp_path)
     server = serve(root)
@@ -183,12 +202,13 @@ def test_session_list_search_and_filters(
     search.send_keys(" ")
     shows(browser, 3)
 
-    Select(browser.find_element(By.ID, "f-source")).select_by_visible_text("claude-code")
+    choose(browser, "f-source", "claude-code")
     shows(browser, [imported])
-    Select(browser.find_element(By.ID, "f-source")).select_by_index(0)
-    Select(browser.find_element(By.ID, "f-status")).select_by_visible_text("idle")
+    choose(browser, "f-source", 0)
+    shows(browser, 3)
+    choose(browser, "f-status", "idle")
     shows(browser, sorted([research.session_id, chat.session_id]))
-    Select(browser.find_element(By.ID, "f-status")).select_by_index(0)
+    choose(browser, "f-status", 0)
     shows(browser, 3)
     browser.find_element(By.ID, "f-errors").click()
     shows(browser, 3)  # every one of them has a failed call

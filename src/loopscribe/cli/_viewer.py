@@ -14,7 +14,6 @@ import logging
 import socket
 import sys
 import threading
-import urllib.parse
 import webbrowser
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,7 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .._logsafe import REPLACEMENT, scrub
+from .._logsafe import display_url, hide, url_secrets
 from .._source import is_url
 from .._stats import DEFAULT_TOP, SessionStats, many_stats, stats_size
 from ._common import (
@@ -55,10 +54,6 @@ logger = logging.getLogger("loopscribe")
 
 DEFAULT_PORT = 8765
 """Where ``loopscribe serve`` listens unless told otherwise (the collector configs link here)."""
-
-_MIN_CREDENTIAL_CHARS = 4
-"""Shorter parts of a store URL's user info are not hunted in free text (they would match
-anywhere)."""
 
 
 def port(text: str) -> int:
@@ -268,12 +263,10 @@ class StoreSync:
         """Set once the first pass ended, whether it copied everything or failed."""
         self.passes = 0
         self._failure: tuple[str, ...] = ()
-        self._secrets = url_credentials(url)[1]
+        self._secrets = url_secrets(url)
 
     def _clean(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, REPLACEMENT)
-        return scrub(text)
+        return hide(text, self._secrets)
 
     def problems(self) -> tuple[str, ...]:
         """The failure of the last pass, if it failed, then what it could not copy."""
@@ -317,32 +310,11 @@ class StoreSync:
         return thread
 
 
-def url_credentials(url: str) -> tuple[str, list[str]]:
-    """``url`` with its user info replaced, and what was taken out.
-
-    Everything between ``://`` and the last ``@`` before the query is user
-    info, so a password holding ``/`` or ``@`` is taken whole; a backend's
-    error may quote a part of it alone, so each part (and its percent-decoded
-    form) is returned too, longest first.
-    """
-    scheme, sep, rest = url.partition("://")
-    head, mark, tail = rest.partition("?") if "?" in rest else rest.partition("#")
-    if not sep or "@" not in head:
-        return url, []
-    info, _, host = head.rpartition("@")
-    parts = {info, *info.split(":", 1)}
-    parts |= {urllib.parse.unquote(part) for part in parts}
-    found = sorted(
-        (part for part in parts if len(part) >= _MIN_CREDENTIAL_CHARS), key=len, reverse=True
-    )
-    return f"{scheme}{sep}{REPLACEMENT}@{host}{mark}{tail}", found
-
-
 def store_name(mirror: Any, url: str) -> str:
     """The store ``serve`` names: the mirror's URL, which carries no credentials, or else
     ``url`` without its user info and secret query values."""
     shown = getattr(mirror, "url", None)
-    return shown if isinstance(shown, str) else scrub(url_credentials(url)[0])
+    return shown if isinstance(shown, str) else display_url(url)
 
 
 def serve_app(args: argparse.Namespace, out: Out, bound: str) -> tuple[Starlette, Catalog]:
