@@ -18,8 +18,8 @@ def test_all_is_sorted_and_complete() -> None:
     # Constants, then classes, then functions and modules (ruff's RUF022 order).
     order = sorted(loopscribe.__all__, key=lambda n: (not n.isupper(), n.islower(), n))
     assert list(loopscribe.__all__) == order
-    for name in loopscribe.__all__:
-        assert getattr(loopscribe, name) is not None
+    missing = [name for name in loopscribe.__all__ if not hasattr(loopscribe, name)]
+    assert not missing
 
 
 def test_import_does_not_pull_in_adapter_frameworks_or_exporters() -> None:
@@ -39,8 +39,25 @@ def test_public_modules_export_what_they_list() -> None:
     from loopscribe import live, summary
 
     for module in (live, summary):
-        for name in module.__all__:
-            assert getattr(module, name) is not None, (module.__name__, name)
+        assert [n for n in module.__all__ if not hasattr(module, n)] == [], module.__name__
     assert {"global_bus", "is_terminal", "Bus", "TERMINAL_TYPES"} <= set(live.__all__)
     assert live.global_bus() is live.global_bus()
     assert summary.summarize is loopscribe.summarize
+
+
+def test_every_public_module_lists_what_it_exports() -> None:
+    """Each public (sub)module has an ``__all__``; every name in it exists, listed once."""
+    import importlib
+    import pkgutil
+
+    checked = []
+    for info in pkgutil.walk_packages(loopscribe.__path__, "loopscribe."):
+        if any(part.startswith("_") for part in info.name.split(".")[1:]):
+            continue
+        module = importlib.import_module(info.name)
+        listed = getattr(module, "__all__", None)
+        assert listed is not None, f"{info.name} has no __all__"
+        assert [n for n in listed if not hasattr(module, n)] == [], info.name
+        assert len(set(listed)) == len(listed), f"{info.name}: a name listed twice"
+        checked.append(info.name)
+    assert {"loopscribe.otel", "loopscribe.store", "loopscribe.viewer"} <= set(checked)

@@ -5,6 +5,8 @@ session file; ``loopscribe.otel`` turns those records into OpenTelemetry
 spans that carry references, never bodies.
 """
 
+from typing import IO as _IO
+
 from . import events
 from ._codec import Codec
 from ._errors import (
@@ -53,9 +55,21 @@ from ._model import Actor, CallRef, Event, Execution, Record, Transient
 from ._reader import load_checkpoint, read
 from ._redact import COMMON_PATTERNS, Redactor
 from ._session import Observer, Run, Session
+from ._source import set_url_opener as _set_url_opener
 from ._verify import BrokenLink, VerifyReport, verify
 from .summary import summarize
 from .workspace import SessionSummary, Workspace
+
+
+def _open_store_url(url: str) -> _IO[bytes]:
+    # A shipped session (<store>/sessions/<id>, any fsspec URL): its segments as one
+    # stream. The store is imported when a URL is first read, never with the package.
+    from .store import open_session
+
+    return open_session(url)
+
+
+_set_url_opener(_open_store_url)
 
 __version__ = "0.1.0"
 

@@ -17,7 +17,23 @@ working for code that does not know loopscribe::
     │   └── UnknownTypeError                    a typed value has no codec entry
     ├── DecodeError(ValueError)                 a stored typed value cannot be decoded
     ├── WriteError(OSError)                     write, truncate or fsync failed
-    └── StoreError(OSError)                     a session store (fsspec URL) cannot be used
+    ├── StoreError(OSError)                     a session store (fsspec URL) cannot be used
+    │   └── ManifestError                       a shipped session's manifest is damaged
+    ├── SessionNotFoundError(FileNotFoundError) no session has this id (workspace, store)
+    ├── ImportStateError(ValueError)            an import cursor does not fit its transcript
+    ├── MessageReferenceError(ValueError)       a GenAI reference names no messages
+    ├── SessionReplacedError(RuntimeError)      Claude Agent SDK store: the file was replaced
+    ├── SessionKeyError(TypeError)              Claude Agent SDK store: a key it cannot name
+    ├── NotFoundError(LookupError)              viewer: an ID names nothing in the folder
+    ├── IndexingError(LookupError)              viewer: the files it needs are not indexed yet
+    └── CliError                                a command failed: one line, exit status 1
+
+``NotASessionError`` (a :class:`FormatError`) says a workspace file is not
+a session file at all. The errors from ``ManifestError`` on are defined
+beside the code that raises them and exported by its package
+(``loopscribe.store``, ``loopscribe.workspace``, ``loopscribe.importers``,
+``loopscribe.otel``, ``loopscribe.adapters.claude_agent_sdk``, ``loopscribe.viewer``,
+``loopscribe.cli``).
 
 Errors that come from a file carry ``path``, ``line`` (1-based) and
 ``offset`` (byte offset of the line) as attributes and in their message.

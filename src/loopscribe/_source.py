@@ -1,19 +1,28 @@
-"""Where a reader's bytes come from: a local session file, or a shipped one in a store.
+"""Where a reader's bytes come from: a local session file, or a stream a URL names.
 
-A store URL (``s3://bucket/prefix/sessions/<id>``, any fsspec URL) reads the
-shipped segments as one file through :mod:`loopscribe.store`, imported only
-when a URL is given: the core never imports fsspec.
+The reader and verifier take a local path, an open binary stream, or a URL.
+What turns a URL into a stream is not known down here: the layer that owns
+it registers an opener with :func:`set_url_opener` (the package's root wires
+in :mod:`loopscribe.store`, imported only when a URL is first read, so the
+core never imports fsspec and never imports upward).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from typing import IO
 
+from ._errors import LoopscribeError
 from ._safeopen import open_session_file
 
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+
+UrlOpener = Callable[[str], IO[bytes]]
+"""Opens a session given by URL as one binary stream."""
+
+_url_opener: UrlOpener | None = None
 
 
 def is_url(source: object) -> bool:
@@ -21,10 +30,20 @@ def is_url(source: object) -> bool:
     return isinstance(source, str) and _URL.match(source) is not None
 
 
-def open_binary(source: str | os.PathLike[str], buffering: int = -1) -> IO[bytes]:
-    """A binary stream over a session file, or over a shipped session given by URL."""
-    if is_url(source):
-        from .store._read import open_session
+def set_url_opener(opener: UrlOpener | None) -> UrlOpener | None:
+    """Make ``opener`` the way URLs are read; returns the one it replaces."""
+    global _url_opener
+    previous, _url_opener = _url_opener, opener
+    return previous
 
-        return open_session(str(source))
+
+def open_binary(source: str | os.PathLike[str], buffering: int = -1) -> IO[bytes]:
+    """A binary stream over a session file, or over a session given by URL."""
+    if is_url(source):
+        if _url_opener is None:
+            raise LoopscribeError(
+                f"{source}: no reader for URLs is set up; import loopscribe (the package) "
+                "or read a local file"
+            )
+        return _url_opener(str(source))
     return open_session_file(source, buffering)

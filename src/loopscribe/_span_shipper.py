@@ -161,7 +161,7 @@ class SpanShipper:
         ref_base: str | None = None,
     ) -> None:
         from .otel import SpanBridge
-        from .otel._export import _timeout_s, default_exporter, describe_destination
+        from .otel._export import default_exporter, default_timeout_s, describe_destination
 
         self.path = path
         self.cursor_path = cursor_path(path)
@@ -172,7 +172,7 @@ class SpanShipper:
         self._bridge = SpanBridge(self._collect, file_uri=path, ref_base=ref_base)
         self._backlog: list[tuple[int, ReadableSpan]] = []
         self._last: Record | None = None
-        self._timeout_s = _timeout_s() if export_timeout_s is None else export_timeout_s
+        self._timeout_s = default_timeout_s() if export_timeout_s is None else export_timeout_s
         self._stop = threading.Event()
 
     def run(

@@ -10,3 +10,5 @@ Each adapter is an optional extra and is imported only when used:
 
 ``import loopscribe`` never imports a framework.
 """
+
+__all__: list[str] = []

@@ -45,7 +45,7 @@ PROGRESS_MIN_BYTES = 8 << 20
 """Files smaller than this get no progress bar."""
 
 
-class CliError(Exception):
+class CliError(LoopscribeError):
     """A failure to report as one line on stderr, with exit status 1."""
 
 

@@ -314,7 +314,7 @@ def _http_status(value: Any) -> str | None:
     return None
 
 
-def _error_type(data: Mapping[str, Any]) -> str | None:
+def error_type(data: Mapping[str, Any]) -> str | None:
     """The failure's type, never its message; ``None`` when nothing failed.
 
     A bounded, low-cardinality value: a class or error-type name, an HTTP
@@ -682,7 +682,7 @@ class SpanBridge:
             # The top-level agent names the run and decides its status.
             run.agent = run.agent or _str(_plain(record.data.get("agent")))
             if record.type == ev.AGENT_END:
-                run.error_type = _error_type(record.data)
+                run.error_type = error_type(record.data)
         attempt_key = (execution.id, execution.attempt)
         if attempt_key in run.ended:
             # A late record for a finished attempt (retry_scheduled, message_end).
@@ -1052,7 +1052,7 @@ def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
             attempt.informed = known
             _inform_agents(run, attempt)
     if kind in TERMINAL_TYPES:
-        attempt.error_type = _error_type(data)
+        attempt.error_type = error_type(data)
 
 
 def _inform_agents(run: _Run, model: _Attempt) -> None:

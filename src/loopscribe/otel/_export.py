@@ -201,7 +201,7 @@ class _BoundedBatchSpanProcessor(BatchSpanProcessor):
             )
 
 
-def _timeout_s() -> float:
+def default_timeout_s() -> float:
     raw = os.environ.get(TRACES_TIMEOUT) or os.environ.get(TIMEOUT)
     if not raw:
         return _DEFAULT_TIMEOUT_S
@@ -253,7 +253,9 @@ def _network_exporter(timeout_s: float) -> SpanExporter:
 
 
 def _export_timeout_s(export_timeout_millis: float | None) -> float:
-    return export_timeout_millis / 1000 if export_timeout_millis is not None else _timeout_s()
+    return (
+        export_timeout_millis / 1000 if export_timeout_millis is not None else default_timeout_s()
+    )
 
 
 def default_exporter(

@@ -35,6 +35,7 @@ from typing import Any, Final
 import orjson
 
 from .. import events as ev
+from .._errors import LoopscribeError
 from .._reader import read
 from .._scope import AgentScopes
 
@@ -67,7 +68,7 @@ _SYSTEM_KEYS: Final = ("system", "instructions", "system_instructions")
 _ROLES: Final = {"human": "user", "ai": "assistant", "model": "assistant", "function": "tool"}
 
 
-class MessageReferenceError(ValueError):
+class MessageReferenceError(LoopscribeError, ValueError):
     """A reference that names no record, or a record that holds no messages."""
 
 

@@ -44,7 +44,7 @@ from .._model import Execution, Record
 from .._reader import to_record
 from .._safeopen import open_session_file
 from .._scope import AgentScopes
-from ..otel._bridge import TERMINAL_TYPES, _error_type
+from ..otel._bridge import TERMINAL_TYPES, error_type
 from ..otel._ids import parse_traceparent, run_span_id, span_id, trace_id
 from ._preview import error_text, preview, snippet
 
@@ -750,7 +750,7 @@ class SessionTimeline:
         if record.type in (ev.AGENT_START, ev.AGENT_END) and execution.parent_id is None:
             run.agent = run.agent or text(plain(record.data.get("agent")))
             if record.type == ev.AGENT_END:
-                run.error_type = _error_type(record.data)
+                run.error_type = error_type(record.data)
         key = (execution.id, execution.attempt)
         bar = run.bars.get(key)
         if bar is None:
@@ -768,7 +768,7 @@ class SessionTimeline:
         elif record.type in TERMINAL_TYPES:
             bar.end = record.ts
             bar.end_seq = record.seq
-            bar.error_type = _error_type(record.data)
+            bar.error_type = error_type(record.data)
             bar.state = "error" if bar.error_type else "ok"
 
     def _new_run(self, record: Record) -> RunTimeline:
