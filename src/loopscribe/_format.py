@@ -9,6 +9,7 @@ belongs to one), ``data``. The first record is ``session_start`` with
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -16,6 +17,18 @@ from typing import IO, Any
 import orjson
 
 from ._errors import CorruptRecordError, UnsupportedVersionError
+
+_SESSION_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def is_session_id(text: object) -> bool:
+    """Whether ``text`` is a session ID: exactly 32 lowercase hex digits, nothing else.
+
+    The one check of a session ID from outside (a caller, a store, a span, a
+    transcript): an ID that passes names a file and an object key safely.
+    """
+    return isinstance(text, str) and _SESSION_ID.fullmatch(text) is not None
+
 
 FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({FORMAT_VERSION})

@@ -64,7 +64,7 @@ from ._errors import (
     WriteError,
 )
 from ._fields import typed_positions
-from ._format import FORMAT_VERSION, Scanner, format_ts
+from ._format import FORMAT_VERSION, Scanner, format_ts, is_session_id
 from ._freeze import FrozenConfig, freeze_config
 from ._model import Actor, CallRef, Event, Execution, Record, Transient, new_record
 from ._redact import LineRedactor
@@ -95,7 +95,6 @@ ACTIVE_SPAN: Final = _Join.ACTIVE_SPAN
 _SCAN_BUFFER_BYTES = 1 << 16
 _BLOCK_BYTES = 1 << 20
 _BULK_OPTIONS = DUMPS_OPTIONS | orjson.OPT_APPEND_NEWLINE
-_SESSION_ID = re.compile(r"[0-9a-f]{32}")
 # Records that carry the file's committed-message count: a top-level "messages" key
 # (and, on message_end after a compaction, "compaction": that record's offset).
 _COUNTED: Final = frozenset({ev.MESSAGE_END, ev.COMPACTION})
@@ -366,7 +365,7 @@ class Session:
         observers = _joined(observers, bus)
         if session_id is None:
             session_id = secrets.token_hex(16)
-        elif not _SESSION_ID.fullmatch(session_id):
+        elif not is_session_id(session_id):
             raise ValueError(f"session_id must be 32 lowercase hex digits, got {session_id!r}")
         path = Path(path).absolute()
         try:

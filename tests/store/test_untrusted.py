@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from loopscribe import LoopscribeError, StoreError, Workspace, read
+from loopscribe._format import is_session_id
 from loopscribe.cli import main
 from loopscribe.store import Store, StoreWorkspace
 from loopscribe.store._layout import (
@@ -18,7 +19,6 @@ from loopscribe.store._layout import (
     artifact_key,
     check_artifact_name,
     check_session_id,
-    is_session_id,
     manifest_key,
     parse_segment_name,
     segment_key,

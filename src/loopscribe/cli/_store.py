@@ -14,10 +14,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._errors import StoreError
+from .._format import is_session_id
 from .._logsafe import display_url
 from .._source import is_url
 from ..store import SEGMENT_BYTES, Shipper, ShipResult, Store, parse_session_url
-from ..store._layout import is_session_id
 from ._common import CliError, Out, StopFlag, parse_hex
 from ._otel import find_records, show_found
 from ._sessions import show_page, show_verify_report

@@ -33,7 +33,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import re
 import secrets
 import threading
 import weakref
@@ -45,6 +44,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .._errors import FormatError, LoopscribeError, SessionExistsError, SessionLockedError
+from .._format import is_session_id
 from .._model import Event, Execution
 from .._redact import LineRedactor
 from .._session import Run, Session
@@ -61,14 +61,13 @@ MAX_SEEN: Final = 10_000
 """Recorded spans a Book remembers, to tell a span delivered again from a new attempt."""
 MAX_PENDING: Final = 10_000
 """Recorded spans a Book waits for the end of (a hook's, a log record's); the oldest is let go."""
-_SESSION_ID: Final = re.compile(r"[0-9a-f]{32}")
 _PROCESS: Final = ""
 """The key of the session of spans that name no conversation."""
 
 
 def session_id_for(conversation_id: str) -> str:
     """The session ID of a conversation: itself if it is one, else a hash of it."""
-    if _SESSION_ID.fullmatch(conversation_id):
+    if is_session_id(conversation_id):
         return conversation_id
     digest = hashlib.sha256(f"loopscribe/intake\0{conversation_id}".encode()).hexdigest()
     return digest[:32]

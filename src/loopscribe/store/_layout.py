@@ -39,6 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .._errors import StoreError
+from .._format import is_session_id
 
 LAYOUT_VERSION = 1
 MARKER = "loopscribe-store.json"
@@ -65,7 +66,6 @@ MAX_SIDE_LOG_BYTES = 64 << 20
 MAX_INT = (1 << 63) - 1
 
 _SEGMENT = re.compile(r"(\d{12})-(\d{12})\.jsonl")
-_SESSION_ID = re.compile(r"[0-9a-f]{32}")
 _TEMP = re.compile(r"\.loopscribe-tmp-([0-9a-f]{8})-(\d{1,10})-(.+)")
 _LEGACY_TEMP = re.compile(r"(.+)\.tmp-(\d{1,10})")
 _SHOWN_CHARS = 80
@@ -85,11 +85,6 @@ def _damaged(where: str, what: str) -> StoreError:
 
 
 # -- names read from a store: one check each -----------------------------------------
-
-
-def is_session_id(text: object) -> bool:
-    """Whether ``text`` is a session ID: exactly 32 lowercase hex digits, nothing else."""
-    return isinstance(text, str) and _SESSION_ID.fullmatch(text) is not None
 
 
 def check_session_id(text: object, where: str) -> str:

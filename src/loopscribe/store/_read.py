@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import StoreError
+from .._format import is_session_id
 from ..workspace import SessionNotFoundError
 from ._backend import Entry, TooLarge
 from ._layout import (
@@ -33,7 +34,6 @@ from ._layout import (
     Segment,
     artifact_key,
     check_session_id,
-    is_session_id,
     is_temp_name,
     manifest_key,
     resolve_chain,

@@ -53,7 +53,7 @@ import orjson
 from .. import events as ev
 from .._codec import DEFAULT_CODEC
 from .._errors import FormatError, LoopscribeError, StoreError
-from .._format import Scanner
+from .._format import Scanner, is_session_id
 from .._logsafe import display_url, scrub
 from ..otel._ids import parse_traceparent, trace_id
 from ..workspace import (
@@ -80,7 +80,6 @@ from ._layout import (
     artifact_key,
     artifacts_key,
     check_artifact_name,
-    is_session_id,
     manifest_key,
     parse_segment_name,
     resolve_chain,

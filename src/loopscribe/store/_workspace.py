@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 from .. import events as ev
 from .._codec import DEFAULT_CODEC, Codec
 from .._errors import StoreError
+from .._format import is_session_id
 from ..workspace import (
     Artifact,
     SessionNotFoundError,
@@ -28,7 +29,6 @@ from ..workspace import (
     _parse_side,
     _SideFact,
 )
-from ._layout import is_session_id
 from ._manifest import Manifest, summary_from_json
 from ._read import ShippedSession, Store, parse_session_url
 
