@@ -113,12 +113,30 @@ def _import_pass(
     return outcomes
 
 
+class _Polled:
+    """A cross-process event asked every 256th time: asking takes semaphore calls, and an
+    import asks once per line."""
+
+    __slots__ = ("_asked", "_event", "_set")
+
+    def __init__(self, event: _Stop) -> None:
+        self._event = event
+        self._asked = 0
+        self._set = False
+
+    def is_set(self) -> bool:
+        self._asked += 1
+        if not self._set and self._asked & 255 == 1:
+            self._set = self._event.is_set()
+        return self._set
+
+
 _WORKER: dict[str, _Stop] = {}
 """The worker process's stop event (set by the pool's initializer)."""
 
 
 def _init_worker(stop: _Stop) -> None:
-    _WORKER["stop"] = stop
+    _WORKER["stop"] = _Polled(stop)
     # Ctrl-C goes to the whole process group: the parent decides, and tells the
     # workers through ``stop``, so each saves what it imported.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
