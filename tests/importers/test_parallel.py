@@ -17,6 +17,7 @@ from loopscribe.importers._batch import SyncBatch, owing_syncs
 from loopscribe.importers._pool import import_many
 
 from ._support import copy_transcript, normal_form, transcripts
+from .test_cli import run_cli
 
 CLAUDE = transcripts("claude-code")
 
@@ -158,3 +159,32 @@ def test_a_killed_batched_import_resumes_exactly(tmp_path: Path, sources: Path, 
     for path in out.glob("*.leftover"):
         path.unlink()
     assert _result(out) == _result(clean)
+
+
+def test_the_command_imports_with_jobs_and_reports_in_order(
+    tmp_path: Path, sources: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--jobs 2`` and ``--jobs 1`` print the same JSON reports, in the same order."""
+    printed = {}
+    for jobs in ("1", "2"):
+        out = tmp_path / f"out{jobs}"
+        argv = ["--json", "import", "claude-code", str(sources), "--out", str(out)]
+        code, stdout, _ = run_cli(capsys, *argv, "--settle", "0", "--jobs", jobs)
+        assert code == 0
+        reports = [orjson.loads(line) for line in stdout.splitlines()]
+        for report in reports:
+            report.pop("session_id")
+            report["destination"] = Path(report["destination"]).name
+        printed[jobs] = reports
+    assert printed["1"] == printed["2"]
+    assert len(printed["1"]) == len(_files(sources))
+
+
+@pytest.mark.parametrize("jobs", ["0", "-1", "two"])
+def test_a_bad_jobs_value_is_refused(
+    tmp_path: Path, sources: Path, capsys: pytest.CaptureFixture[str], jobs: str
+) -> None:
+    """``--jobs`` takes a whole number of processes, 1 or more; anything else says so."""
+    code, _, err = run_cli(capsys, "import", "claude-code", str(sources), "--jobs", jobs)
+    assert code == 2
+    assert "not a number of processes (1 or more)" in err
