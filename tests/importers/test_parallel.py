@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from loopscribe.importers import CURSOR_SUFFIX
+from loopscribe.importers import CURSOR_SUFFIX, _pool
 from loopscribe.importers._batch import SyncBatch, owing_syncs
 from loopscribe.importers._pool import import_many
 
@@ -62,9 +62,8 @@ def _result(out: Path) -> dict[str, Any]:
 def test_parallel_import_writes_what_one_process_writes(tmp_path: Path, sources: Path) -> None:
     """Two worker processes write the same records and cursors as one process, byte for byte."""
     files = _files(sources)
-    sizes = [p.stat().st_size for p in files]
     one = import_many("claude-code", files, tmp_path / "one", jobs=1, finished=True)
-    two = import_many("claude-code", files, tmp_path / "two", jobs=2, sizes=sizes, finished=True)
+    two = import_many("claude-code", files, tmp_path / "two", jobs=2, finished=True)
     assert [o.path for o in one] == [o.path for o in two] == files
     assert all(o.error is None for o in one + two)
     assert [o.report.records for o in one if o.report] == [
@@ -162,9 +161,13 @@ def test_a_killed_batched_import_resumes_exactly(tmp_path: Path, sources: Path, 
 
 
 def test_the_command_imports_with_jobs_and_reports_in_order(
-    tmp_path: Path, sources: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    sources: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``--jobs 2`` and ``--jobs 1`` print the same JSON reports, in the same order."""
+    monkeypatch.setattr(_pool, "PARALLEL_MIN_BYTES", 0)  # workers even for these few bytes
     printed = {}
     for jobs in ("1", "2"):
         out = tmp_path / f"out{jobs}"
@@ -178,6 +181,26 @@ def test_the_command_imports_with_jobs_and_reports_in_order(
         printed[jobs] = reports
     assert printed["1"] == printed["2"]
     assert len(printed["1"]) == len(_files(sources))
+
+
+def test_a_small_import_stays_in_this_process(tmp_path: Path, sources: Path) -> None:
+    """Less than PARALLEL_MIN_BYTES to import: no worker is started, whatever ``jobs`` says."""
+    files = _files(sources)
+    sizes = [p.stat().st_size for p in files]
+    assert sum(sizes) < _pool.PARALLEL_MIN_BYTES
+    read: dict[Path, int] = {}  # progress is reported only by imports in this process
+    outcomes = import_many(
+        "claude-code",
+        files,
+        tmp_path / "out",
+        jobs=2,
+        sizes=sizes,
+        finished=True,
+        on_progress=read.__setitem__,
+    )
+    assert all(o.report is not None for o in outcomes)
+    assert sorted(read) == files
+    assert [read[p] for p in files] == [p.stat().st_size for p in files]
 
 
 @pytest.mark.parametrize("jobs", ["0", "-1", "two"])

@@ -38,6 +38,8 @@ PASS_TRANSCRIPTS = 64
 _PASSES_PER_JOB = 4
 """Passes per process, so a process that drew large transcripts does not finish last alone."""
 _NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+PARALLEL_MIN_BYTES = 8 << 20
+"""Less than this to import in all is imported in this process: starting workers costs more."""
 
 
 class _Stop(Protocol):
@@ -176,7 +178,8 @@ def import_many(
         paths: The transcripts.
         out_dir: The folder of destination sessions.
         jobs: Processes to use (default: every core); ``1`` imports in this process.
-        sizes: The bytes each transcript has to import (to balance the passes).
+        sizes: The bytes each transcript has to import (to balance the passes);
+            less than :data:`PARALLEL_MIN_BYTES` in all is imported in this process.
         stop: Set to stop between lines; each transcript keeps what it imported.
         on_progress: ``(path, bytes read)`` while a transcript is read in this
             process (``jobs=1`` only).
@@ -188,6 +191,8 @@ def import_many(
     jobs = max(1, jobs or default_jobs())
     sizes = list(sizes) if sizes is not None else [0] * len(paths)
     jobs = min(jobs, len(paths))
+    if sizes is not None and sum(sizes) < PARALLEL_MIN_BYTES:
+        jobs = 1
     count = jobs * _PASSES_PER_JOB if jobs > 1 else 1
     count = max(count, -(-len(paths) // PASS_TRANSCRIPTS))
     passes = _passes(paths, sizes, count)
@@ -235,6 +240,9 @@ def _pool(jobs: int) -> Iterator[tuple[ProcessPoolExecutor, Any]]:
     # forked child would inherit their locks held.
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if context.get_start_method() == "forkserver":
+        # The server imports the importers once; each worker is forked with them loaded.
+        context.set_forkserver_preload([__name__])
     shared_stop = context.Event()
     pool = ProcessPoolExecutor(
         jobs, mp_context=context, initializer=_init_worker, initargs=(shared_stop,)
