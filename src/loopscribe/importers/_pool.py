@@ -21,7 +21,13 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    wait,
+)
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -35,6 +41,8 @@ __all__ = ["Outcome", "default_jobs", "import_many"]
 
 PASS_TRANSCRIPTS = 64
 """At most this many transcripts per pass: the descriptors (and locks) held until it is paid."""
+_ALONE_TRANSCRIPTS = 8
+"""Transcripts per pass in this process (``jobs=1``)."""
 _PASSES_PER_JOB = 4
 """Passes per process, so a process that drew large transcripts does not finish last alone."""
 _NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
@@ -80,6 +88,19 @@ def _import_pass(
     on_progress: Callable[[Path, int], None] | None = None,
 ) -> list[Outcome]:
     """Import ``paths`` one after the other owing their fsyncs, then pay them."""
+    outcomes, batch = _unpaid_pass(agent, paths, out_dir, options, stop, on_progress)
+    return _settle(outcomes, batch)
+
+
+def _unpaid_pass(
+    agent: str,
+    paths: Sequence[Path],
+    out_dir: Path,
+    options: dict[str, Any],
+    stop: _Stop | None,
+    on_progress: Callable[[Path, int], None] | None = None,
+) -> tuple[list[Outcome], SyncBatch]:
+    """Import ``paths`` owing their fsyncs; the caller pays the batch (:func:`_settle`)."""
     module = _modules()[agent]
     batch = SyncBatch()
     outcomes: list[Outcome] = []
@@ -100,8 +121,15 @@ def _import_pass(
                         break
                     continue
                 outcomes.append(Outcome(path, report))
-    finally:
-        failed = batch.pay()
+    except BaseException:
+        batch.pay()  # what the transcripts before this one imported is kept
+        raise
+    return outcomes, batch
+
+
+def _settle(outcomes: list[Outcome], batch: SyncBatch) -> list[Outcome]:
+    """Pay a pass's fsyncs and cursors; a session that failed to sync becomes an error."""
+    failed = batch.pay()
     for outcome in outcomes:
         report = outcome.report
         if report is not None and report.destination in failed:
@@ -193,7 +221,8 @@ def import_many(
     jobs = min(jobs, len(paths))
     if sizes is not None and sum(sizes) < PARALLEL_MIN_BYTES:
         jobs = 1
-    count = jobs * _PASSES_PER_JOB if jobs > 1 else 1
+    # Alone: passes small enough that paying one overlaps importing the next.
+    count = jobs * _PASSES_PER_JOB if jobs > 1 else -(-len(paths) // _ALONE_TRANSCRIPTS)
     count = max(count, -(-len(paths) // PASS_TRANSCRIPTS))
     passes = _passes(paths, sizes, count)
     outcomes: dict[int, Outcome] = {}
@@ -205,15 +234,24 @@ def import_many(
                 on_outcome(outcome)
 
     if jobs == 1:
-        for indices in passes:
-            if stop is not None and stop.is_set():
-                break
-            results = _import_pass(
-                agent, [paths[i] for i in indices], out_dir, options, stop, on_progress
-            )
-            done(indices, results)
-            if any(o.no_room for o in results):
-                break
+        # Each pass is paid on a thread while the next one imports: fsync waits
+        # for the disk without the GIL, so the disk and the CPU work at once.
+        # Passes are paid in order, each after the one before.
+        with ThreadPoolExecutor(1, thread_name_prefix="loopscribe-fsync") as payer:
+            paying: tuple[list[int], Future[list[Outcome]]] | None = None
+            for indices in passes:
+                if stop is not None and stop.is_set():
+                    break
+                unpaid = _unpaid_pass(
+                    agent, [paths[i] for i in indices], out_dir, options, stop, on_progress
+                )
+                if paying is not None:
+                    done(paying[0], paying[1].result())
+                paying = indices, payer.submit(_settle, *unpaid)
+                if any(o.no_room for o in unpaid[0]):
+                    break
+            if paying is not None:
+                done(paying[0], paying[1].result())
     else:
         with _pool(jobs) as (pool, shared_stop):
             pending: dict[Future[list[Outcome]], list[int]] = {
