@@ -35,6 +35,14 @@ Then the memory check: a fresh interpreter imports one large Claude Code
 transcript (``--size-mib``), another one four times as large, and reports
 their peak resident set sizes, which must not grow with the transcript.
 
+First, side by side with the code of an earlier commit (``--baseline``,
+extracted with ``git archive`` into a scratch folder): a folder of many
+transcripts imported the way ``loopscribe import`` did it there (one
+transcript after the other, each made durable alone) and the way it does
+now, in one process (``--jobs 1``) and over every core, each in a fresh
+interpreter, interleaved, against raw parsing and the passthrough floor of
+the same files measured in the same passes.
+
 Run: ``.venv/bin/python benchmarks/importers.py [--min-mib N] [--reps N] [--size-mib N]``
 """
 
@@ -408,6 +416,131 @@ def throughput(folder: Path, min_mib: float, reps: int) -> bool:
     return ratio >= TARGET_RATIO
 
 
+BASELINE = "a5b8881"
+"""The last commit that imported one transcript after the other, four fsyncs each."""
+
+_SIDE_CHILD = """
+import json, resource, sys, time
+from pathlib import Path
+spec = json.loads(sys.argv[1])
+groups = [(agent, [Path(p) for p in paths]) for agent, paths in spec["groups"]]
+out = Path(spec["out"])
+start = time.perf_counter_ns()
+if spec["mode"] == "old":
+    from loopscribe.importers import claude_code, codex
+    modules = {"claude-code": claude_code, "codex": codex}
+    for agent, paths in groups:
+        for path in paths:
+            modules[agent].import_transcript(path, out, finished=True)
+else:
+    from loopscribe.importers._pool import import_many
+    for agent, paths in groups:
+        sizes = [p.stat().st_size for p in paths]
+        import_many(agent, paths, out, jobs=spec["jobs"], sizes=sizes, finished=True)
+wall = time.perf_counter_ns() - start
+usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+cpu = sum(u.ru_utime + u.ru_stime for u in usage)
+print(wall, int(cpu * 1e9))
+"""
+
+
+def _baseline_src(rev: str, folder: Path) -> Path:
+    """The ``src`` folder of commit ``rev``, extracted into ``folder``."""
+    repo = Path(__file__).resolve().parents[1]
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", rev, "src"], check=True, capture_output=True
+    ).stdout
+    folder.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder / "src"
+
+
+def _many(folder: Path, copies: int, min_bytes: int) -> list[tuple[str, list[Path]]]:
+    """``copies`` transcripts made of each real one (continued to ``min_bytes``)."""
+    groups: list[tuple[str, list[Path]]] = []
+    for agent in ("claude-code", "codex"):
+        made: list[Path] = []
+        (folder / agent).mkdir(parents=True, exist_ok=True)
+        for source in sorted((TRANSCRIPTS / agent).glob("*.jsonl")):
+            for copy in range(copies):
+                target = folder / agent / f"{source.stem}-{copy}.jsonl"
+                _continued(source, target, min_bytes)
+                made.append(target)
+        groups.append((agent, made))
+    return groups
+
+
+def side_by_side(folder: Path, copies: int, min_mib: float, reps: int, rev: str) -> float:
+    """Print the import now (one process and all cores) against ``rev``'s; returns the ratio."""
+    old_src = _baseline_src(rev, folder / "baseline")
+    new_src = Path(__file__).resolve().parents[1] / "src"
+    groups = _many(folder / "many", copies, int(min_mib * (1 << 20)))
+    files = sorted((folder / "many").rglob("*.jsonl"))
+    size = sum(p.stat().st_size for p in files)
+    cores = len(os.sched_getaffinity(0))
+    transcripts = sum(len(paths) for _, paths in groups)
+    print(
+        f"side by side with {rev}: {transcripts} transcripts ({len(files)} files with the "
+        f"subagents, {size / 2**20:.1f} MiB), best of {reps} interleaved passes; "
+        f"{cores} cores; load average before: {os.getloadavg()[0]:.2f}"
+    )
+    best: dict[str, int] = {}
+    cpu: dict[str, int] = {}
+
+    def child(mode: str, src: Path, jobs: int, out: Path) -> tuple[int, int]:
+        spec = {"mode": mode, "jobs": jobs, "out": str(out), "groups": groups}
+        env = {**os.environ, "PYTHONPATH": str(src)}
+        done = subprocess.run(
+            [sys.executable, "-c", _SIDE_CHILD, json.dumps(spec, default=str)],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        shutil.rmtree(out)
+        wall, used = done.stdout.split()[-2:]
+        return int(wall), int(used)
+
+    def own(run: Callable[[], int]) -> tuple[int, int]:
+        start = time.process_time_ns()
+        return run(), time.process_time_ns() - start
+
+    for rep in range(reps + 1):
+        took = {
+            "raw": own(lambda: raw_pass(files)),
+            "floor": own(lambda: floor_pass(files, folder / "floor.jsonl")),
+            "old": child("old", old_src, 1, folder / "old"),
+            "one": child("new", new_src, 1, folder / "one"),
+            "all": child("new", new_src, cores, folder / "all"),
+        }
+        if rep:  # pass 0 warms up
+            for kind, (ns, used) in took.items():
+                best[kind] = min(best.get(kind, ns), ns)
+                cpu[kind] = min(cpu.get(kind, used), used)
+    mb = {kind: size / ns * 1000 for kind, ns in best.items()}
+    print(
+        f"  raw lines + orjson.loads {mb['raw']:.1f} MB/s; passthrough floor (loads + dumps + "
+        f"buffered write) {mb['floor']:.1f} MB/s = {mb['floor'] / mb['raw']:.2f}x raw"
+    )
+    for kind, label in (
+        ("old", f"import at {rev} (one by one, 4 fsyncs each)"),
+        ("one", "import now, --jobs 1 (fsyncs per pass)"),
+        ("all", f"import now, --jobs {cores}"),
+    ):
+        print(
+            f"  {label}: {mb[kind]:.1f} MB/s = {mb[kind] / mb['raw']:.2f}x raw, "
+            f"{mb[kind] / mb['floor']:.2f}x floor, {best['old'] / best[kind]:.2f}x {rev}"
+            + (
+                f" (CPU time: {cpu['raw'] / cpu[kind]:.2f}x raw, {cpu['old'] / cpu[kind]:.2f}x "
+                f"{rev})"
+                if kind != "all"
+                else " (the workers' CPU time is not counted: they are the forkserver's children)"
+            )
+        )
+    print(f"  load average after: {os.getloadavg()[0]:.2f}")
+    return best["old"] / best["all"]
+
+
 def per_transcript(folder: Path, reps: int) -> None:
     """Print the fixed cost of importing one small transcript (create, fsyncs, cursor)."""
     source = TRANSCRIPTS / "claude-code" / "hello-world-script.jsonl"
@@ -496,6 +629,15 @@ def main() -> int:
     parser.add_argument(
         "--size-mib", type=int, default=32, help="memory-check transcript size (and 4x that)"
     )
+    parser.add_argument(
+        "--baseline", default=BASELINE, help="commit to compare the import with, side by side"
+    )
+    parser.add_argument(
+        "--copies", type=int, default=4, help="transcripts made of each real one, side by side"
+    )
+    parser.add_argument(
+        "--side-by-side-only", action="store_true", help="only the comparison with --baseline"
+    )
     parser.add_argument("--child-import", nargs=2, metavar="PATH", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_import:
@@ -505,6 +647,9 @@ def main() -> int:
         print(f"no transcripts in {TRANSCRIPTS}; set LOOPSCRIBE_TRANSCRIPTS", file=sys.stderr)
         return 2
     with scratch_dir() as folder:
+        side_by_side(folder, args.copies, min(args.min_mib, 1), args.reps, args.baseline)
+        if args.side_by_side_only:
+            return 0
         fast = throughput(folder, args.min_mib, args.reps)
         per_transcript(folder, args.reps)
         small = memory(folder, args.size_mib)

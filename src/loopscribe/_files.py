@@ -13,6 +13,12 @@ artifacts), so:
 * a small state file (a cursor) is replaced whole: written beside its name,
   fsynced, renamed.
 
+A bulk job that can be redone (the transcript importers) may owe its fsyncs
+instead of paying them one by one: inside :func:`owing_syncs`, a session's
+fsyncs and a new file's folder fsync are handed to the :class:`SyncDebt`,
+which pays them all at once before any cursor that points past those bytes
+is saved (see ``loopscribe.importers._batch``).
+
 The session file follows the same rules in ``loopscribe._session``.
 """
 
@@ -23,7 +29,10 @@ import errno
 import fcntl
 import logging
 import os
+from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
+from typing import Protocol
 
 from ._errors import WriteError
 
@@ -34,6 +43,42 @@ _BLOCK_BYTES = 1 << 16
 _NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 logger = logging.getLogger("loopscribe")
+
+
+class SyncDebt(Protocol):
+    """Who pays the fsyncs a writer owes, later and all at once (see :func:`owing_syncs`)."""
+
+    def owe_file(self, fd: int, path: Path) -> None:
+        """``path``, open on ``fd``, must be fsynced before anything that depends on it.
+
+        The debtor must keep its own descriptor (``os.dup``): the writer may close ``fd``.
+        """
+
+    def owe_dir(self, path: Path) -> None:
+        """Folder ``path`` gained an entry that must be fsynced."""
+
+
+_DEBT: ContextVar[SyncDebt | None] = ContextVar("loopscribe_sync_debt", default=None)
+
+
+def sync_debt() -> SyncDebt | None:
+    """The debt fsyncs go to in this context, or ``None``: fsync now."""
+    return _DEBT.get()
+
+
+@contextlib.contextmanager
+def owing_syncs(debt: SyncDebt) -> Iterator[SyncDebt]:
+    """Within the block (this thread or task only), sessions owe their fsyncs to ``debt``.
+
+    Only for work that can be done again after a crash: until the debt is
+    paid nothing written inside is durable, so nothing that claims it is (an
+    import cursor) may be saved before.
+    """
+    token = _DEBT.set(debt)
+    try:
+        yield debt
+    finally:
+        _DEBT.reset(token)
 
 
 def make_private_dir(path: str | os.PathLike[str]) -> Path:

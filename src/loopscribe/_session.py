@@ -64,6 +64,7 @@ from ._errors import (
     WriteError,
 )
 from ._fields import typed_positions
+from ._files import sync_debt
 from ._format import FORMAT_VERSION, Scanner, format_ts, is_session_id
 from ._freeze import FrozenConfig, freeze_config
 from ._model import Actor, CallRef, Event, Execution, Record, Transient, new_record
@@ -234,6 +235,10 @@ def _remove_unborn(fd: int, path: Path) -> None:
 
 
 def _fsync_dir(path: Path) -> None:
+    debt = sync_debt()
+    if debt is not None:
+        debt.owe_dir(path.parent)
+        return
     fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
@@ -1021,7 +1026,11 @@ class Session:
 
     def _sync(self) -> None:
         self._flush()
+        debt = sync_debt()
         try:
+            if debt is not None:
+                debt.owe_file(self._fd, self._path)  # paid before any cursor is saved
+                return
             os.fsync(self._fd)
         except OSError as exc:
             raise self._fail(WriteError(exc.errno, f"{self._path}: fsync failed: {exc}")) from exc

@@ -9,6 +9,12 @@ slowest attempts that contain no other execution, because an agent or a turn
 would otherwise always win; an attempt without a duration (its start and end at
 the same instant, as imported transcripts record many tools) is counted in
 ``untimed``, never ranked.
+
+Memory is bounded by a run, not by the file: :func:`session_stats` folds the
+file run by run and, as each run closes, keeps its numbers and drops its bars.
+A record that arrives for a run already closed (rare: a late ``message_end``
+or ``retry_scheduled``) can change that run's numbers, so then the file is
+folded again whole, which gives the same numbers the viewer shows.
 """
 
 from __future__ import annotations
@@ -249,6 +255,45 @@ def timeline_stats(timeline: SessionTimeline, *, top: int = DEFAULT_TOP) -> Sess
     )
 
 
+class _LateRecord(Exception):
+    """A record for a run whose bars were dropped: fold the whole file instead."""
+
+
+def _streamed(path: str | os.PathLike[str], top: int) -> SessionStats:
+    """Fold ``path`` keeping only the open runs' bars; raises :class:`_LateRecord`."""
+    from . import events as ev
+    from .viewer._timeline import SessionTimeline
+
+    class Fold(SessionTimeline):
+        done: dict[str, RunStats]
+
+        def _feed(self, record: Any) -> None:
+            run_id = record.run_id
+            if run_id is not None and run_id in self.done:
+                raise _LateRecord
+            super()._feed(record)
+            if record.type == ev.RUN_CLOSE and run_id is not None:
+                run = self.runs[run_id]
+                self.done[run_id] = run_stats(run, top=top)
+                # What only the viewer reads: none of it counts toward the numbers.
+                run.bars, run.by_span, run.latest, run.records = {}, {}, {}, []
+                run.committed = run.committed[:0]
+                self.request_scopes.clear()
+                self.scoped_commits.clear()
+                self.scoped_compactions.clear()
+
+    fold = Fold(path)
+    fold.done = {}
+    fold.refresh()
+    return SessionStats(
+        session_id=fold.session_id,
+        path=fold.path,
+        title=fold.title,
+        records=fold.records,
+        runs=tuple(fold.done.get(r.run_id) or run_stats(r, top=top) for r in fold.iter_runs()),
+    )
+
+
 def session_stats(path: str | os.PathLike[str], *, top: int = DEFAULT_TOP) -> SessionStats:
     """The numbers of one session file.
 
@@ -263,7 +308,10 @@ def session_stats(path: str | os.PathLike[str], *, top: int = DEFAULT_TOP) -> Se
     """
     from .viewer._timeline import load_timeline
 
-    return timeline_stats(load_timeline(path), top=top)
+    try:
+        return _streamed(path, top)
+    except _LateRecord:
+        return timeline_stats(load_timeline(path), top=top)
 
 
 def many_stats(

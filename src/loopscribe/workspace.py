@@ -61,6 +61,7 @@ from ._fields import field as get_field
 from ._fields import plain, text, token_usage
 from ._files import append_whole, complete_end, make_private_dir, open_append, replace_file
 from ._format import Scanner, format_ts, parse_ts
+from ._gc import collector_paused
 from ._messages import SystemMessage
 from ._reader import to_record
 from ._safeopen import open_session_fd, open_session_file
@@ -900,7 +901,9 @@ class Workspace:
         keep, skip, is_reg = summaries.append, skipped.append, stat.S_ISREG
         summarize = self._summary_locked
         locks: builtins.list[_Locks | None] = []
-        with self._lock, self._folder() as (names, fd):
+        # A cold scan builds a summary and a fold per file, which all live on:
+        # collections during it would walk all those built before (superlinear).
+        with self._lock, collector_paused(), self._folder() as (names, fd):
             sides = names.sides
             cached_of = self._cache.get
             stat_of, root = os.stat, self.root

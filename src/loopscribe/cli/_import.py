@@ -10,7 +10,7 @@ import shlex
 import signal
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType, ModuleType
@@ -22,6 +22,7 @@ from .._errors import LoopscribeError
 from .._redact import LineRedactor, Redactor
 from ..importers import claude_code, codex
 from ..importers._common import DEFAULT_SETTLE_SECONDS, Cursor, ImportReport, cursor_path
+from ..importers._pool import Outcome, default_jobs, import_many
 from ._common import REF_BASE_HELP, CliError, Out, seconds
 from ._kinds import AGENT_LABELS, file_kind
 
@@ -90,8 +91,29 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                 f"(default {DEFAULT_SETTLE_SECONDS:g}; 0 closes every transcript now)"
             ),
         )
+        p.add_argument(
+            "--jobs",
+            type=_jobs,
+            default=None,
+            metavar="N",
+            help=(
+                "import N transcripts at once, each in its own process "
+                f"(default: every core, {default_jobs()} here; 1 imports in this process)"
+            ),
+        )
         _add_redaction(p)
         p.set_defaults(handler=cmd_import)
+
+
+def _jobs(text: str) -> int:
+    """``--jobs``: a whole number of processes, at least 1."""
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of processes (1 or more)")
+    return jobs
 
 
 def _add_redaction(parser: argparse.ArgumentParser) -> None:
@@ -258,43 +280,48 @@ def cmd_import(args: argparse.Namespace, out: Out) -> int:
     total = sum(size for _, size in work)
     reports: list[ImportReport] = []
     errors: list[str] = []
-    importer: Callable[..., ImportReport] = module.import_transcript
+    size_of = dict(work)
     with _stop_on_signals() as stop, out.progress(total) as bar:
         task = bar.add_task(f"importing {label}", total=total)
-        done = 0
-        for path, size in work:
-            if stop.is_set():
-                break
-            base = done
+        done = [0]
+        reading: dict[Path, int] = {}
 
-            def advance(n: int, base: int = base) -> None:
-                bar.update(task, completed=base + n)
+        def advance(path: Path, n: int) -> None:
+            reading[path] = n
+            bar.update(task, completed=done[0] + sum(reading.values()))
 
-            try:
-                report = importer(
-                    path,
-                    out_dir,
-                    settle_seconds=args.settle,
-                    stop=stop,
-                    on_progress=advance,
-                    redact=redact,
-                )
-            except (LoopscribeError, OSError) as exc:
-                errors.append(str(exc))
-                if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
+        def finished(outcome: Outcome) -> None:
+            reading.pop(outcome.path, None)
+            done[0] += size_of.get(outcome.path, 0)
+            bar.update(task, completed=done[0] + sum(reading.values()))
+
+        outcomes = import_many(
+            args.agent,
+            files,
+            out_dir,
+            jobs=args.jobs,
+            sizes=[size for _, size in work],
+            stop=stop,
+            on_progress=advance,
+            on_outcome=finished,
+            settle_seconds=args.settle,
+            redact=redact,
+        )
+        for outcome in outcomes:
+            if outcome.report is None:
+                error = outcome.error or f"{outcome.path}: not imported"
+                if outcome.no_room:
                     # Every transcript after this one would fail the same way.
-                    errors[-1] += (
+                    error += (
                         f"; make room on the file system of {out_dir} (or raise its quota or "
                         "file-size limit) and run the same command again: what was imported "
                         "is kept, the rest resumes"
                     )
-                    break
+                errors.append(error)
                 continue
-            finally:
-                done += size
-            reports.append(report)
-            if report.error is not None:
-                errors.append(report.error)
+            reports.append(outcome.report)
+            if outcome.report.error is not None:
+                errors.append(outcome.report.error)
         # Still under the signal handlers: Ctrl-C stops the export and saves its cursor.
         exported = (
             _export(reports, errors, stop, args.ref_base)

@@ -49,13 +49,14 @@ import orjson
 
 from .. import events as ev
 from .._errors import LoopscribeError
-from .._files import make_private_dir, replace_file
+from .._files import make_private_dir
 from .._format import format_ts as format_record_ts
 from .._freeze import FrozenConfig, freeze_config
 from .._model import Event, Execution, Record
 from .._reader import read
 from .._redact import LineRedactor, Redactor
 from .._session import Observer, Run, Session
+from ._batch import save_or_owe
 
 logger = logging.getLogger("loopscribe.importers")
 
@@ -451,9 +452,14 @@ class Cursor:
             "prefix": self.prefix,
         }
 
-    def save(self, path: Path) -> None:
-        """Replace the cursor file atomically (write, fsync, rename), mode 0600."""
-        replace_file(path, orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2))
+    def save(self, path: Path, session: Path | None = None) -> None:
+        """Replace the cursor file atomically (write, fsync, rename), mode 0600.
+
+        Inside a pass of many imports (:class:`~._batch.SyncBatch`) the cursor
+        is saved when the pass is paid, after ``session`` (the file it points
+        into) is fsynced.
+        """
+        save_or_owe(path, orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2), session)
 
 
 # -- the destination --------------------------------------------------------------
@@ -1039,7 +1045,7 @@ class Importer(Mapper):
             state=self._saved_state(),
             prefix=self._prefix.hexdigest(),
         )
-        new.save(self.cursor_path)
+        new.save(self.cursor_path, self.destination)
         return self._done()
 
     def _done(self) -> ImportReport:
