@@ -41,6 +41,18 @@ from ._export import (
 )
 from ._genai import MessageReferenceError, parse_reference, resolve_reference
 from ._host import HOST_SPAN, span_from_record_data, span_record_data
+from ._metrics import (
+    SEMCONV_ENV,
+    GenAIMetrics,
+    Measurement,
+    OTLPJsonFileMetricExporter,
+    default_meter_provider,
+    default_metric_exporter,
+    default_metrics_path,
+    metrics_data,
+    semconv_mode,
+    span_measurements,
+)
 from ._ids import host_execution_id, host_span_id, run_span_id, span_context, span_id, trace_id
 from ._otlp import encode_otlp_json, encode_otlp_protobuf
 
@@ -49,12 +61,19 @@ if _TYPE_CHECKING:
 
 __all__ = [
     "HOST_SPAN",
+    "SEMCONV_ENV",
     "TERMINAL_TYPES",
+    "GenAIMetrics",
+    "Measurement",
     "MessageReferenceError",
     "OTLPJsonFileExporter",
+    "OTLPJsonFileMetricExporter",
     "OffloadingProcessor",
     "SpanBridge",
     "default_export_path",
+    "default_meter_provider",
+    "default_metric_exporter",
+    "default_metrics_path",
     "default_exporter",
     "default_processor",
     "default_resource",
@@ -63,13 +82,16 @@ __all__ = [
     "encode_otlp_protobuf",
     "host_execution_id",
     "host_span_id",
+    "metrics_data",
     "parse_reference",
     "replay",
     "resolve_reference",
     "run_span_id",
+    "semconv_mode",
     "span_context",
     "span_from_record_data",
     "span_id",
+    "span_measurements",
     "span_record_data",
     "to_file_uri",
     "trace_id",

@@ -75,6 +75,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from opentelemetry import metrics as metrics_api
 from opentelemetry import trace as trace_api
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import (
@@ -110,6 +111,7 @@ from .._model import Execution, Record
 from .._reader import read
 from ._host import HOST_SPAN, span_from_record_data
 from ._ids import host_span_id, parse_traceparent, run_span_id, span_id, trace_id
+from ._metrics import GenAIMetrics, host_meter_provider
 
 logger = logging.getLogger("loopscribe.otel")
 
@@ -477,6 +479,12 @@ class SpanBridge:
             with ``{session_id}`` and ``{seq}`` (a team viewer:
             ``https://viewer.example/session/{session_id}/record/{seq}``).
             Default: the ``LOOPSCRIBE_REF_BASE`` environment variable, if set.
+        metrics: Where the GenAI metrics of the spans go (``docs/metrics.md``):
+            a ``MeterProvider`` or a :class:`GenAIMetrics`; ``False`` for
+            none. Default: the host's global SDK MeterProvider if it has
+            one, else, unless ``processor`` is given, the embedded default
+            (:func:`default_meter_provider`: OTLP when an endpoint is
+            configured, else ``FILE.metrics.otlp.jsonl`` beside the session).
 
     Raises:
         ValueError: ``processor`` and ``tracer_provider`` are both given, or
@@ -492,6 +500,7 @@ class SpanBridge:
         resource: Resource | None = None,
         file_uri: str | os.PathLike[str] | None = None,
         ref_base: str | None = None,
+        metrics: GenAIMetrics | metrics_api.MeterProvider | bool | None = None,
     ) -> None:
         if processor is not None and tracer_provider is not None:
             raise ValueError("give SpanBridge a processor or a tracer_provider, not both")
@@ -536,6 +545,20 @@ class SpanBridge:
         """Spans the processor raised on (each was logged)."""
         self.failed_records = 0
         """Records the bridge could not handle (each was logged)."""
+        self._metrics_default = False
+        self.metrics: GenAIMetrics | None = None
+        """What records the spans' GenAI metrics, or ``None``."""
+        if isinstance(metrics, GenAIMetrics):
+            self.metrics = metrics
+        elif isinstance(metrics, metrics_api.MeterProvider):
+            self.metrics = GenAIMetrics(metrics)
+        elif metrics is not False:
+            host = host_meter_provider()
+            if host is not None:
+                self.metrics = GenAIMetrics(host)
+            else:
+                # Made with the embedded default, when the session's file is known.
+                self._metrics_default = metrics is True or processor is None
 
     @property
     def file(self) -> str | None:
@@ -563,17 +586,27 @@ class SpanBridge:
                 from ._export import default_processor
 
                 self._owned = self._processor = default_processor(session.path)
+            if self._metrics_default and self.metrics is None:
+                from ._metrics import default_meter_provider
+
+                provider = default_meter_provider(session.path, resource=self._resource)
+                self.metrics = GenAIMetrics(provider, owned=True)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Export what the processor holds; with a host provider, its processors flush."""
         processor = self._processor
-        return True if processor is None else processor.force_flush(timeout_millis)
+        flushed = True if processor is None else processor.force_flush(timeout_millis)
+        if self.metrics is not None:
+            flushed = self.metrics.force_flush(timeout_millis) and flushed
+        return flushed
 
     def shutdown(self) -> None:
-        """Flush and stop the embedded default processor; a host's processors are left to it."""
+        """Flush and stop the embedded defaults (spans, metrics); a host's are left to it."""
         owned, self._owned = self._owned, None
         if owned is not None:
             owned.shutdown()
+        if self.metrics is not None:
+            self.metrics.shutdown()
 
     @property
     def _viewer_refs(self) -> bool:
@@ -640,6 +673,10 @@ class SpanBridge:
                 emitted += 1
         with self._lock:
             self.spans_emitted += emitted
+        metrics = self.metrics
+        if metrics is not None:
+            for span in spans:
+                metrics.record(span)
 
     # -- state machine -------------------------------------------------------
 
@@ -1033,6 +1070,10 @@ def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
             attempt.first_chunk_ns = _ns(record.ts)
     elif kind == ev.MODEL_EXEC_END:
         attempt.response_seq = record.seq
+        first = data.get("first_chunk_ts")
+        if attempt.first_chunk_ns is None and attempt.request_ns is not None and first:
+            with contextlib.suppress(TypeError, ValueError):
+                attempt.first_chunk_ns = _ns(parse_ts(str(_plain(first))))
         labels = response_labels(data)
         attempt.response_model = labels.model or attempt.response_model
         attempt.provider = attempt.provider or provider_name(labels.provider)
