@@ -1123,7 +1123,7 @@ class Run:
                 # attempt's model_exec_end carries it (time to first chunk).
                 key = (execution.id, execution.attempt)
                 if key not in self._first_chunk:
-                    self._first_chunk[key] = format_ts(timestamp)[0]
+                    self._first_chunk[key] = format_ts(timestamp)[1]
             # Transient: still a failure point if recording already failed.
             if self._session.error is not None:
                 raise self._session.error

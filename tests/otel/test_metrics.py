@@ -87,7 +87,7 @@ def run_id_of(path: Path) -> str:
 
 
 def test_live_metrics_equal_the_records(tmp_path: Path) -> None:
-    """Tokens, durations and the first chunk's time are the records' own; exemplars name the spans."""
+    """Tokens, durations and first-chunk time are the records' own; exemplars name the spans."""
     reader = InMemoryMetricReader()
     session, path = recorded(tmp_path, MeterProvider(metric_readers=[reader]))
     data = reader.get_metrics_data()
@@ -212,7 +212,8 @@ def test_an_imported_transcript_gives_its_usage(tmp_path: Path) -> None:
         e.span_id for p in points(data, "gen_ai.client.operation.duration") for e in p.exemplars
     }
     chat_spans = {s.context.span_id for s in spans if s.name.startswith("chat")}
-    assert exemplar_spans and exemplar_spans <= chat_spans
+    assert exemplar_spans
+    assert exemplar_spans <= chat_spans
 
 
 # -- over a real socket ---------------------------------------------------------------
@@ -255,7 +256,7 @@ def metrics_receiver() -> Iterator[tuple[str, list[Any], threading.Event]]:
 def test_default_bridge_sends_metrics_over_otlp(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With an endpoint configured, the default bridge's metrics reach the receiver with exemplars."""
+    """With an endpoint set, the default bridge's metrics reach the receiver with exemplars."""
     with metrics_receiver() as (endpoint, received, arrived):
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
         path = tmp_path / "s.jsonl"
@@ -277,10 +278,10 @@ def test_default_bridge_sends_metrics_over_otlp(
         for p in metrics["gen_ai.client.token.usage"].histogram.data_points
     }
     assert {k: p.sum for k, p in usage.items()} == {"input": 1200, "output": 300}
-    run = run_id_of(path)
+    rid = run_id_of(path)
     exemplar = usage["input"].exemplars[0]
-    assert exemplar.trace_id == trace_id(session.id, run).to_bytes(16, "big")
-    assert exemplar.span_id == span_id(session.id, run, "model_1", 1).to_bytes(8, "big")
+    assert exemplar.trace_id == trace_id(session.id, rid).to_bytes(16, "big")
+    assert exemplar.span_id == span_id(session.id, rid, "model_1", 1).to_bytes(8, "big")
     (duration,) = metrics["gen_ai.client.operation.duration"].histogram.data_points
     assert duration.sum == pytest.approx(3.0)
 
@@ -303,6 +304,34 @@ def test_default_bridge_writes_metrics_beside_the_session(tmp_path: Path) -> Non
         for m in sm["metrics"]
     }
     assert {"gen_ai.client.token.usage", "gen_ai.execute_tool.duration"} <= names
-    run = run_id_of(path)
+    rid = run_id_of(path)
     text = b"".join(lines).decode()
-    assert f'"spanId":"{span_id(session.id, run, "model_1", 1):016x}"' in text
+    assert f'"spanId":"{span_id(session.id, rid, "model_1", 1):016x}"' in text
+
+
+def test_export_metrics_sends_an_imported_session_at_its_recorded_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``loopscribe export --metrics`` sends a transcript's usage, stamped with the transcript's minutes."""
+    from loopscribe.cli import main
+
+    report = import_transcript(DATA / "tool_heavy.jsonl", tmp_path / "out", finished=True)
+    times = [r.ts for r in read(report.destination) if r.type == "model_exec_end"]
+    with metrics_receiver() as (endpoint, received, arrived):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        assert main(["--json", "export", "--metrics", str(report.destination)]) == 0
+        assert arrived.wait(10)
+    usage = [
+        p
+        for request in received
+        for rm in request.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == "gen_ai.client.token.usage"
+        for p in m.histogram.data_points
+    ]
+    assert sum(p.sum for p in usage) == report.input_tokens + report.output_tokens
+    first = min(int(t.timestamp()) // 60 * 60 * 10**9 for t in times)
+    assert min(p.start_time_unix_nano for p in usage) == first
+    assert all(p.time_unix_nano - p.start_time_unix_nano == 60 * 10**9 for p in usage)
+    assert all(p.exemplars for p in usage)

@@ -41,6 +41,7 @@ from ._export import (
 )
 from ._genai import MessageReferenceError, parse_reference, resolve_reference
 from ._host import HOST_SPAN, span_from_record_data, span_record_data
+from ._ids import host_execution_id, host_span_id, run_span_id, span_context, span_id, trace_id
 from ._metrics import (
     SEMCONV_ENV,
     GenAIMetrics,
@@ -49,11 +50,11 @@ from ._metrics import (
     default_meter_provider,
     default_metric_exporter,
     default_metrics_path,
+    export_metrics,
     metrics_data,
     semconv_mode,
     span_measurements,
 )
-from ._ids import host_execution_id, host_span_id, run_span_id, span_context, span_id, trace_id
 from ._otlp import encode_otlp_json, encode_otlp_protobuf
 
 if _TYPE_CHECKING:
@@ -71,15 +72,16 @@ __all__ = [
     "OffloadingProcessor",
     "SpanBridge",
     "default_export_path",
+    "default_exporter",
     "default_meter_provider",
     "default_metric_exporter",
     "default_metrics_path",
-    "default_exporter",
     "default_processor",
     "default_resource",
     "describe_destination",
     "encode_otlp_json",
     "encode_otlp_protobuf",
+    "export_metrics",
     "host_execution_id",
     "host_span_id",
     "metrics_data",

@@ -1131,6 +1131,7 @@ def replay(
     resource: Resource | None = None,
     file_uri: str | os.PathLike[str] | None = None,
     ref_base: str | None = None,
+    metrics: GenAIMetrics | metrics_api.MeterProvider | bool | None = None,
 ) -> int:
     """Emit the spans of a session file, exactly as a live :class:`SpanBridge` did.
 
@@ -1153,6 +1154,8 @@ def replay(
         file_uri: How spans name the file; default ``path`` as a ``file://`` URI,
             which is what a live bridge attached to the Session used.
         ref_base: As for :class:`SpanBridge`.
+        metrics: As for :class:`SpanBridge`; the measurements are recorded now
+            (for the recorded times, see :func:`export_metrics`).
 
     Returns:
         The number of spans handed to the processor.
@@ -1169,6 +1172,7 @@ def replay(
         resource=resource,
         file_uri=path if file_uri is None else file_uri,
         ref_base=ref_base,
+        metrics=metrics,
     )
     if bridge.processor is None:
         raise ValueError(

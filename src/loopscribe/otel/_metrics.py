@@ -383,7 +383,7 @@ METRICS_PROTOCOL: Final = "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"
 
 
 def default_metrics_path(session_path: str | os.PathLike[str]) -> Path:
-    """Where the embedded default writes metrics: ``s.jsonl`` gives ``s.jsonl.metrics.otlp.jsonl``."""
+    """Where the embedded default writes metrics: ``s.jsonl.metrics.otlp.jsonl`` for ``s.jsonl``."""
     path = Path(session_path)
     return path.with_name(path.name + ".metrics.otlp.jsonl")
 
@@ -442,7 +442,7 @@ class OTLPJsonFileMetricExporter(MetricExporter):
 def encode_metrics_json(metrics_data: MetricsData) -> bytes | None:
     """One OTLP/JSON ``ExportMetricsServiceRequest`` line (IDs in hex), or ``None`` if empty."""
     import orjson
-    from google.protobuf.json_format import MessageToDict
+    from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
     from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 
     request = encode_metrics(metrics_data)
@@ -492,7 +492,7 @@ def default_metric_exporter(
     Raises:
         ValueError: The configured protocol is not supported.
     """
-    preferred = None
+    preferred: dict[type, AggregationTemporality] | None = None
     if temporality is not None:
         from opentelemetry.sdk.metrics import Counter
         from opentelemetry.sdk.metrics import Histogram as HistogramInstrument
@@ -623,3 +623,63 @@ def _point(
 
 def _exemplar(m: Measurement) -> Exemplar:
     return Exemplar({}, m.value, m.time_ns, m.span_id, m.trace_id)
+
+
+def export_metrics(
+    path: str | os.PathLike[str],
+    exporter: MetricExporter | None = None,
+    *,
+    semconv: str | None = None,
+) -> int:
+    """Send the GenAI metrics of a session file, stamped with its recorded times.
+
+    The spans are those :func:`~loopscribe.otel.replay` emits, so recorded and
+    imported sessions alike give the metrics a live bridge recorded.
+
+    Args:
+        path: The session file.
+        exporter: Where to send; default :func:`default_metric_exporter` with
+            DELTA temporality (shut down afterwards).
+        semconv: As for :class:`GenAIMetrics`.
+
+    Returns:
+        The number of data points sent.
+
+    Raises:
+        CorruptRecordError: A complete line of the file is damaged.
+        OSError: The file cannot be read, or the exporter refused the data.
+    """
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    from ._bridge import replay
+
+    spans: list[ReadableSpan] = []
+
+    class _Collect(SpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            spans.append(span)
+
+    replay(path, _Collect(), metrics=False)
+    data = metrics_data(spans, semconv=semconv)
+    count = sum(
+        len(m.data.data_points)
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+    )
+    if not count:
+        return 0
+    owned = exporter is None
+    target = (
+        default_metric_exporter(path, temporality=AggregationTemporality.DELTA)
+        if exporter is None
+        else exporter
+    )
+    try:
+        result = target.export(data)
+    finally:
+        if owned:
+            target.shutdown()
+    if result is not MetricExportResult.SUCCESS:
+        raise OSError(f"{path}: the metrics exporter refused {count} data points")
+    return count
