@@ -312,7 +312,7 @@ def test_default_bridge_writes_metrics_beside_the_session(tmp_path: Path) -> Non
 def test_export_metrics_sends_an_imported_session_at_its_recorded_times(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``loopscribe export --metrics`` sends a transcript's usage, stamped with the transcript's minutes."""
+    """``export --metrics`` sends a transcript's usage, stamped with its recorded minutes."""
     from loopscribe.cli import main
 
     report = import_transcript(DATA / "tool_heavy.jsonl", tmp_path / "out", finished=True)
