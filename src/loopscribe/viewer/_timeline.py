@@ -38,7 +38,7 @@ import orjson
 
 from .. import events as ev
 from .._errors import FormatError
-from .._fields import node_name, plain, response_labels, span_name, text
+from .._fields import TokenUsage, node_name, plain, response_labels, span_name, text
 from .._format import Scanner
 from .._model import Execution, Record
 from .._reader import to_record
@@ -97,6 +97,8 @@ class Bar:
     node: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    usage: TokenUsage | None = None
+    """Every token count of a model call (cache and reasoning too), for its cost."""
     retried: bool = False
     """A later attempt of the same execution exists."""
     input_seq: int | None = None
@@ -161,6 +163,7 @@ class Bar:
             self.provider = self.provider or labels.provider
             usage = labels.usage
             if usage is not None:
+                self.usage = usage
                 self.input_tokens = usage.input_tokens
                 self.output_tokens = usage.output_tokens
         elif kind in (ev.TOOL_EXEC_START, ev.TOOL_INVOKE_START, ev.TOOL_EXEC_END):
