@@ -111,13 +111,11 @@ def test_the_fast_path_equals_the_table_s_own_calculation() -> None:
     assert _model("claude-sonnet-4-5", "anthropic") is not None
 
 
-def test_stats_price_each_run_and_model(tmp_path: Path) -> None:
-    """``stats --json`` prices a known model per call date and says unknown for an unknown one."""
+def priced_session(path: Path) -> None:
+    """Two calls to claude-opus-4-6 on both sides of its price change, one to an unknown model."""
     from loopscribe import AssistantMessage, Execution, Session, TextContent, Usage
     from loopscribe import events as ev
-    from loopscribe._stats import session_stats
 
-    path = tmp_path / "s.jsonl"
     with Session.create(path) as session, session.begin_run() as run:
         for number, (model, at, usage) in enumerate(
             [
@@ -130,6 +128,14 @@ def test_stats_price_each_run_and_model(tmp_path: Path) -> None:
             run.record(ev.model_exec_start(call, model, provider="anthropic", timestamp=at))
             message = AssistantMessage((TextContent("x"),), model=model, usage=usage)
             run.record(ev.model_exec_end(call, message=message, usage=usage, timestamp=at))
+
+
+def test_stats_price_each_run_and_model(tmp_path: Path) -> None:
+    """``stats --json`` prices a known model per call date and says unknown for an unknown one."""
+    from loopscribe._stats import session_stats
+
+    path = tmp_path / "s.jsonl"
+    priced_session(path)
     stats = session_stats(path).to_json()
     by_model = {m["model"]: m for m in stats["tokens_by_model"]}
     assert by_model["claude-opus-4-6"]["cost_usd"] == pytest.approx(3.0375 + 1.525)
@@ -139,3 +145,21 @@ def test_stats_price_each_run_and_model(tmp_path: Path) -> None:
     assert stats["runs"][0]["cost_usd"] == stats["cost_usd"]
     without = session_stats(path, cost=False).to_json()
     assert without["cost_usd"] == 0.0
+
+
+def test_ls_and_show_give_the_session_s_cost(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ls --json`` carries the cost and how many calls had no price; ``show`` prints it."""
+    import orjson
+
+    from loopscribe.cli import main
+
+    priced_session(tmp_path / "s.jsonl")
+    assert main(["--json", "ls", str(tmp_path)]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    listed = orjson.loads(line)
+    assert listed["cost"] == pytest.approx(4.5625)
+    assert listed["cost_unknown_calls"] == 1
+    assert main(["show", str(tmp_path / "s.jsonl")]) == 0
+    assert "cost ≥$4.56" in capsys.readouterr().out
