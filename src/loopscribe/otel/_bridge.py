@@ -111,7 +111,7 @@ from .._model import Execution, Record
 from .._reader import read
 from ._host import HOST_SPAN, span_from_record_data
 from ._ids import host_span_id, parse_traceparent, run_span_id, span_id, trace_id
-from ._metrics import GenAIMetrics, host_meter_provider
+from ._metrics import OTHER_PROVIDER, GenAIMetrics, host_meter_provider, semconv_mode
 
 logger = logging.getLogger("loopscribe.otel")
 
@@ -151,6 +151,9 @@ INPUT_TOKENS = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
 CACHE_CREATION_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+"""The name cache writes had before the conventions renamed it (kept unless ``latest``)."""
+CACHE_WRITE_TOKENS = "gen_ai.usage.cache_write.input_tokens"
+CONVERSATION_COMPACTED = "gen_ai.conversation.compacted"
 REASONING_TOKENS = "gen_ai.usage.reasoning.output_tokens"
 FINISH_REASONS = "gen_ai.response.finish_reasons"
 TOOL_NAME = "gen_ai.tool.name"
@@ -380,6 +383,10 @@ class _Attempt:
     error_type: str | None = None
     source_file: str | None = None
     source_line: int | None = None
+    conversation: str | None = None
+    """A sub-agent's own conversation ID (the host's), inherited by what runs inside it."""
+    compacted: bool = False
+    """The first model call after a compaction."""
 
 
 @dataclass(slots=True)
@@ -545,6 +552,9 @@ class SpanBridge:
         """Spans the processor raised on (each was logged)."""
         self.failed_records = 0
         """Records the bridge could not handle (each was logged)."""
+        self._legacy_cache = semconv_mode() != "latest"
+        self._compacted: set[str] = set()
+        """Sessions whose next model call is the first after a compaction."""
         self._metrics_default = False
         self.metrics: GenAIMetrics | None = None
         """What records the spans' GenAI metrics, or ``None``."""
@@ -681,6 +691,8 @@ class SpanBridge:
     # -- state machine -------------------------------------------------------
 
     def _observe(self, record: Record) -> list[ReadableSpan]:
+        if record.type == ev.COMPACTION:
+            self._compacted.add(record.session_id)
         run_id = record.run_id
         if run_id is None:
             return []
@@ -728,6 +740,9 @@ class SpanBridge:
         if attempt is None:
             attempt = self._new_attempt(run, record, execution)
             run.attempts[attempt_key] = attempt
+            if execution.kind == "model" and record.session_id in self._compacted:
+                self._compacted.discard(record.session_id)
+                attempt.compacted = True
         attempt.seq_last = record.seq
         _update(run, attempt, record)
         if record.type not in TERMINAL_TYPES:
@@ -755,6 +770,12 @@ class SpanBridge:
         # Resolve the parent while it is running; if it has not appeared yet,
         # try again when this attempt ends.
         attempt.parent = _parent(run, attempt)
+        parent_id = execution.parent_id
+        if parent_id is not None:
+            number = run.latest.get(parent_id)
+            running = None if number is None else run.attempts.get((parent_id, number))
+            if running is not None:
+                attempt.conversation = running.conversation
         run.latest[execution.id] = execution.attempt
         return attempt
 
@@ -814,7 +835,7 @@ class SpanBridge:
         kind = _INTERNAL
         if ex.kind == "model":
             kind = _CLIENT
-            name = _model_attrs(attrs, attempt, self._refs(run))
+            name = _model_attrs(attrs, attempt, self._refs(run), self._legacy_cache)
             refs = INPUT_MESSAGES_REF in attrs or OUTPUT_MESSAGES_REF in attrs
             if refs and not self._viewer_refs:
                 file = None  # the references name it already
@@ -845,6 +866,9 @@ class SpanBridge:
         if incomplete:
             attrs[LS_INCOMPLETE] = True
         _put(attrs, ERROR_TYPE, attempt.error_type)
+        if attempt.conversation is not None:
+            # The sub-agent's own conversation; session.id stays the session's.
+            attrs[CONVERSATION_ID] = attempt.conversation
         context = SpanContext(run.trace_id, attempt.span_id, False, _SAMPLED)
         return self._span(
             name,
@@ -923,16 +947,22 @@ def _provider_processor(provider: TracerProvider) -> SpanProcessor:
 
 
 def _model_attrs(
-    attrs: dict[str, AttributeValue], attempt: _Attempt, ref: Callable[[int], str | None]
+    attrs: dict[str, AttributeValue],
+    attempt: _Attempt,
+    ref: Callable[[int], str | None],
+    legacy_cache: bool = True,
 ) -> str:
     """The chat span's GenAI attributes, ``ref(seq)`` naming a record; returns the span name.
 
     Written out rather than through :func:`_put`: this runs for every model call.
+    ``legacy_cache`` also writes cache writes under their former name.
     """
     value: str | int | float | None
     model = attempt.request_model or attempt.response_model
-    if (value := attempt.provider) is not None:
-        attrs[PROVIDER_NAME] = value
+    # Every inference span names a provider: the conventions' "other" when none is known.
+    attrs[PROVIDER_NAME] = attempt.provider or OTHER_PROVIDER
+    if attempt.compacted:
+        attrs[CONVERSATION_COMPACTED] = True
     if (value := attempt.request_model) is not None:
         attrs[REQUEST_MODEL] = value
     if (value := attempt.response_model) is not None:
@@ -978,7 +1008,9 @@ def _model_attrs(
         if usage.cache_read:
             attrs[CACHE_READ_TOKENS] = usage.cache_read
         if usage.cache_creation:
-            attrs[CACHE_CREATION_TOKENS] = usage.cache_creation
+            attrs[CACHE_WRITE_TOKENS] = usage.cache_creation
+            if legacy_cache:
+                attrs[CACHE_CREATION_TOKENS] = usage.cache_creation
         if usage.reasoning:
             attrs[REASONING_TOKENS] = usage.reasoning
     if attempt.finish_reasons:
@@ -1086,6 +1118,9 @@ def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
         attempt.tool_description = _str(_plain(data.get("description"))) or attempt.tool_description
     elif kind in _AGENT_LABELLED:
         attempt.agent = attempt.agent or _str(_plain(data.get("agent")))
+        if kind == ev.AGENT_START and attempt.execution.parent_id is not None:
+            own = _str(_plain(data.get("conversation_id"))) or _str(_plain(data.get("agent_id")))
+            attempt.conversation = own or attempt.conversation
     if attempt.execution.kind == "model":
         known = (attempt.provider is not None, attempt.request_model is not None)
         if known != attempt.informed:
