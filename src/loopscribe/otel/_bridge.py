@@ -597,7 +597,7 @@ class SpanBridge:
 
                 self._owned = self._processor = default_processor(session.path)
             if self._metrics_default and self.metrics is None:
-                from ._metrics import default_meter_provider
+                from ._metrics_export import default_meter_provider
 
                 provider = default_meter_provider(session.path, resource=self._resource)
                 self.metrics = GenAIMetrics(provider, owned=True)
