@@ -37,6 +37,7 @@ from typing import Any, Literal
 import orjson
 
 from .. import events as ev
+from .._cost import ZERO, Cost, call_cost
 from .._errors import FormatError
 from .._fields import TokenUsage, node_name, plain, response_labels, span_name, text
 from .._format import Scanner
@@ -143,6 +144,13 @@ class Bar:
         if ex.kind == "agent" and self.agent:
             return self.agent
         return ex.id
+
+    @property
+    def cost(self) -> Cost:
+        """A model call's cost from its usage, at the prices of its time (``docs/cost.md``)."""
+        if self.execution.kind != "model":
+            return ZERO
+        return call_cost(self.response_model or self.model, self.provider, self.usage, self.start)
 
     def duration_us(self, now: datetime) -> int:
         """Microseconds from start to end (or to ``now`` while open); never negative."""
@@ -370,7 +378,13 @@ class RunTimeline:
             "minimap": derived["minimap"],
             "errors": self._errors(derived["errors"], t0, final),
             "counts": derived["counts"],
+            "cost_usd": derived["cost"].to_json(),
+            "cost_text": derived["cost"].text(),
         }
+
+    def cost(self) -> Cost:
+        """What the run's model calls cost."""
+        return sum((bar.cost for bar in self.bars.values()), ZERO)
 
     def _minimap(self, t0: int, final: datetime, duration: int) -> dict[str, Any]:
         buckets = MINIMAP_BUCKETS
@@ -406,6 +420,7 @@ class RunTimeline:
             "minimap": self._minimap(t0, final, duration),
             "errors": failed[:_ERRORS_LISTED],
             "counts": self.counts(),
+            "cost": self.cost(),
         }
         self._derived = (stamp, derived)
         return derived
@@ -576,6 +591,7 @@ def _bar_json(bar: Bar, t0: int, final: datetime) -> dict[str, Any]:
         "agent": bar.agent,
         "input_tokens": bar.input_tokens,
         "output_tokens": bar.output_tokens,
+        "cost_usd": bar.cost.to_json() if ex.kind == "model" else None,
         "preview": bar.preview,
         "outcome": bar.outcome,
         "error_text": bar.error_text,
