@@ -559,3 +559,10 @@ def test_tokens_and_cost_per_day_chart_and_costs(
     browser.find_element(By.CSS_SELECTOR, f'.bar[data-span="{unknown}"]').click()
     until(browser, lambda d: text_of(d, "#details .cost") == "unknown")
     no_console_errors(browser)
+
+    # The report (opened from disk) gives the same costs.
+    report = write_report(folder / "priced.jsonl", tmp_path / "report.html")
+    browser.get(f"{report.as_uri()}#/trace/{trace_id(session_id, run_id):032x}/span/{span}")
+    assert wait_for(browser, "#details .cost").text == "$0.0180"
+    assert "≥$0.0240" in text_of(browser, ".meta .cost")
+    no_console_errors(browser)
