@@ -48,6 +48,8 @@ from ._otlp import encode_otlp_json, encode_otlp_protobuf
 if _TYPE_CHECKING:
     from ..intake import OffloadingProcessor
     from ._metrics_export import (
+        EmbeddedMetrics,
+        MetricsAggregator,
         OTLPJsonFileMetricExporter,
         default_meter_provider,
         default_metric_exporter,
@@ -58,6 +60,8 @@ if _TYPE_CHECKING:
 
 _METRICS_EXPORT = frozenset(
     {
+        "EmbeddedMetrics",
+        "MetricsAggregator",
         "OTLPJsonFileMetricExporter",
         "default_meter_provider",
         "default_metric_exporter",
@@ -72,9 +76,11 @@ __all__ = [
     "HOST_SPAN",
     "SEMCONV_ENV",
     "TERMINAL_TYPES",
+    "EmbeddedMetrics",
     "GenAIMetrics",
     "Measurement",
     "MessageReferenceError",
+    "MetricsAggregator",
     "OTLPJsonFileExporter",
     "OTLPJsonFileMetricExporter",
     "OffloadingProcessor",

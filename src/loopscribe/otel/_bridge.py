@@ -73,7 +73,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from opentelemetry import metrics as metrics_api
 from opentelemetry import trace as trace_api
@@ -112,6 +112,9 @@ from .._reader import read
 from ._host import HOST_SPAN, span_from_record_data
 from ._ids import host_span_id, parse_traceparent, run_span_id, span_id, trace_id
 from ._metrics import OTHER_PROVIDER, GenAIMetrics, host_meter_provider, semconv_mode
+
+if TYPE_CHECKING:
+    from ._metrics_export import EmbeddedMetrics
 
 logger = logging.getLogger("loopscribe.otel")
 
@@ -487,7 +490,8 @@ class SpanBridge:
             ``https://viewer.example/session/{session_id}/record/{seq}``).
             Default: the ``LOOPSCRIBE_REF_BASE`` environment variable, if set.
         metrics: Where the GenAI metrics of the spans go (``docs/metrics.md``):
-            a ``MeterProvider`` or a :class:`GenAIMetrics`; ``False`` for
+            a ``MeterProvider``, a :class:`GenAIMetrics` or an
+            ``EmbeddedMetrics``; ``False`` for
             none. Default: the host's global SDK MeterProvider if it has
             one, else, unless ``processor`` is given, the embedded default
             (:func:`default_meter_provider`: OTLP when an endpoint is
@@ -507,7 +511,7 @@ class SpanBridge:
         resource: Resource | None = None,
         file_uri: str | os.PathLike[str] | None = None,
         ref_base: str | None = None,
-        metrics: GenAIMetrics | metrics_api.MeterProvider | bool | None = None,
+        metrics: GenAIMetrics | EmbeddedMetrics | metrics_api.MeterProvider | bool | None = None,
     ) -> None:
         if processor is not None and tracer_provider is not None:
             raise ValueError("give SpanBridge a processor or a tracer_provider, not both")
@@ -556,10 +560,10 @@ class SpanBridge:
         self._compacted: set[str] = set()
         """Sessions whose next model call is the first after a compaction."""
         self._metrics_default = False
-        self.metrics: GenAIMetrics | None = None
+        self.metrics: GenAIMetrics | EmbeddedMetrics | None = None
         """What records the spans' GenAI metrics, or ``None``."""
-        if isinstance(metrics, GenAIMetrics):
-            self.metrics = metrics
+        if isinstance(metrics, GenAIMetrics) or type(metrics).__name__ == "EmbeddedMetrics":
+            self.metrics = metrics  # type: ignore[assignment]
         elif isinstance(metrics, metrics_api.MeterProvider):
             self.metrics = GenAIMetrics(metrics)
         elif metrics is not False:
@@ -597,10 +601,9 @@ class SpanBridge:
 
                 self._owned = self._processor = default_processor(session.path)
             if self._metrics_default and self.metrics is None:
-                from ._metrics_export import default_meter_provider
+                from ._metrics_export import EmbeddedMetrics
 
-                provider = default_meter_provider(session.path, resource=self._resource)
-                self.metrics = GenAIMetrics(provider, owned=True)
+                self.metrics = EmbeddedMetrics(session.path, resource=self._resource)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Export what the processor holds; with a host provider, its processors flush."""

@@ -173,85 +173,103 @@ def _int(value: Any) -> int | None:
     return value if type(value) is int and value >= 0 else None
 
 
-def _labels(attrs: Mapping[str, Any], keys: Iterable[str], base: dict[str, AttributeValue]) -> None:
+Labels = tuple[tuple[str, AttributeValue], ...]
+"""A measurement's attributes as ordered pairs: hashable, and cheap to build."""
+Raw = tuple[str, "int | float", Labels]
+
+
+def _labels(attrs: Mapping[str, Any], keys: Iterable[str], found: list[Any]) -> None:
     for key in keys:
         value = attrs.get(key)
         if value is not None:
-            base[key] = value
+            found.append((key, value))
+
+
+def raw_measurements(
+    attrs: Mapping[str, Any], start_ns: int, end_ns: int, mode: Semconv = "current"
+) -> list[Raw]:
+    """``(instrument, value, labels)`` of a finished span's attributes and times.
+
+    The hot path of live metrics: no object but the tuples is made.
+    """
+    operation = attrs.get("gen_ai.operation.name")
+    if not isinstance(operation, str):
+        return []
+    duration_s = max(0, end_ns - start_ns) / 1e9
+    pairs: list[Any] = [("gen_ai.operation.name", operation)]
+    if operation in _INFERENCE:
+        provider = attrs.get("gen_ai.provider.name")
+        pairs.append(
+            ("gen_ai.provider.name", provider if isinstance(provider, str) else OTHER_PROVIDER)
+        )
+        _labels(attrs, _CHAT_LABELS, pairs)
+        labels: Labels = tuple(pairs)
+        found: list[Raw] = [(OPERATION_DURATION, duration_s, labels)]
+        ttfc = attrs.get("gen_ai.response.time_to_first_chunk")
+        if isinstance(ttfc, int | float) and not isinstance(ttfc, bool):
+            found.append((TIME_TO_FIRST_CHUNK, float(ttfc), labels))
+        _token_measurements(attrs, labels, mode, found)
+        return found
+    if operation == "execute_tool":
+        _labels(attrs, _TOOL_LABELS, pairs)
+        return [(TOOL_DURATION, duration_s, tuple(pairs))]
+    if operation == "invoke_agent":
+        _labels(attrs, _AGENT_LABELS, pairs)
+        return [(AGENT_DURATION, duration_s, tuple(pairs))]
+    return []
 
 
 def span_measurements(span: ReadableSpan, mode: Semconv = "current") -> list[Measurement]:
     """The measurements a finished span gives; none for a span of no GenAI operation."""
-    attrs = span.attributes or {}
-    operation = attrs.get("gen_ai.operation.name")
     context = span.context
     start, end = span.start_time, span.end_time
-    if not isinstance(operation, str) or context is None or start is None or end is None:
+    if context is None or start is None or end is None:
         return []
-    duration_s = max(0, end - start) / 1e9
     trace_id, span_id = context.trace_id, context.span_id
-    found: list[Measurement] = []
+    return [
+        Measurement(name, value, dict(labels), end, trace_id, span_id)
+        for name, value, labels in raw_measurements(span.attributes or {}, start, end, mode)
+    ]
 
-    def add(name: str, value: float, labels: Mapping[str, AttributeValue]) -> None:
-        found.append(Measurement(name, value, labels, end, trace_id, span_id))
 
-    labels: dict[str, AttributeValue] = {"gen_ai.operation.name": operation}
-    if operation in _INFERENCE:
-        provider = attrs.get("gen_ai.provider.name")
-        labels["gen_ai.provider.name"] = provider if isinstance(provider, str) else OTHER_PROVIDER
-        _labels(attrs, _CHAT_LABELS, labels)
-        add(OPERATION_DURATION, duration_s, labels)
-        ttfc = attrs.get("gen_ai.response.time_to_first_chunk")
-        if isinstance(ttfc, int | float) and not isinstance(ttfc, bool):
-            add(TIME_TO_FIRST_CHUNK, float(ttfc), labels)
-        _token_measurements(attrs, labels, mode, add)
-    elif operation == "execute_tool":
-        _labels(attrs, _TOOL_LABELS, labels)
-        add(TOOL_DURATION, duration_s, labels)
-    elif operation == "invoke_agent":
-        _labels(attrs, _AGENT_LABELS, labels)
-        add(AGENT_DURATION, duration_s, labels)
-    return found
+_TOKEN_INPUT: Final = (TOKEN_TYPE, "input")
+_TOKEN_OUTPUT: Final = (TOKEN_TYPE, "output")
+_MODALITY: Final = (TOKEN_MODALITY, "unknown")
 
 
 def _token_measurements(
-    attrs: Mapping[str, Any],
-    labels: dict[str, AttributeValue],
-    mode: Semconv,
-    add: Any,
+    attrs: Mapping[str, Any], labels: Labels, mode: Semconv, found: list[Raw]
 ) -> None:
     input_tokens = _int(attrs.get("gen_ai.usage.input_tokens"))
     output_tokens = _int(attrs.get("gen_ai.usage.output_tokens"))
-    error = "error.type" in labels
     if mode != "latest":
         # The histogram is recorded only for counts the provider gave (as util-genai does).
         if input_tokens is not None:
-            add(TOKEN_USAGE, input_tokens, {**labels, TOKEN_TYPE: "input"})
+            found.append((TOKEN_USAGE, input_tokens, (*labels, _TOKEN_INPUT)))
         if output_tokens is not None:
-            add(TOKEN_USAGE, output_tokens, {**labels, TOKEN_TYPE: "output"})
+            found.append((TOKEN_USAGE, output_tokens, (*labels, _TOKEN_OUTPUT)))
     if mode == "current":
         return
     # The conventions' counters: recorded for every operation, failed ones too,
     # 0 with modality "unknown" when no usage came back.
-    counted = {k: v for k, v in labels.items() if k != "error.type"} if error else labels
-    counted = {**counted, TOKEN_MODALITY: "unknown"}
-    add(USAGE_INPUT, input_tokens or 0, counted)
-    add(USAGE_OUTPUT, output_tokens or 0, counted)
+    counted = (*(pair for pair in labels if pair[0] != "error.type"), _MODALITY)
+    found.append((USAGE_INPUT, input_tokens or 0, counted))
+    found.append((USAGE_OUTPUT, output_tokens or 0, counted))
     cache_read = _int(attrs.get("gen_ai.usage.cache_read.input_tokens"))
     if cache_read:
-        add(USAGE_CACHE_READ, cache_read, counted)
+        found.append((USAGE_CACHE_READ, cache_read, counted))
     cache_write = next(
         (n for n in (_int(attrs.get(k)) for k in CACHE_WRITE_ATTRIBUTES) if n is not None), None
     )
     if cache_write:
-        add(USAGE_CACHE_WRITE, cache_write, counted)
+        found.append((USAGE_CACHE_WRITE, cache_write, counted))
     reasoning = _int(attrs.get("gen_ai.usage.reasoning.output_tokens"))
     if reasoning:
-        add(USAGE_REASONING, reasoning, counted)
+        found.append((USAGE_REASONING, reasoning, counted))
     if input_tokens is not None:
-        add(OPERATION_INPUT, input_tokens, labels)
+        found.append((OPERATION_INPUT, input_tokens, labels))
     if output_tokens is not None:
-        add(OPERATION_OUTPUT, output_tokens, labels)
+        found.append((OPERATION_OUTPUT, output_tokens, labels))
 
 
 class GenAIMetrics:

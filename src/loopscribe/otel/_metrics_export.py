@@ -6,10 +6,12 @@ Imported when a provider, an exporter or a data point is made, so that
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
 
@@ -31,10 +33,9 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.util.types import AttributeValue
 
 from .._files import append_whole, open_append
-from ._metrics import INSTRUMENTS, Measurement, _Instrument, semconv_mode, span_measurements
+from ._metrics import INSTRUMENTS, Labels, _Instrument, raw_measurements, semconv_mode
 
 logger = logging.getLogger("loopscribe.otel")
 
@@ -193,6 +194,246 @@ def default_meter_provider(
     )
 
 
+# -- loopscribe's own aggregation ------------------------------------------------------
+
+
+class _Series:
+    """One instrument and attribute set (and window): what a data point reports."""
+
+    __slots__ = ("buckets", "count", "exemplars", "high", "low", "total")
+
+    def __init__(self, buckets: int) -> None:
+        self.count = 0
+        self.total: float = 0
+        self.low = float("inf")
+        self.high = float("-inf")
+        self.buckets = [0] * buckets
+        self.exemplars: dict[int, tuple[float, int, int, int]] = {}
+
+
+_BOUNDS: Final = {name: spec.buckets for name, spec in INSTRUMENTS.items()}
+
+
+class MetricsAggregator:
+    """Adds up the measurements of spans itself, cheaply, for the embedded default and export.
+
+    The SDK's instruments clean, hash and sort every measurement's
+    attributes (tens of microseconds a call); here a measurement is a
+    dictionary lookup by its label tuple and a few additions, with the
+    latest exemplar kept per histogram bucket (per counter for a sum), as
+    the SDK's reservoirs do.
+
+    Args:
+        semconv: As for :class:`~loopscribe.otel.GenAIMetrics`.
+        window_ns: Fold measurements into windows this long (for recorded
+            times); ``0`` folds them all together (live, cumulative).
+    """
+
+    def __init__(self, semconv: str | None = None, *, window_ns: int = 0) -> None:
+        self.mode = semconv_mode(semconv)
+        self._window = window_ns
+        self._series: dict[tuple[str, Labels, int], _Series] = {}
+        self._lock = threading.Lock()
+        self.failed_spans = 0
+        """Spans that could not be measured (each was logged)."""
+
+    def record(self, span: ReadableSpan) -> None:
+        """Add the measurements of one finished span; never raises."""
+        try:
+            context, start, end = span.context, span.start_time, span.end_time
+            if context is None or start is None or end is None:
+                return
+            found = raw_measurements(span.attributes or {}, start, end, self.mode)
+            if not found:
+                return
+            window = end // self._window * self._window if self._window else 0
+            exemplar = (end, context.trace_id, context.span_id)
+            with self._lock:
+                series = self._series
+                for name, value, labels in found:
+                    key = (name, labels, window)
+                    s = series.get(key)
+                    if s is None:
+                        s = series[key] = _Series(len(_BOUNDS[name]) + 1)
+                    s.count += 1
+                    s.total += value
+                    s.low = min(s.low, value)
+                    s.high = max(s.high, value)
+                    index = bisect.bisect_left(_BOUNDS[name], value)
+                    s.buckets[index] += 1
+                    s.exemplars[index] = (value, *exemplar)
+        except Exception:
+            self.failed_spans += 1
+            logger.exception("loopscribe could not measure span %r", span.name)
+
+    def metrics(self, start_ns: int, end_ns: int) -> list[Metric]:
+        """The series as OTLP metrics: DELTA per window, else CUMULATIVE from ``start_ns``."""
+        with self._lock:
+            items = sorted(
+                ((key, _copy(s)) for key, s in self._series.items()), key=lambda kv: kv[0][2]
+            )
+        temporality = (
+            AggregationTemporality.DELTA if self._window else AggregationTemporality.CUMULATIVE
+        )
+        by_name: dict[str, list[Any]] = {}
+        for (name, labels, window), s in items:
+            first, last = (window, window + self._window) if self._window else (start_ns, end_ns)
+            by_name.setdefault(name, []).append(_point(INSTRUMENTS[name], labels, first, last, s))
+        found = []
+        for name, points in by_name.items():
+            spec = INSTRUMENTS[name]
+            data: Sum | Histogram
+            if spec.counter:
+                data = Sum(points, temporality, is_monotonic=True)
+            else:
+                data = Histogram(points, temporality)
+            found.append(Metric(name, spec.description, spec.unit, data))
+        return found
+
+    def __len__(self) -> int:
+        return len(self._series)
+
+
+def _copy(s: _Series) -> _Series:
+    c = _Series(0)
+    c.count, c.total, c.low, c.high = s.count, s.total, s.low, s.high
+    c.buckets, c.exemplars = list(s.buckets), dict(s.exemplars)
+    return c
+
+
+def _point(spec: _Instrument, labels: Labels, start: int, end: int, s: _Series) -> Any:
+    exemplars = [
+        Exemplar({}, value, at, span, trace)
+        for _, (value, at, trace, span) in sorted(s.exemplars.items())
+    ]
+    if spec.counter:
+        latest = max(exemplars, key=lambda e: e.time_unix_nano)
+        return NumberDataPoint(dict(labels), start, end, s.total, exemplars=[latest])
+    return HistogramDataPoint(
+        dict(labels),
+        start,
+        end,
+        s.count,
+        s.total,
+        list(s.buckets),
+        list(spec.buckets),
+        s.low,
+        s.high,
+        exemplars=exemplars,
+    )
+
+
+def _metrics_data(metrics: list[Metric], resource: Resource | None) -> MetricsData:
+    from ._bridge import _scope, default_resource
+
+    scope = _scope()
+    return MetricsData(
+        [
+            ResourceMetrics(
+                default_resource() if resource is None else resource,
+                [ScopeMetrics(InstrumentationScope(scope.name, scope.version), metrics, "")]
+                if metrics
+                else [],
+                "",
+            )
+        ]
+    )
+
+
+EXPORT_INTERVAL_ENV: Final = "OTEL_METRIC_EXPORT_INTERVAL"
+_DEFAULT_INTERVAL_MS: Final = 60_000
+
+
+class EmbeddedMetrics:
+    """The bridge's own metrics pipeline when the host has no MeterProvider.
+
+    Spans are measured by a :class:`MetricsAggregator` and exported as
+    CUMULATIVE points every ``OTEL_METRIC_EXPORT_INTERVAL`` milliseconds
+    (default 60,000), at :meth:`force_flush` and at :meth:`shutdown`, with
+    :func:`default_metric_exporter` (OTLP when configured, else the file
+    beside the session).
+
+    Args:
+        session_path: The session the spans come from.
+        resource: The metrics' Resource; default :func:`default_resource`.
+        semconv: As for :class:`~loopscribe.otel.GenAIMetrics`.
+        exporter: Instead of :func:`default_metric_exporter`.
+    """
+
+    def __init__(
+        self,
+        session_path: str | os.PathLike[str],
+        *,
+        resource: Resource | None = None,
+        semconv: str | None = None,
+        exporter: MetricExporter | None = None,
+    ) -> None:
+        self.aggregator = MetricsAggregator(semconv)
+        self.exporter = default_metric_exporter(session_path) if exporter is None else exporter
+        self._resource = resource
+        self._start_ns = time.time_ns()
+        self._sent = -1
+        self._export_lock = threading.Lock()
+        self._stop = threading.Event()
+        interval_ms = _interval_ms()
+        self._thread = threading.Thread(
+            target=self._run, args=(interval_ms / 1000,), name="loopscribe-metrics", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def failed_spans(self) -> int:
+        """Spans that could not be measured."""
+        return self.aggregator.failed_spans
+
+    def record(self, span: ReadableSpan) -> None:
+        """Measure one finished span (the hot path: no export, no SDK call)."""
+        self.aggregator.record(span)
+
+    def _run(self, interval_s: float) -> None:
+        while not self._stop.wait(interval_s):
+            self._export()
+
+    def _export(self, timeout_millis: float = 10_000) -> bool:
+        with self._export_lock:
+            metrics = self.aggregator.metrics(self._start_ns, time.time_ns())
+            if not metrics:
+                return True
+            try:
+                result = self.exporter.export(
+                    _metrics_data(metrics, self._resource), timeout_millis=timeout_millis
+                )
+            except Exception:
+                logger.exception("loopscribe could not export its GenAI metrics")
+                return False
+            return result is MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Export the current totals now."""
+        return self._export(timeout_millis)
+
+    def shutdown(self) -> None:
+        """Export the totals a last time and stop."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join(5)
+        self._export()
+        self.exporter.shutdown()
+
+
+def _interval_ms() -> float:
+    raw = os.environ.get(EXPORT_INTERVAL_ENV)
+    try:
+        value = float(raw) if raw else _DEFAULT_INTERVAL_MS
+    except ValueError:
+        value = -1
+    if value <= 0:
+        logger.warning("%s=%r is not a positive number of milliseconds", EXPORT_INTERVAL_ENV, raw)
+        return _DEFAULT_INTERVAL_MS
+    return value
+
+
 # -- at the recorded times ----------------------------------------------------------
 
 BUCKET_NS: Final = 60 * 1_000_000_000
@@ -213,78 +454,10 @@ def metrics_data(
     a backend can add them up); each histogram bucket keeps the exemplar of
     its latest measurement, with that span's trace and span IDs.
     """
-    from ._bridge import _scope, default_resource
-
-    mode = semconv_mode(semconv)
-    groups: dict[tuple[str, tuple[tuple[str, AttributeValue], ...], int], list[Measurement]] = {}
+    aggregator = MetricsAggregator(semconv, window_ns=bucket_ns)
     for span in spans:
-        for m in span_measurements(span, mode):
-            window = m.time_ns // bucket_ns * bucket_ns
-            key = (m.instrument, tuple(sorted(m.attributes.items())), window)
-            groups.setdefault(key, []).append(m)
-    by_name: dict[str, list[Any]] = {}
-    for (name, labels, window), found in sorted(groups.items(), key=lambda kv: kv[0][2]):
-        point = _point(INSTRUMENTS[name], dict(labels), window, window + bucket_ns, found)
-        by_name.setdefault(name, []).append(point)
-    metrics = []
-    for name, points in by_name.items():
-        spec = INSTRUMENTS[name]
-        data: Sum | Histogram
-        if spec.counter:
-            data = Sum(points, AggregationTemporality.DELTA, is_monotonic=True)
-        else:
-            data = Histogram(points, AggregationTemporality.DELTA)
-        metrics.append(Metric(name, spec.description, spec.unit, data))
-    scope = _scope()
-    return MetricsData(
-        [
-            ResourceMetrics(
-                default_resource() if resource is None else resource,
-                [ScopeMetrics(InstrumentationScope(scope.name, scope.version), metrics, "")]
-                if metrics
-                else [],
-                "",
-            )
-        ]
-    )
-
-
-def _point(
-    spec: _Instrument, labels: dict[str, Any], start: int, end: int, found: Sequence[Measurement]
-) -> Any:
-    exemplars: dict[int, Exemplar] = {}
-    if spec.counter:
-        last = found[-1]
-        return NumberDataPoint(
-            labels,
-            start,
-            end,
-            sum(m.value for m in found),
-            exemplars=[_exemplar(last)],
-        )
-    bounds = spec.buckets
-    counts = [0] * (len(bounds) + 1)
-    for m in found:
-        index = next((i for i, b in enumerate(bounds) if m.value <= b), len(bounds))
-        counts[index] += 1
-        exemplars[index] = _exemplar(m)
-    values = [m.value for m in found]
-    return HistogramDataPoint(
-        labels,
-        start,
-        end,
-        len(values),
-        sum(values),
-        counts,
-        list(bounds),
-        min(values),
-        max(values),
-        exemplars=[exemplars[i] for i in sorted(exemplars)],
-    )
-
-
-def _exemplar(m: Measurement) -> Exemplar:
-    return Exemplar({}, m.value, m.time_ns, m.span_id, m.trace_id)
+        aggregator.record(span)
+    return _metrics_data(aggregator.metrics(0, 0), resource)
 
 
 def export_metrics(
