@@ -20,6 +20,7 @@ USAGE = [
     "gen_ai.usage.input_tokens",
     "gen_ai.usage.output_tokens",
     "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_write.input_tokens",
     "gen_ai.usage.cache_creation.input_tokens",
     "gen_ai.usage.text.input_tokens",
     "gen_ai.usage.image.input_tokens",
@@ -42,6 +43,7 @@ CONVENTIONS = {
         "gen_ai.provider.name",
         "gen_ai.request.model",
         "gen_ai.conversation.id",
+        "gen_ai.conversation.compacted",
         "gen_ai.output.type",
         "gen_ai.request.choice.count",
         "gen_ai.request.seed",
@@ -120,3 +122,15 @@ def test_nothing_is_left_not_emitted_without_a_reason(title: str) -> None:
             continue
         reason = emits.split(":", 1)[1] if ":" in emits else ""
         assert len(reason.split()) >= 5, f"{title}: {name} ({level}) not emitted without a reason"
+
+
+def test_every_metric_instrument_has_a_row() -> None:
+    """Each instrument loopscribe can record is in the Metrics table, and nothing else is."""
+    from loopscribe.otel._metrics import INSTRUMENTS
+
+    text = DOC.read_text(encoding="utf-8")
+    section = text.split("\n## Metrics\n", 1)[1]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    named = {re.findall(r"`([a-z_.]+)`", row)[0] for row in rows}
+    assert named == set(INSTRUMENTS)
+    assert "LOOPSCRIBE_GENAI_SEMCONV" in text

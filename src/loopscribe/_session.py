@@ -1036,6 +1036,9 @@ class Session:
             raise self._fail(WriteError(exc.errno, f"{self._path}: fsync failed: {exc}")) from exc
 
 
+_FIRST_CHUNK: Final = frozenset({ev.MESSAGE_UPDATE, ev.MODEL_STREAM})
+
+
 class Run:
     """One loop invocation inside a Session. Get one from ``Session.begin_run()``.
 
@@ -1050,6 +1053,8 @@ class Run:
         self._closed = False
         # The event recorded last and its result: the same object again is not written twice.
         self._last: tuple[Event, Record | None] | None = None
+        self._first_chunk: dict[tuple[str, int], str] = {}
+        """When each streamed model attempt's first chunk arrived, for its ``model_exec_end``."""
         _run_lock(session._fd, held=True)
 
     @property
@@ -1121,12 +1126,22 @@ class Run:
             self._check_open()  # raises the reason
         written = ev.written_data(kind, data) if special else data
         if written is None:
+            if execution is not None and kind in _FIRST_CHUNK:
+                # Chunks are not written, but when the first one came is: the
+                # attempt's model_exec_end carries it (time to first chunk).
+                key = (execution.id, execution.attempt)
+                if key not in self._first_chunk:
+                    self._first_chunk[key] = format_ts(timestamp)[1]
             # Transient: still a failure point if recording already failed.
             if self._session.error is not None:
                 raise self._session.error
             if self._session._transient_sinks:
                 self._session._publish_transient(kind, self._id, execution, data, timestamp)
             return None
+        if kind == ev.MODEL_EXEC_END and execution is not None and self._first_chunk:
+            first = self._first_chunk.pop((execution.id, execution.attempt), None)
+            if first is not None and "first_chunk_ts" not in written:
+                written = {**written, "first_chunk_ts": first}
         if kind == ev.MODEL_REQUEST and type(written.get("config")) is not FrozenConfig:
             # Requests built with events.model_request are frozen already; freeze
             # hand-built ones too, so no credential reaches the file either way.

@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._cost import ZERO, Cost, call_cost
 from ._errors import FormatError
 
 if TYPE_CHECKING:
@@ -49,6 +50,19 @@ class ModelTokens:
     calls: int
     input_tokens: int
     output_tokens: int
+    cost: Cost = ZERO
+    """What the calls cost (``docs/cost.md``): computed from usage, never recorded."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The model's numbers as JSON; ``cost_usd`` is ``"unknown"`` when nothing was priced."""
+        return {
+            "model": self.model,
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost.to_json(),
+            "cost_unknown_calls": self.cost.unknown,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +110,11 @@ class RunStats:
         """Output tokens of every model."""
         return sum(t.output_tokens for t in self.tokens)
 
+    @property
+    def cost(self) -> Cost:
+        """What the run's model calls cost."""
+        return sum((t.cost for t in self.tokens), ZERO)
+
     def to_json(self) -> dict[str, Any]:
         """The run's numbers as JSON."""
         from .viewer._timeline import iso
@@ -114,15 +133,9 @@ class RunStats:
             "retries": self.retries,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
-            "tokens_by_model": [
-                {
-                    "model": t.model,
-                    "calls": t.calls,
-                    "input_tokens": t.input_tokens,
-                    "output_tokens": t.output_tokens,
-                }
-                for t in self.tokens
-            ],
+            "cost_usd": self.cost.to_json(),
+            "cost_unknown_calls": self.cost.unknown,
+            "tokens_by_model": [t.to_json() for t in self.tokens],
             "slowest": [
                 {
                     "execution_id": s.execution_id,
@@ -159,16 +172,19 @@ class SessionStats:
         """A count added up over the runs: ``model_calls``, ``errors``, ``input_tokens``, ..."""
         return sum(int(getattr(r, name)) for r in self.runs)
 
+    @property
+    def cost(self) -> Cost:
+        """What the session's model calls cost."""
+        return sum((r.cost for r in self.runs), ZERO)
+
     def tokens_by_model(self) -> tuple[ModelTokens, ...]:
-        """Token usage per model over every run."""
-        merged: dict[str, list[int]] = {}
+        """Token usage (and cost) per model over every run."""
+        merged: dict[str, ModelTokens] = {}
         for run in self.runs:
             for t in run.tokens:
-                acc = merged.setdefault(t.model, [0, 0, 0])
-                acc[0] += t.calls
-                acc[1] += t.input_tokens
-                acc[2] += t.output_tokens
-        return tuple(ModelTokens(m, c, i, o) for m, (c, i, o) in sorted(merged.items()))
+                acc = merged.get(t.model)
+                merged[t.model] = t if acc is None else _merged(acc, t)
+        return tuple(merged[m] for m in sorted(merged))
 
     def to_json(self) -> dict[str, Any]:
         """The session's numbers as JSON (one object, runs nested)."""
@@ -184,30 +200,37 @@ class SessionStats:
             "retries": self.total("retries"),
             "input_tokens": self.total("input_tokens"),
             "output_tokens": self.total("output_tokens"),
-            "tokens_by_model": [
-                {
-                    "model": t.model,
-                    "calls": t.calls,
-                    "input_tokens": t.input_tokens,
-                    "output_tokens": t.output_tokens,
-                }
-                for t in self.tokens_by_model()
-            ],
+            "cost_usd": self.cost.to_json(),
+            "cost_unknown_calls": self.cost.unknown,
+            "tokens_by_model": [t.to_json() for t in self.tokens_by_model()],
             "runs": [r.to_json() for r in self.runs],
         }
 
 
-def run_stats(run: RunTimeline, *, top: int = DEFAULT_TOP) -> RunStats:
-    """The numbers of one run's timeline."""
+def _merged(a: ModelTokens, b: ModelTokens) -> ModelTokens:
+    return ModelTokens(
+        a.model,
+        a.calls + b.calls,
+        a.input_tokens + b.input_tokens,
+        a.output_tokens + b.output_tokens,
+        a.cost + b.cost,
+    )
+
+
+def run_stats(run: RunTimeline, *, top: int = DEFAULT_TOP, cost: bool = True) -> RunStats:
+    """The numbers of one run's timeline; ``cost=False`` leaves the costs out (all zero)."""
     bars = list(run.bars.values())
-    tokens: dict[str, list[int]] = {}
+    tokens: dict[str, list[Any]] = {}
     for bar in bars:
         if bar.execution.kind != "model":
             continue
-        acc = tokens.setdefault(bar.response_model or bar.model or "(unknown model)", [0, 0, 0])
+        model = bar.response_model or bar.model
+        acc = tokens.setdefault(model or "(unknown model)", [0, 0, 0, ZERO])
         acc[0] += 1
         acc[1] += bar.input_tokens or 0
         acc[2] += bar.output_tokens or 0
+        if cost:
+            acc[3] += call_cost(model, bar.provider, bar.usage, bar.start)
     parents = {bar.execution.parent_id for bar in bars}
     now = run.final_ts
     leaves = [bar for bar in bars if bar.execution.id not in parents]
@@ -226,7 +249,7 @@ def run_stats(run: RunTimeline, *, top: int = DEFAULT_TOP) -> RunStats:
         tool_calls=counts["tool_calls"],
         errors=counts["errors"],
         retries=counts["retries"],
-        tokens=tuple(ModelTokens(m, c, i, o) for m, (c, i, o) in sorted(tokens.items())),
+        tokens=tuple(ModelTokens(m, c, i, o, p) for m, (c, i, o, p) in sorted(tokens.items())),
         slowest=tuple(
             SlowExecution(
                 execution_id=b.execution.id,
@@ -244,14 +267,16 @@ def run_stats(run: RunTimeline, *, top: int = DEFAULT_TOP) -> RunStats:
     )
 
 
-def timeline_stats(timeline: SessionTimeline, *, top: int = DEFAULT_TOP) -> SessionStats:
+def timeline_stats(
+    timeline: SessionTimeline, *, top: int = DEFAULT_TOP, cost: bool = True
+) -> SessionStats:
     """The numbers of a folded session file."""
     return SessionStats(
         session_id=timeline.session_id,
         path=timeline.path,
         title=timeline.title,
         records=timeline.records,
-        runs=tuple(run_stats(r, top=top) for r in timeline.iter_runs()),
+        runs=tuple(run_stats(r, top=top, cost=cost) for r in timeline.iter_runs()),
     )
 
 
@@ -259,7 +284,7 @@ class _LateRecord(Exception):
     """A record for a run whose bars were dropped: fold the whole file instead."""
 
 
-def _streamed(path: str | os.PathLike[str], top: int) -> SessionStats:
+def _streamed(path: str | os.PathLike[str], top: int, cost: bool) -> SessionStats:
     """Fold ``path`` keeping only the open runs' bars; raises :class:`_LateRecord`."""
     from . import events as ev
     from .viewer._timeline import SessionTimeline
@@ -274,7 +299,7 @@ def _streamed(path: str | os.PathLike[str], top: int) -> SessionStats:
             super()._feed(record)
             if record.type == ev.RUN_CLOSE and run_id is not None:
                 run = self.runs[run_id]
-                self.done[run_id] = run_stats(run, top=top)
+                self.done[run_id] = run_stats(run, top=top, cost=cost)
                 # What only the viewer reads: none of it counts toward the numbers.
                 run.bars, run.by_span, run.latest, run.records = {}, {}, {}, []
                 run.committed = run.committed[:0]
@@ -290,16 +315,21 @@ def _streamed(path: str | os.PathLike[str], top: int) -> SessionStats:
         path=fold.path,
         title=fold.title,
         records=fold.records,
-        runs=tuple(fold.done.get(r.run_id) or run_stats(r, top=top) for r in fold.iter_runs()),
+        runs=tuple(
+            fold.done.get(r.run_id) or run_stats(r, top=top, cost=cost) for r in fold.iter_runs()
+        ),
     )
 
 
-def session_stats(path: str | os.PathLike[str], *, top: int = DEFAULT_TOP) -> SessionStats:
+def session_stats(
+    path: str | os.PathLike[str], *, top: int = DEFAULT_TOP, cost: bool = True
+) -> SessionStats:
     """The numbers of one session file.
 
     Args:
         path: The session file.
         top: How many slowest executions to keep per run.
+        cost: Price the model calls (``docs/cost.md``).
 
     Raises:
         CorruptRecordError: A complete line is damaged.
@@ -309,9 +339,9 @@ def session_stats(path: str | os.PathLike[str], *, top: int = DEFAULT_TOP) -> Se
     from .viewer._timeline import load_timeline
 
     try:
-        return _streamed(path, top)
+        return _streamed(path, top, cost)
     except _LateRecord:
-        return timeline_stats(load_timeline(path), top=top)
+        return timeline_stats(load_timeline(path), top=top, cost=cost)
 
 
 def many_stats(
@@ -319,6 +349,7 @@ def many_stats(
     *,
     top: int = DEFAULT_TOP,
     on_file: Callable[[Path, int], None] | None = None,
+    cost: bool = True,
 ) -> Iterator[SessionStats | tuple[Path, Exception]]:
     """Stats of several files, one at a time; a file that fails yields ``(path, error)``.
 
@@ -326,10 +357,11 @@ def many_stats(
         paths: Session files.
         top: How many slowest executions to keep per run.
         on_file: Called with each path and its size once it was read (progress).
+        cost: Price the model calls.
     """
     for path in paths:
         try:
-            stats = session_stats(path, top=top)
+            stats = session_stats(path, top=top, cost=cost)
         except (FormatError, OSError) as exc:
             yield path, exc
             continue

@@ -56,6 +56,7 @@ import orjson
 
 from . import events as ev
 from ._codec import DEFAULT_CODEC, Codec
+from ._cost import ZERO, Cost, call_cost
 from ._errors import FormatError, LoopscribeError, SessionLockedError
 from ._fields import field as get_field
 from ._fields import plain, text, token_usage
@@ -213,6 +214,8 @@ class SessionSummary:
     records: int = 0
     todos: tuple[Mapping[str, Any], ...] = ()
     compaction: Compaction | None = None
+    cost: Cost = ZERO
+    """What the model calls cost, priced from their usage when folded (``docs/cost.md``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +257,8 @@ class _Fold:
     updated: datetime | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     seen_model: str | None = None
+    seen_provider: str | None = None
+    cost: Cost = ZERO
     messages: int = 0
     visible_from: int = 0
     input_tokens: int = 0
@@ -292,13 +297,17 @@ class _Fold:
                 self.first_user_text = _user_text(plain(data.get("message")))
         elif kind in (ev.MODEL_EXEC_START, ev.MODEL_REQUEST):
             self.seen_model = text(plain(data.get("model"))) or self.seen_model
+            self.seen_provider = text(plain(data.get("provider"))) or self.seen_provider
         elif kind == ev.MODEL_EXEC_END:
+            message = plain(data.get("message"))
             usage = token_usage(plain(data.get("usage")))
             if usage is None:
-                usage = token_usage(get_field(plain(data.get("message")), "usage"))
+                usage = token_usage(get_field(message, "usage"))
             if usage is not None:
                 self.input_tokens += usage.input_tokens or 0
                 self.output_tokens += usage.output_tokens or 0
+                model = text(get_field(message, "model")) or self.seen_model
+                self.cost += call_cost(model, self.seen_provider, usage, ts)
             if not self.run_agent_end:
                 # A standalone call: its outcome is the run's, unless an agent_end says.
                 self.run_error = data.get("error") is not None
@@ -371,6 +380,7 @@ class _Fold:
             records=self.records,
             todos=self.todos,
             compaction=self.compaction,
+            cost=self.cost,
         )
 
 

@@ -514,3 +514,75 @@ def test_an_imported_call_shows_the_context_derived_from_the_conversation(
     browser.get(f"{report.as_uri()}#/trace/{run.trace_id:032x}/span/{span}")
     context_shown('#details .rec[data-type="model_request"] .field.context')
     no_console_errors(browser)
+
+
+def record_priced(path: Path) -> tuple[str, str]:
+    """Calls on two days: claude-sonnet-4-5 both days, a model without a price on the first."""
+    from datetime import UTC, datetime
+
+    from loopscribe import AssistantMessage, Execution, Session, TextContent, Usage
+    from loopscribe import events as ev
+
+    day1, day2 = datetime(2026, 3, 1, 9, tzinfo=UTC), datetime(2026, 3, 2, 9, tzinfo=UTC)
+    calls = [
+        ("claude-sonnet-4-5", day1, Usage(1_000, 1_000)),  # $0.003 + $0.015
+        ("house-model-1", day1, Usage(500, 50)),  # no price: unknown
+        ("claude-sonnet-4-5", day2, Usage(2_000, 0)),  # $0.006
+    ]
+    with Session.create(path) as session, session.begin_run() as run:
+        for number, (model, at, usage) in enumerate(calls):
+            ex = Execution(f"m{number}", "model")
+            run.record(ev.model_exec_start(ex, model, provider="anthropic", timestamp=at))
+            message = AssistantMessage((TextContent("ok"),), model=model, usage=usage)
+            run.record(ev.model_exec_end(ex, message=message, usage=usage, timestamp=at))
+    return session.id, run.id
+
+
+def test_tokens_and_cost_per_day_chart_and_costs(
+    tmp_path: Path, browser: Any, serve: Callable[[Path], Server]
+) -> None:
+    """The sessions page charts tokens per day and model, with costs; a call shows its own."""
+    from selenium.webdriver.common.by import By
+
+    from loopscribe.otel import span_id, trace_id
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    session_id, run_id = record_priced(folder / "priced.jsonl")
+    server = serve(folder)
+    browser.get(server.url + "/")
+    wait_for(browser, "#usage .usage-seg")
+    days = browser.find_elements(By.CSS_SELECTOR, "#usage .usage-day")
+    assert [d.get_attribute("data-day") for d in days] == ["2026-03-01", "2026-03-02"]
+    assert [d.get_attribute("data-tokens") for d in days] == ["2550", "2000"]
+    segments = [
+        (s.get_attribute("data-model"), s.get_attribute("data-tokens"))
+        for s in browser.find_elements(By.CSS_SELECTOR, "#usage .usage-seg")
+    ]
+    assert segments == [
+        ("claude-sonnet-4-5", "2000"),
+        ("house-model-1", "550"),
+        ("claude-sonnet-4-5", "2000"),
+    ]
+    costs = [c.text for c in browser.find_elements(By.CSS_SELECTOR, "#usage .usage-cost")]
+    assert costs == ["≥$0.0180", "$0.0060"]  # a model without a price is never $0
+    assert "≥$0.0240" in text_of(browser, "#usage-total")
+    row = browser.find_element(By.CSS_SELECTOR, f'tr[data-session="{session_id}"]')
+    assert "≥$0.0240" in row.text
+
+    # The run page and a call's details give their own cost.
+    span = f"{span_id(session_id, run_id, 'm0', 1):016x}"
+    browser.get(f"{server.url}/trace/{trace_id(session_id, run_id):032x}/span/{span}")
+    assert wait_for(browser, "#details .cost").text == "$0.0180"
+    assert "≥$0.0240" in text_of(browser, ".meta .cost")
+    unknown = f"{span_id(session_id, run_id, 'm1', 1):016x}"
+    browser.find_element(By.CSS_SELECTOR, f'.bar[data-span="{unknown}"]').click()
+    until(browser, lambda d: text_of(d, "#details .cost") == "unknown")
+    no_console_errors(browser)
+
+    # The report (opened from disk) gives the same costs.
+    report = write_report(folder / "priced.jsonl", tmp_path / "report.html")
+    browser.get(f"{report.as_uri()}#/trace/{trace_id(session_id, run_id):032x}/span/{span}")
+    assert wait_for(browser, "#details .cost").text == "$0.0180"
+    assert "≥$0.0240" in text_of(browser, ".meta .cost")
+    no_console_errors(browser)

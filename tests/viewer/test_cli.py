@@ -63,7 +63,15 @@ def test_stats_json(demo: Demo, capsys: pytest.CaptureFixture[str]) -> None:
         1,
     )
     assert stats["tokens_by_model"] == [
-        {"model": "gpt-demo", "calls": 4, "input_tokens": 3974, "output_tokens": 223}
+        {
+            "model": "gpt-demo",
+            "calls": 4,
+            "input_tokens": 3974,
+            "output_tokens": 223,
+            # A made-up model has no price: unknown, never 0 (docs/cost.md).
+            "cost_usd": "unknown",
+            "cost_unknown_calls": 3,
+        }
     ]
     (run,) = stats["runs"]
     assert run["duration_us"] > 3_000_000

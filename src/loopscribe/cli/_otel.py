@@ -61,6 +61,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="how often --follow looks for new records (default 0.2)",
     )
     p.add_argument("--ref-base", metavar="URL", help=REF_BASE_HELP)
+    p.add_argument(
+        "--metrics",
+        action="store_true",
+        help="send the sessions' GenAI metrics (tokens, latency, tools, agents) at their "
+        "recorded times instead of spans; without an endpoint, FILE.metrics.otlp.jsonl",
+    )
     add_dir_option(p)
     p.set_defaults(handler=cmd_export)
 
@@ -247,6 +253,8 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
             f"no loopscribe sessions in {' '.join(args.files)} (span files, cursors and "
             "other files are skipped)"
         )
+    if getattr(args, "metrics", False):
+        return _export_metrics(paths, out)
     results: dict[int, ExportResult] = {}
     errors: dict[int, str] = {}
     lock = threading.Lock()
@@ -307,3 +315,24 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
             f"loopscribe: error: {errors[i]}", highlight=False, markup=False, style="red"
         )
     return 1 if errors or any(r.failed for r in ordered) else 0
+
+
+def _export_metrics(paths: list[Path], out: Out) -> int:
+    """``export --metrics``: each file's GenAI metrics, stamped with the recorded times."""
+    from ..otel import export_metrics
+
+    failed = 0
+    for path in paths:
+        try:
+            points = export_metrics(path)
+        except (LoopscribeError, OSError, ValueError) as exc:
+            failed += 1
+            out.stderr.print(
+                f"loopscribe: error: {exc}", highlight=False, markup=False, style="red"
+            )
+            continue
+        if out.json:
+            out.emit({"path": str(path), "metric_points": points})
+        else:
+            out.stdout.print(f"{escape(str(path))}: {points} metric points", highlight=False)
+    return 1 if failed else 0

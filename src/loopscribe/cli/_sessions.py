@@ -94,6 +94,8 @@ def summary_json(summary: Any) -> dict[str, Any]:
     out["path"] = str(summary.path)
     out["created"] = summary.created.isoformat()
     out["updated"] = summary.updated.isoformat()
+    out["cost"] = summary.cost.to_json()
+    out["cost_unknown_calls"] = summary.cost.unknown
     if summary.compaction is not None:
         out["compaction"] = {
             "at": summary.compaction.at.isoformat(),
@@ -158,6 +160,7 @@ def cmd_ls(args: argparse.Namespace, out: Out) -> int:
     table.add_column("source", overflow="ellipsis", max_width=12)
     table.add_column("status", no_wrap=True)
     table.add_column("last activity", no_wrap=True)
+    table.add_column("cost", justify="right", no_wrap=True)
     for s in summaries:
         status = display_status(s)
         table.add_row(
@@ -166,6 +169,7 @@ def cmd_ls(args: argparse.Namespace, out: Out) -> int:
             escape(s.source or "loopscribe"),
             f"[{_COLOURS[status]}]{status}[/]" if status in _COLOURS else status,
             s.updated.astimezone().strftime("%Y-%m-%d %H:%M"),
+            s.cost.text(),
         )
     out.stdout.print(table)
     return 0
@@ -207,6 +211,7 @@ def show_page(summary: SessionSummary, page: MessagePage, status: str, out: Out)
         f"[bold]{escape(summary.title or summary.id)}[/]  {status}  "
         f"model {escape(summary.model or '-')}  "
         f"{summary.message_count} messages  tokens {summary.input_tokens}/{summary.output_tokens}"
+        f"  cost {summary.cost.text()}"
     )
     if page.has_more:
         # The summary above was just folded, so the page's total is known.

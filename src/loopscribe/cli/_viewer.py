@@ -508,7 +508,14 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
         runs.add_column("agent", min_width=8, overflow="ellipsis", no_wrap=True)
         runs.add_column("state", no_wrap=True)
         runs.add_column("duration", justify="right", no_wrap=True)
-        for column in ("model\ncalls", "tool\ncalls", "errors", "retries", "tokens\nin/out"):
+        for column in (
+            "model\ncalls",
+            "tool\ncalls",
+            "errors",
+            "retries",
+            "tokens\nin/out",
+            "cost",
+        ):
             runs.add_column(column, justify="right", no_wrap=True)
         for r in s.runs:
             runs.add_row(
@@ -521,6 +528,7 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
                 _count(r.errors, bad=True),
                 _count(r.retries, bad=True),
                 f"{r.input_tokens:,}/{r.output_tokens:,}",
+                r.cost.text(),
             )
         console.print(runs)
         by_model = s.tokens_by_model()
@@ -533,11 +541,15 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
                 title="tokens by model",
                 title_justify="left",
             )
-            for column in ("calls", "input tokens", "output tokens"):
+            for column in ("calls", "input tokens", "output tokens", "cost"):
                 tokens.add_column(column, justify="right", no_wrap=True)
             for t in by_model:
                 tokens.add_row(
-                    escape(t.model), str(t.calls), f"{t.input_tokens:,}", f"{t.output_tokens:,}"
+                    escape(t.model),
+                    str(t.calls),
+                    f"{t.input_tokens:,}",
+                    f"{t.output_tokens:,}",
+                    t.cost.text(),
                 )
             console.print(tokens)
         slow = Table(

@@ -42,34 +42,72 @@ from ._export import (
 from ._genai import MessageReferenceError, parse_reference, resolve_reference
 from ._host import HOST_SPAN, span_from_record_data, span_record_data
 from ._ids import host_execution_id, host_span_id, run_span_id, span_context, span_id, trace_id
+from ._metrics import SEMCONV_ENV, GenAIMetrics, Measurement, semconv_mode, span_measurements
 from ._otlp import encode_otlp_json, encode_otlp_protobuf
 
 if _TYPE_CHECKING:
     from ..intake import OffloadingProcessor
+    from ._metrics_export import (
+        EmbeddedMetrics,
+        MetricsAggregator,
+        OTLPJsonFileMetricExporter,
+        default_meter_provider,
+        default_metric_exporter,
+        default_metrics_path,
+        export_metrics,
+        metrics_data,
+    )
+
+_METRICS_EXPORT = frozenset(
+    {
+        "EmbeddedMetrics",
+        "MetricsAggregator",
+        "OTLPJsonFileMetricExporter",
+        "default_meter_provider",
+        "default_metric_exporter",
+        "default_metrics_path",
+        "export_metrics",
+        "metrics_data",
+    }
+)
+"""Names from ``_metrics_export``, imported (with the metrics SDK) when first used."""
 
 __all__ = [
     "HOST_SPAN",
+    "SEMCONV_ENV",
     "TERMINAL_TYPES",
+    "EmbeddedMetrics",
+    "GenAIMetrics",
+    "Measurement",
     "MessageReferenceError",
+    "MetricsAggregator",
     "OTLPJsonFileExporter",
+    "OTLPJsonFileMetricExporter",
     "OffloadingProcessor",
     "SpanBridge",
     "default_export_path",
     "default_exporter",
+    "default_meter_provider",
+    "default_metric_exporter",
+    "default_metrics_path",
     "default_processor",
     "default_resource",
     "describe_destination",
     "encode_otlp_json",
     "encode_otlp_protobuf",
+    "export_metrics",
     "host_execution_id",
     "host_span_id",
+    "metrics_data",
     "parse_reference",
     "replay",
     "resolve_reference",
     "run_span_id",
+    "semconv_mode",
     "span_context",
     "span_from_record_data",
     "span_id",
+    "span_measurements",
     "span_record_data",
     "to_file_uri",
     "trace_id",
@@ -82,8 +120,12 @@ def __getattr__(name: str) -> object:
         from ..intake import OffloadingProcessor
 
         return OffloadingProcessor
+    if name in _METRICS_EXPORT:
+        from . import _metrics_export
+
+        return getattr(_metrics_export, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), "OffloadingProcessor"})
+    return sorted({*globals(), "OffloadingProcessor", *_METRICS_EXPORT})

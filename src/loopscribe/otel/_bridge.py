@@ -73,8 +73,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from opentelemetry import metrics as metrics_api
 from opentelemetry import trace as trace_api
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import (
@@ -110,6 +111,10 @@ from .._model import Execution, Record
 from .._reader import read
 from ._host import HOST_SPAN, span_from_record_data
 from ._ids import host_span_id, parse_traceparent, run_span_id, span_id, trace_id
+from ._metrics import OTHER_PROVIDER, GenAIMetrics, host_meter_provider, semconv_mode
+
+if TYPE_CHECKING:
+    from ._metrics_export import EmbeddedMetrics
 
 logger = logging.getLogger("loopscribe.otel")
 
@@ -149,6 +154,9 @@ INPUT_TOKENS = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
 CACHE_CREATION_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+"""The name cache writes had before the conventions renamed it (kept unless ``latest``)."""
+CACHE_WRITE_TOKENS = "gen_ai.usage.cache_write.input_tokens"
+CONVERSATION_COMPACTED = "gen_ai.conversation.compacted"
 REASONING_TOKENS = "gen_ai.usage.reasoning.output_tokens"
 FINISH_REASONS = "gen_ai.response.finish_reasons"
 TOOL_NAME = "gen_ai.tool.name"
@@ -378,6 +386,10 @@ class _Attempt:
     error_type: str | None = None
     source_file: str | None = None
     source_line: int | None = None
+    conversation: str | None = None
+    """A sub-agent's own conversation ID (the host's), inherited by what runs inside it."""
+    compacted: bool = False
+    """The first model call after a compaction."""
 
 
 @dataclass(slots=True)
@@ -477,6 +489,13 @@ class SpanBridge:
             with ``{session_id}`` and ``{seq}`` (a team viewer:
             ``https://viewer.example/session/{session_id}/record/{seq}``).
             Default: the ``LOOPSCRIBE_REF_BASE`` environment variable, if set.
+        metrics: Where the GenAI metrics of the spans go (``docs/metrics.md``):
+            a ``MeterProvider``, a :class:`GenAIMetrics` or an
+            ``EmbeddedMetrics``; ``False`` for
+            none. Default: the host's global SDK MeterProvider if it has
+            one, else, unless ``processor`` is given, the embedded default
+            (:func:`default_meter_provider`: OTLP when an endpoint is
+            configured, else ``FILE.metrics.otlp.jsonl`` beside the session).
 
     Raises:
         ValueError: ``processor`` and ``tracer_provider`` are both given, or
@@ -492,6 +511,7 @@ class SpanBridge:
         resource: Resource | None = None,
         file_uri: str | os.PathLike[str] | None = None,
         ref_base: str | None = None,
+        metrics: GenAIMetrics | EmbeddedMetrics | metrics_api.MeterProvider | bool | None = None,
     ) -> None:
         if processor is not None and tracer_provider is not None:
             raise ValueError("give SpanBridge a processor or a tracer_provider, not both")
@@ -536,6 +556,23 @@ class SpanBridge:
         """Spans the processor raised on (each was logged)."""
         self.failed_records = 0
         """Records the bridge could not handle (each was logged)."""
+        self._legacy_cache = semconv_mode() != "latest"
+        self._compacted: set[str] = set()
+        """Sessions whose next model call is the first after a compaction."""
+        self._metrics_default = False
+        self.metrics: GenAIMetrics | EmbeddedMetrics | None = None
+        """What records the spans' GenAI metrics, or ``None``."""
+        if isinstance(metrics, GenAIMetrics) or type(metrics).__name__ == "EmbeddedMetrics":
+            self.metrics = metrics  # type: ignore[assignment]
+        elif isinstance(metrics, metrics_api.MeterProvider):
+            self.metrics = GenAIMetrics(metrics)
+        elif metrics is not False:
+            host = host_meter_provider()
+            if host is not None:
+                self.metrics = GenAIMetrics(host)
+            else:
+                # Made with the embedded default, when the session's file is known.
+                self._metrics_default = metrics is True or processor is None
 
     @property
     def file(self) -> str | None:
@@ -563,17 +600,26 @@ class SpanBridge:
                 from ._export import default_processor
 
                 self._owned = self._processor = default_processor(session.path)
+            if self._metrics_default and self.metrics is None:
+                from ._metrics_export import EmbeddedMetrics
+
+                self.metrics = EmbeddedMetrics(session.path, resource=self._resource)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Export what the processor holds; with a host provider, its processors flush."""
         processor = self._processor
-        return True if processor is None else processor.force_flush(timeout_millis)
+        flushed = True if processor is None else processor.force_flush(timeout_millis)
+        if self.metrics is not None:
+            flushed = self.metrics.force_flush(timeout_millis) and flushed
+        return flushed
 
     def shutdown(self) -> None:
-        """Flush and stop the embedded default processor; a host's processors are left to it."""
+        """Flush and stop the embedded defaults (spans, metrics); a host's are left to it."""
         owned, self._owned = self._owned, None
         if owned is not None:
             owned.shutdown()
+        if self.metrics is not None:
+            self.metrics.shutdown()
 
     @property
     def _viewer_refs(self) -> bool:
@@ -640,10 +686,16 @@ class SpanBridge:
                 emitted += 1
         with self._lock:
             self.spans_emitted += emitted
+        metrics = self.metrics
+        if metrics is not None:
+            for span in spans:
+                metrics.record(span)
 
     # -- state machine -------------------------------------------------------
 
     def _observe(self, record: Record) -> list[ReadableSpan]:
+        if record.type == ev.COMPACTION:
+            self._compacted.add(record.session_id)
         run_id = record.run_id
         if run_id is None:
             return []
@@ -691,6 +743,9 @@ class SpanBridge:
         if attempt is None:
             attempt = self._new_attempt(run, record, execution)
             run.attempts[attempt_key] = attempt
+            if execution.kind == "model" and record.session_id in self._compacted:
+                self._compacted.discard(record.session_id)
+                attempt.compacted = True
         attempt.seq_last = record.seq
         _update(run, attempt, record)
         if record.type not in TERMINAL_TYPES:
@@ -718,6 +773,12 @@ class SpanBridge:
         # Resolve the parent while it is running; if it has not appeared yet,
         # try again when this attempt ends.
         attempt.parent = _parent(run, attempt)
+        parent_id = execution.parent_id
+        if parent_id is not None:
+            number = run.latest.get(parent_id)
+            running = None if number is None else run.attempts.get((parent_id, number))
+            if running is not None:
+                attempt.conversation = running.conversation
         run.latest[execution.id] = execution.attempt
         return attempt
 
@@ -777,7 +838,7 @@ class SpanBridge:
         kind = _INTERNAL
         if ex.kind == "model":
             kind = _CLIENT
-            name = _model_attrs(attrs, attempt, self._refs(run))
+            name = _model_attrs(attrs, attempt, self._refs(run), self._legacy_cache)
             refs = INPUT_MESSAGES_REF in attrs or OUTPUT_MESSAGES_REF in attrs
             if refs and not self._viewer_refs:
                 file = None  # the references name it already
@@ -808,6 +869,9 @@ class SpanBridge:
         if incomplete:
             attrs[LS_INCOMPLETE] = True
         _put(attrs, ERROR_TYPE, attempt.error_type)
+        if attempt.conversation is not None:
+            # The sub-agent's own conversation; session.id stays the session's.
+            attrs[CONVERSATION_ID] = attempt.conversation
         context = SpanContext(run.trace_id, attempt.span_id, False, _SAMPLED)
         return self._span(
             name,
@@ -886,16 +950,22 @@ def _provider_processor(provider: TracerProvider) -> SpanProcessor:
 
 
 def _model_attrs(
-    attrs: dict[str, AttributeValue], attempt: _Attempt, ref: Callable[[int], str | None]
+    attrs: dict[str, AttributeValue],
+    attempt: _Attempt,
+    ref: Callable[[int], str | None],
+    legacy_cache: bool = True,
 ) -> str:
     """The chat span's GenAI attributes, ``ref(seq)`` naming a record; returns the span name.
 
     Written out rather than through :func:`_put`: this runs for every model call.
+    ``legacy_cache`` also writes cache writes under their former name.
     """
     value: str | int | float | None
     model = attempt.request_model or attempt.response_model
-    if (value := attempt.provider) is not None:
-        attrs[PROVIDER_NAME] = value
+    # Every inference span names a provider: the conventions' "other" when none is known.
+    attrs[PROVIDER_NAME] = attempt.provider or OTHER_PROVIDER
+    if attempt.compacted:
+        attrs[CONVERSATION_COMPACTED] = True
     if (value := attempt.request_model) is not None:
         attrs[REQUEST_MODEL] = value
     if (value := attempt.response_model) is not None:
@@ -941,7 +1011,9 @@ def _model_attrs(
         if usage.cache_read:
             attrs[CACHE_READ_TOKENS] = usage.cache_read
         if usage.cache_creation:
-            attrs[CACHE_CREATION_TOKENS] = usage.cache_creation
+            attrs[CACHE_WRITE_TOKENS] = usage.cache_creation
+            if legacy_cache:
+                attrs[CACHE_CREATION_TOKENS] = usage.cache_creation
         if usage.reasoning:
             attrs[REASONING_TOKENS] = usage.reasoning
     if attempt.finish_reasons:
@@ -1033,6 +1105,10 @@ def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
             attempt.first_chunk_ns = _ns(record.ts)
     elif kind == ev.MODEL_EXEC_END:
         attempt.response_seq = record.seq
+        first = data.get("first_chunk_ts")
+        if attempt.first_chunk_ns is None and attempt.request_ns is not None and first:
+            with contextlib.suppress(TypeError, ValueError):
+                attempt.first_chunk_ns = _ns(parse_ts(str(_plain(first))))
         labels = response_labels(data)
         attempt.response_model = labels.model or attempt.response_model
         attempt.provider = attempt.provider or provider_name(labels.provider)
@@ -1045,6 +1121,9 @@ def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
         attempt.tool_description = _str(_plain(data.get("description"))) or attempt.tool_description
     elif kind in _AGENT_LABELLED:
         attempt.agent = attempt.agent or _str(_plain(data.get("agent")))
+        if kind == ev.AGENT_START and attempt.execution.parent_id is not None:
+            own = _str(_plain(data.get("conversation_id"))) or _str(_plain(data.get("agent_id")))
+            attempt.conversation = own or attempt.conversation
     if attempt.execution.kind == "model":
         known = (attempt.provider is not None, attempt.request_model is not None)
         if known != attempt.informed:
@@ -1090,6 +1169,7 @@ def replay(
     resource: Resource | None = None,
     file_uri: str | os.PathLike[str] | None = None,
     ref_base: str | None = None,
+    metrics: GenAIMetrics | metrics_api.MeterProvider | bool | None = None,
 ) -> int:
     """Emit the spans of a session file, exactly as a live :class:`SpanBridge` did.
 
@@ -1112,6 +1192,8 @@ def replay(
         file_uri: How spans name the file; default ``path`` as a ``file://`` URI,
             which is what a live bridge attached to the Session used.
         ref_base: As for :class:`SpanBridge`.
+        metrics: As for :class:`SpanBridge`; the measurements are recorded now
+            (for the recorded times, see :func:`export_metrics`).
 
     Returns:
         The number of spans handed to the processor.
@@ -1128,6 +1210,7 @@ def replay(
         resource=resource,
         file_uri=path if file_uri is None else file_uri,
         ref_base=ref_base,
+        metrics=metrics,
     )
     if bridge.processor is None:
         raise ValueError(

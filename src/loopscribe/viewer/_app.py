@@ -177,6 +177,7 @@ def create_app(
         Route("/trace/{trace_id}", views.trace),
         Route("/trace/{trace_id}/span/{span_id}", views.span),
         Route("/api/sessions", views.api_sessions),
+        Route("/api/usage", views.api_usage),
         Route("/api/session/{session_id}", views.api_session),
         Route("/api/session/{session_id}/run/{run_id}", views.api_run),
         Route("/api/session/{session_id}/conversation", views.api_conversation),
@@ -551,6 +552,13 @@ class _Views:
     def api_sessions(self, request: Request) -> Response:
         # orjson: the rows are kept as JSON already, and go out as they are.
         return Response(orjson.dumps(self._sessions_data(request)), media_type="application/json")
+
+    @_serialized
+    def api_usage(self, request: Request) -> Response:
+        # Tokens and cost per day and model over the indexed sessions (the usage chart).
+        usage = self.catalog.index.usage()
+        usage["indexing"] = self.catalog.indexing
+        return Response(orjson.dumps(usage), media_type="application/json")
 
     @_serialized
     def api_conversation(self, request: Request) -> Response:

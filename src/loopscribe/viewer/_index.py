@@ -36,6 +36,7 @@ import orjson
 from .._errors import LoopscribeError
 from ..workspace import SessionSummary
 from ._timeline import SessionTimeline, epoch_us, iso
+from ._usage import DayUsage, daily_usage, usage_json
 
 __all__ = [
     "MAX_PAGE_SIZE",
@@ -114,6 +115,8 @@ def summary_json(summary: SessionSummary, timeline: SessionTimeline) -> dict[str
         "messages": summary.message_count,
         "input_tokens": summary.input_tokens,
         "output_tokens": summary.output_tokens,
+        "cost_usd": summary.cost.to_json(),
+        "cost_text": summary.cost.text(),
         "runs": len(timeline.runs),
         "records": timeline.records,
         "bytes": timeline.end_offset,
@@ -149,6 +152,8 @@ class Entry:
     """What the search box looks at: title, ID, model, source, agent, tools and the file's
     name below the folder, lower-case."""
     traces: tuple[int, ...] = ()
+    usage: tuple[DayUsage, ...] = ()
+    """Tokens and cost per day and model, for the usage chart."""
 
     @property
     def key(self) -> tuple[int, str, str]:
@@ -189,6 +194,7 @@ def entry_of(
         errors=row.get("errors") or 0,
         hay="\n".join(w for w in words if w).lower(),
         traces=tuple(dict.fromkeys(run.trace_id for run in timeline.iter_runs())),
+        usage=daily_usage(timeline),
     )
 
 
@@ -575,6 +581,12 @@ class SessionIndex:
         return dict(items[:limit] if limit is not None else items), len(items)
 
     # -- pages ---------------------------------------------------------------------------
+
+    def usage(self) -> dict[str, Any]:
+        """Tokens and cost per day and model over every indexed session (the usage chart)."""
+        with self._cond:
+            entries = list(self._entries.values())
+        return usage_json(row for entry in entries for row in entry.usage)
 
     def _ordered_entries(self) -> list[Entry]:
         with self._cond:

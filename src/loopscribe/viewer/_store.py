@@ -650,4 +650,6 @@ def run_summary_json(run: RunTimeline) -> dict[str, Any]:
         "seq_first": run.seq_first,
         "seq_last": run.seq_last,
         "counts": run.counts(),
+        "cost_usd": run.cost().to_json(),
+        "cost_text": run.cost().text(),
     }

@@ -37,8 +37,9 @@ from typing import Any, Literal
 import orjson
 
 from .. import events as ev
+from .._cost import ZERO, Cost, call_cost
 from .._errors import FormatError
-from .._fields import node_name, plain, response_labels, span_name, text
+from .._fields import TokenUsage, node_name, plain, response_labels, span_name, text
 from .._format import Scanner
 from .._model import Execution, Record
 from .._reader import to_record
@@ -97,6 +98,8 @@ class Bar:
     node: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    usage: TokenUsage | None = None
+    """Every token count of a model call (cache and reasoning too), for its cost."""
     retried: bool = False
     """A later attempt of the same execution exists."""
     input_seq: int | None = None
@@ -142,6 +145,13 @@ class Bar:
             return self.agent
         return ex.id
 
+    @property
+    def cost(self) -> Cost:
+        """A model call's cost from its usage, at the prices of its time (``docs/cost.md``)."""
+        if self.execution.kind != "model":
+            return ZERO
+        return call_cost(self.response_model or self.model, self.provider, self.usage, self.start)
+
     def duration_us(self, now: datetime) -> int:
         """Microseconds from start to end (or to ``now`` while open); never negative."""
         return max(0, epoch_us(self.end or now) - epoch_us(self.start))
@@ -161,6 +171,7 @@ class Bar:
             self.provider = self.provider or labels.provider
             usage = labels.usage
             if usage is not None:
+                self.usage = usage
                 self.input_tokens = usage.input_tokens
                 self.output_tokens = usage.output_tokens
         elif kind in (ev.TOOL_EXEC_START, ev.TOOL_INVOKE_START, ev.TOOL_EXEC_END):
@@ -367,7 +378,13 @@ class RunTimeline:
             "minimap": derived["minimap"],
             "errors": self._errors(derived["errors"], t0, final),
             "counts": derived["counts"],
+            "cost_usd": derived["cost"].to_json(),
+            "cost_text": derived["cost"].text(),
         }
+
+    def cost(self) -> Cost:
+        """What the run's model calls cost."""
+        return sum((bar.cost for bar in self.bars.values()), ZERO)
 
     def _minimap(self, t0: int, final: datetime, duration: int) -> dict[str, Any]:
         buckets = MINIMAP_BUCKETS
@@ -403,6 +420,7 @@ class RunTimeline:
             "minimap": self._minimap(t0, final, duration),
             "errors": failed[:_ERRORS_LISTED],
             "counts": self.counts(),
+            "cost": self.cost(),
         }
         self._derived = (stamp, derived)
         return derived
@@ -573,6 +591,7 @@ def _bar_json(bar: Bar, t0: int, final: datetime) -> dict[str, Any]:
         "agent": bar.agent,
         "input_tokens": bar.input_tokens,
         "output_tokens": bar.output_tokens,
+        "cost_usd": bar.cost.to_json() if ex.kind == "model" else None,
         "preview": bar.preview,
         "outcome": bar.outcome,
         "error_text": bar.error_text,

@@ -101,6 +101,13 @@
     });
   }
   function sessionName(s) { return s.title || "session " + s.id.slice(0, 12); }
+  // A cost as the server computed it from usage: dollars, or "unknown" (never shown as 0).
+  function cost(v) {
+    if (v === null || v === undefined) return "–";
+    if (v === "unknown") return "unknown";
+    if (v === 0) return "$0";
+    return "$" + (v >= 100 ? Math.round(v).toLocaleString("en-US") : v >= 1 ? v.toFixed(2) : v.toFixed(4));
+  }
 
   // -- where records come from -------------------------------------------------------
 
@@ -478,6 +485,7 @@
         h("span", null, h("b", null, num(c.tool_calls)), " tool calls"),
         h("span", { class: c.errors ? "has-errors" : null }, h("b", null, num(c.errors)), " errors"),
         h("span", null, h("b", null, num(c.retries)), " retries"),
+        run.cost_text ? h("span", null, "cost ", h("b", { class: "cost" }, run.cost_text)) : null,
         h("span", { class: "mono" }, "trace " + run.trace_id)));
     this.drawErrors();
   };
@@ -843,6 +851,7 @@
       if (bar.state === "error") fact("error", h("span", { class: "err" }, errorLabel(bar.error_type, bar.error_text)), true);
       if (bar.agent) fact("agent", bar.agent);
       if (bar.input_tokens !== null || bar.output_tokens !== null) fact("tokens", num(bar.input_tokens) + " in / " + num(bar.output_tokens) + " out");
+      if (bar.kind === "model" && bar.cost_usd !== null && bar.cost_usd !== undefined) fact("cost", h("span", { class: "cost" }, cost(bar.cost_usd)));
       fact("start", when(bar.start));
       fact("duration", dur(bar.end_us - bar.start_us) + (bar.end ? "" : " so far"));
       fact("records", "seq " + bar.seqs.join(", "), true);
@@ -852,6 +861,7 @@
       fact("agent", run.agent);
       fact("start", when(run.start));
       fact("end", run.end ? when(run.end) : "not closed");
+      if (run.cost_text) fact("cost", h("span", { class: "cost" }, run.cost_text));
       fact("records", "the run's own records (seq " + run.records.join(", ") + ")", true);
       t0 = usOf(run.start);
     }
@@ -928,9 +938,10 @@
       h("thead", null, h("tr", null, h("th", null, "session"), h("th", null, "source"), h("th", null, "status"),
         h("th", null, "model"), h("th", { class: "num" }, "duration"), h("th", { class: "num" }, "runs"),
         h("th", { class: "num" }, "messages"), h("th", { class: "num" }, "tool calls"), h("th", { class: "num" }, "errors"),
-        h("th", { class: "num" }, "tokens in / out"), h("th", null, "updated"))),
+        h("th", { class: "num" }, "tokens in / out"), h("th", { class: "num" }, "cost"), h("th", null, "updated"))),
       tbody);
     var empty = h("p", { class: "note", id: "list-empty" });
+    var usage = h("section", { id: "usage", class: "usage", "aria-label": "tokens and cost per day", hidden: true });
     function options(select, values, chosen, any) {
       var all = values.slice();
       if (chosen && all.indexOf(chosen) < 0) all.push(chosen);
@@ -952,6 +963,7 @@
         h("td", { class: "num" }, num(s.tool_calls)),
         h("td", { class: "num" + (s.errors ? " has-errors" : "") }, s.errors ? "⚠ " + num(s.errors) : "0"),
         h("td", { class: "num" }, num(s.input_tokens) + " / " + num(s.output_tokens)),
+        h("td", { class: "num cost" }, s.cost_text || "–"),
         h("td", null, when(s.updated)));
     }
     // The search and the filters live in the URL, so a page of results can be shared or reloaded.
@@ -1029,8 +1041,69 @@
       h("p", { class: "note" }, DATA.root),
       h("div", { class: "filters", role: "search" }, search, source, status,
         h("label", { for: "f-errors" }, errors, " with errors"), count),
-      state, table, empty, pager);
+      state, table, empty, pager, usage);
     draw(DATA);
+    loadUsage(usage);
+    // While indexing, the chart follows the list.
+    setInterval(function () { if (data.indexing) loadUsage(usage); }, 4000);
+  }
+
+  // -- tokens and cost per day and model, over the folder ----------------------------------
+
+  var PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
+
+  function loadUsage(el) {
+    if (REPORT) return;
+    getJSON("/api/usage").then(function (u) { drawUsage(el, u); }).catch(function () {});
+  }
+
+  function drawUsage(el, u) {
+    el.hidden = !u.rows.length;
+    if (!u.rows.length) { fill(el); return; }
+    var colour = {};
+    u.models.forEach(function (m, i) { colour[m] = PALETTE[i % PALETTE.length]; });
+    var perDay = {}, most = 1, tokens = 0;
+    u.rows.forEach(function (r) {
+      var d = perDay[r.day] || (perDay[r.day] = { rows: [], tokens: 0, cost: 0, unknown: 0 });
+      var t = r.input_tokens + r.output_tokens;
+      d.rows.push(r);
+      d.tokens += t;
+      tokens += t;
+      if (r.cost_usd === "unknown") d.unknown += r.cost_unknown_calls; else { d.cost += r.cost_usd; d.unknown += r.cost_unknown_calls; }
+      most = Math.max(most, d.tokens);
+    });
+    var HEIGHT = 120;
+    var days = u.days.map(function (day) {
+      var d = perDay[day];
+      var dayCost = d.unknown && !d.cost ? "unknown" : (d.unknown ? "≥" : "") + cost(d.cost);
+      return h("div", { class: "usage-day", "data-day": day, "data-tokens": d.tokens, title: day + ": " + num(d.tokens) + " tokens, " + dayCost },
+        h("div", { class: "usage-stack", style: { height: HEIGHT + "px" } }, d.rows.map(function (r) {
+          var t = r.input_tokens + r.output_tokens;
+          return h("div", {
+            class: "usage-seg", "data-model": r.model, "data-tokens": t, "data-cost": String(r.cost_usd),
+            title: r.model + " · " + day + ": " + num(r.input_tokens) + " in / " + num(r.output_tokens) + " out, " + cost(r.cost_usd),
+            style: { height: Math.max(1, Math.round(t / most * HEIGHT)) + "px", background: colour[r.model] },
+          });
+        })),
+        h("div", { class: "usage-label" }, day.slice(5)),
+        h("div", { class: "usage-cost" }, dayCost));
+    });
+    fill(el,
+      h("h2", null, "Tokens and cost per day"),
+      h("p", { class: "note", id: "usage-total" }, num(tokens) + " tokens · " + u.cost_text + " over " + num(u.days.length) +
+        (u.days.length === 1 ? " day" : " days") + (u.cost_unknown_calls ? " (" + num(u.cost_unknown_calls) + " calls of models without a price)" : "")),
+      h("div", { class: "usage-chart", role: "img", "aria-label": "tokens per day, by model" }, days),
+      h("ul", { class: "usage-legend" }, u.models.map(function (m) {
+        return h("li", null, h("span", { class: "usage-swatch", style: { background: colour[m] } }), m);
+      })),
+      h("details", null, h("summary", null, "per day and model"),
+        h("table", { class: "list usage-table" },
+          h("thead", null, h("tr", null, h("th", null, "day"), h("th", null, "model"), h("th", { class: "num" }, "calls"),
+            h("th", { class: "num" }, "tokens in / out"), h("th", { class: "num" }, "cost"))),
+          h("tbody", null, u.rows.map(function (r) {
+            return h("tr", null, h("td", null, r.day), h("td", null, r.model), h("td", { class: "num" }, num(r.calls)),
+              h("td", { class: "num" }, num(r.input_tokens) + " / " + num(r.output_tokens)), h("td", { class: "num" }, cost(r.cost_usd)));
+          })))));
   }
 
   // -- problems: what the server could not do (a store's copy), on every page -------------
@@ -1261,7 +1334,7 @@
       h("thead", null, h("tr", null, h("th", null, "run"), h("th", null, "agent"), h("th", null, "started"),
         h("th", { class: "num" }, "duration"), h("th", null, "state"), h("th", { class: "num" }, "model calls"),
         h("th", { class: "num" }, "tool calls"), h("th", { class: "num" }, "errors"), h("th", { class: "num" }, "retries"),
-        h("th", null, "trace id"))),
+        h("th", { class: "num" }, "cost"), h("th", null, "trace id"))),
       h("tbody", null, runs.map(function (r) {
         return h("tr", { "data-run": r.run_id },
           h("td", null, h("a", { href: "/session/" + enc(r.session_id || sid) + "/run/" + enc(r.run_id), class: "mono" }, r.run_id)),
@@ -1273,6 +1346,7 @@
           h("td", { class: "num" }, num(r.counts.tool_calls)),
           h("td", { class: "num" }, num(r.counts.errors)),
           h("td", { class: "num" }, num(r.counts.retries)),
+          h("td", { class: "num cost" }, r.cost_text || "–"),
           h("td", { class: "mono" }, r.trace_id));
       })));
   }
@@ -1284,6 +1358,7 @@
         s.model ? h("span", null, "model ", h("b", null, s.model)) : null,
         h("span", null, h("b", null, num(s.messages)), " messages"),
         h("span", null, "tokens ", h("b", null, num(s.input_tokens) + " / " + num(s.output_tokens))),
+        s.cost_text ? h("span", null, "cost ", h("b", { class: "cost" }, s.cost_text)) : null,
         h("span", null, "created ", h("b", null, when(s.created))),
         h("span", { class: "mono" }, s.file))];
   }
