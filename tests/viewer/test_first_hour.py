@@ -255,3 +255,89 @@ def test_conversation_rows_keep_their_links_and_skip_empty_bubbles(
     )
     assert len(calls) + len(standalone) == 1
     no_console_errors(browser)
+
+
+# Everything a hostile body could try, checked in the page: nothing ran, nothing loads.
+_HOSTILE_CHECK = """
+const md = Array.from(document.querySelectorAll('.md'));
+const bad = [];
+for (const root of md) {
+  for (const el of root.querySelectorAll('*')) {
+    const tag = el.tagName.toLowerCase();
+    if (!['p','strong','em','del','code','pre','a','ul','ol','li','blockquote','hr','h3','h4','h5',
+          'h6','table','thead','tbody','tr','th','td','br'].includes(tag)) bad.push('tag ' + tag);
+    for (const a of el.attributes) {
+      if (/^on/i.test(a.name) || a.name === 'style' || a.name === 'src') bad.push(tag + ' ' + a.name);
+      if (a.name === 'href' && !/^(https?:\\/\\/|mailto:)/i.test(a.value)) bad.push('href ' + a.value);
+    }
+  }
+}
+return {pwned: window.__pwned === undefined ? null : window.__pwned, md: md.length, bad: bad,
+        text: md.map(e => e.textContent).join('\\n')};
+"""
+
+
+def _markdown_is_safe_and_rendered(browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    wait_for(browser, ".md")
+    found = browser.execute_script(_HOSTILE_CHECK)
+    assert found["pwned"] is None
+    assert found["bad"] == []
+    text = found["text"]
+    # Hostile markup is there to read, as text.
+    assert "<script>window.__pwned = 1</script>" in text
+    assert '<img src=x onerror="window.__pwned = 2">' in text
+    assert "[click](javascript:window.__pwned=3)" in text
+    assert "&lt;b&gt;not bold&lt;/b&gt; &amp;" in text
+    # The Markdown is drawn: a heading, bold, code, a list, a quote, a code block, a safe link.
+    md = browser.find_elements(By.CSS_SELECTOR, ".md")
+    rendered = next(e for e in md if e.find_elements(By.CSS_SELECTOR, "h4"))
+    assert rendered.find_element(By.CSS_SELECTOR, "h4").text == "The cause"
+    assert rendered.find_element(By.CSS_SELECTOR, "strong").text == "races"
+    assert rendered.find_element(By.CSS_SELECTOR, "p code").text == "auth.py"
+    assert [li.text for li in rendered.find_elements(By.CSS_SELECTOR, "ul li")] == [
+        "first item",
+        "second item",
+    ]
+    assert len(rendered.find_elements(By.CSS_SELECTOR, "ol li")) == 2
+    assert rendered.find_element(By.CSS_SELECTOR, "blockquote").text == "a quote"
+    assert rendered.find_element(By.CSS_SELECTOR, "pre code").text == "print('<b>not bold</b>')"
+    link = rendered.find_element(By.CSS_SELECTOR, "a")
+    assert link.get_attribute("href") == "https://example.org/auth"
+    assert link.get_attribute("rel") == "noopener noreferrer nofollow"
+    # Nothing was fetched from elsewhere, and nothing was refused (a CSP violation).
+    hosts = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(e => new URL(e.name).host)"
+    )
+    assert "evil.example" not in hosts
+    no_console_errors(browser)
+
+
+def test_message_bodies_are_markdown_and_hostile_ones_stay_text(
+    browser: Any, server: Server, folder: Folder
+) -> None:
+    """Bodies render as Markdown; script, handlers, javascript:/data: links, entities stay text."""
+    browser.get(f"{server.url}/session/{folder.fix_id}")
+    _markdown_is_safe_and_rendered(browser)
+    # The record page renders the same message the same way.
+    browser.get(f"{server.url}/session/{folder.fix_id}/record/{folder.fix_records - 4}")
+    wait_for(browser, ".rec .md")
+    assert browser.execute_script(_HOSTILE_CHECK)["bad"] == []
+
+
+def test_markdown_in_the_report_is_as_safe(browser: Any, folder: Folder, tmp_path: Path) -> None:
+    """The report allows inline script (its own), so a body that injected one would run there."""
+    from selenium.webdriver.common.by import By
+
+    from loopscribe.viewer import write_report
+
+    report = write_report(folder.root / "claude-code" / "fix.jsonl", tmp_path / "report.html")
+    browser.get(report.as_uri())
+    wait_for(browser, ".tl-row[data-exec]")
+    # The answer's bar: its records hold the Markdown message and the hostile one.
+    answer = browser.find_element(
+        By.XPATH, "(//div[contains(@class,'tl-row')][@data-exec='msg_02Answer']//button)[last()]"
+    )
+    answer.click()
+    _markdown_is_safe_and_rendered(browser)
