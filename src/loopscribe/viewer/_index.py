@@ -108,6 +108,8 @@ def summary_json(summary: SessionSummary, timeline: SessionTimeline) -> dict[str
         "file": shown_path(timeline.path),
         "title": _text(summary.title),
         "status": summary.status,
+        # Whether a writer is adding to it now: the page follows it while it is.
+        "live": summary.status == "running",
         "model": _text(summary.model),
         "agent_name": _text(summary.agent_name),
         "created": iso(summary.created),

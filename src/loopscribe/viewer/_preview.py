@@ -12,16 +12,37 @@ costs no more memory than its labels.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from ..summary import SUMMARY_CHARS
 from ..summary import summarize as snippet
 
-__all__ = ["PREVIEW_CHARS", "error_text", "preview", "snippet"]
+__all__ = ["PREVIEW_CHARS", "clean_error", "error_text", "preview", "snippet"]
 
 PREVIEW_CHARS = SUMMARY_CHARS
 """The longest preview kept for a bar."""
+
+_TAG = re.compile(r"</?[A-Za-z_][\w-]*>")
+_ESCAPED_SPACE = re.compile(r"\\[nrt]")
+_SPACES = re.compile(r"\s+")
+
+
+def clean_error(text: str) -> str:
+    """An error's message as one readable line.
+
+    Claude Code wraps a failure in ``<tool_use_error>…</tool_use_error>``, and
+    some tools print their newlines escaped (``\\n``): the tags go (their text
+    stays) and an escaped newline reads as a space, as a real one does.
+    """
+    text = _ESCAPED_SPACE.sub(" ", _TAG.sub(" ", text))
+    return _SPACES.sub(" ", text).strip()
+
+
+def _error_snippet(value: Any) -> str:
+    # Bounded first (summarize cuts long values), then cleaned.
+    return clean_error(snippet(value))
 
 
 def error_text(data: Mapping[str, Any]) -> str | None:
@@ -30,17 +51,17 @@ def error_text(data: Mapping[str, Any]) -> str | None:
     if isinstance(error, Mapping):
         for key in ("message", "detail", "error"):
             if isinstance(error.get(key), str) and error[key]:
-                return snippet(error[key])
+                return _error_snippet(error[key]) or None
         rest = {k: v for k, v in error.items() if k != "type" and v not in (None, "", [], {})}
         if rest:
             return snippet(rest) or None
     if isinstance(error, str) and error:
-        return snippet(error)
+        return _error_snippet(error) or None
     if data.get("is_error") is True:
-        return snippet(data.get("result", data.get("output"))) or None
+        return _error_snippet(data.get("result", data.get("output"))) or None
     message = data.get("message")
     if isinstance(message, Mapping) and isinstance(message.get("error_message"), str):
-        return snippet(message["error_message"]) or None
+        return _error_snippet(message["error_message"]) or None
     return None
 
 

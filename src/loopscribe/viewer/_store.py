@@ -30,6 +30,7 @@ from .._errors import FormatError, LoopscribeError
 from .._safeopen import open_session_fd
 from ..workspace import SessionSummary, Workspace
 from ._index import PAGE_SIZE, Busy, Entry, Filters, IndexingError, SessionIndex, entry_of
+from ._names import run_names
 from ._timeline import Bar, RunTimeline, SessionTimeline, iso
 
 __all__ = [
@@ -642,6 +643,7 @@ def run_summary_json(run: RunTimeline) -> dict[str, Any]:
         "trace_id": f"{run.trace_id:032x}",
         "span_id": f"{run.span_id:016x}",
         "agent": run.agent,
+        **run_names(run),
         "start": iso(run.start),
         "end": iso(run.end),
         "duration_us": run.duration_us(),

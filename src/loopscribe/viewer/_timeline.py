@@ -47,6 +47,7 @@ from .._safeopen import open_session_file
 from .._scope import AgentScopes
 from ..otel._bridge import TERMINAL_TYPES, error_type
 from ..otel._ids import parse_traceparent, run_span_id, span_id, trace_id
+from ._names import run_names
 from ._preview import error_text, preview, snippet
 
 __all__ = ["Bar", "BarState", "RunTimeline", "SessionTimeline", "load_timeline"]
@@ -213,6 +214,8 @@ class RunTimeline:
     _prompts: dict[int, str | None] = field(default_factory=dict)
     """``committed`` index → the prompt found searching back from there (one compaction
     context per index: a search never crosses one, so the memo holds across them)."""
+    names: tuple[tuple[int, int], dict[str, Any]] | None = None
+    """What the run is called (see ``_names.run_names``), and when that was read."""
     _rows: tuple[tuple[int, int], list[tuple[int, str, list[Bar]]]] | None = None
     _derived: tuple[tuple[int, int, int], dict[str, Any]] | None = None
 
@@ -365,6 +368,7 @@ class RunTimeline:
             "closed": self.closed,
             "state": self.state,
             "agent": self.agent,
+            **run_names(self),
             "error_type": self.error_type,
             "seq_first": self.seq_first,
             "seq_last": self.seq_last,

@@ -53,8 +53,25 @@
     if (us < 1000) return us + " µs";
     if (us < 1e6) return (us / 1000).toFixed(us < 1e4 ? 2 : us < 1e5 ? 1 : 0) + " ms";
     if (us < 6e7) return (us / 1e6).toFixed(us < 1e7 ? 2 : 1) + " s";
-    var m = Math.floor(us / 6e7);
-    return m + " m " + Math.round((us - m * 6e7) / 1e6) + " s";
+    var secs = Math.round(us / 1e6);
+    if (secs < 3600) return Math.floor(secs / 60) + " m " + (secs % 60) + " s";
+    var mins = Math.round(us / 6e7);
+    if (mins < 1440) return Math.floor(mins / 60) + " h " + (mins % 60) + " m";
+    var hours = Math.round(us / 3.6e9);
+    return Math.floor(hours / 24) + " d " + (hours % 24) + " h";
+  }
+  function clean(s) {
+    // One line of text for a chip or a summary: tags such as <tool_use_error> dropped
+    // (their text kept), escaped newlines that a tool printed literally read as spaces.
+    return String(s === null || s === undefined ? "" : s)
+      .replace(/<\/?[A-Za-z_][\w-]*>/g, " ")
+      .replace(/\\[nrt]/g, " ")
+      .replace(/\s+/g, " ")
+      .trim();
+  }
+  function words(s, n) {
+    var t = clean(s);
+    return t.length > n ? t.slice(0, n - 1).replace(/\s+\S*$/, "") + "…" : t;
   }
   function when(iso) {
     if (!iso) return "–";
@@ -107,6 +124,145 @@
     if (v === "unknown") return "unknown";
     if (v === 0) return "$0";
     return "$" + (v >= 100 ? Math.round(v).toLocaleString("en-US") : v >= 1 ? v.toFixed(2) : v.toFixed(4));
+  }
+
+  // A run by what a person recognises: the first words of its prompt, else its agent.
+  function runName(r) { return r.prompt ? words(r.prompt, 80) : (r.agent || "run") + " " + r.run_id.slice(0, 8); }
+  function runAgent(r, s) { return r.agent || (s && (s.agent_name || s.source)) || null; }
+
+  // -- Markdown, built as DOM nodes --------------------------------------------------------
+  //
+  // Message text is Markdown more often than not. It is drawn here with createElement and
+  // text nodes only: raw HTML in a body stays visible text (never parsed), entities are not
+  // decoded, a link is a link only to http(s) or mailto (anything else, javascript: and
+  // data: included, is shown as text), and an image is never loaded (its link is shown).
+
+  var MD_MAX_CHARS = 100000;  // longer text is shown as it is
+  var SAFE_URL = /^(?:https?:\/\/|mailto:)[^\s\u0000-\u001f\u007f<>"'`\\]+$/i;
+  var INLINE = [
+    ["code", /`([^`\n]+)`/],
+    ["link", /(!?)\[([^\]\n]{0,500})\]\(\s*<?([^\s()<>]*(?:\([^\s()<>]*\)[^\s()<>]*)*)>?(?:\s+"[^"\n]*")?\s*\)/],
+    ["auto", /<((?:https?:\/\/|mailto:)[^\s<>]+)>/],
+    ["url", /\bhttps?:\/\/[^\s<>()"'`]*[^\s<>()"'`.,;:!?*_~]/],
+    ["strong", /\*\*(?=\S)([\s\S]*?\S)\*\*|__(?=\S)([\s\S]*?\S)__/],
+    ["del", /~~(?=\S)([\s\S]*?\S)~~/],
+    ["em", /\*(?=[^\s*])([^*\n]*?[^\s*])\*|(?:^|(?<=[\s(]))_(?=\S)([^_\n]*?\S)_(?![A-Za-z0-9])/],
+  ];
+
+  function safeLink(url, text) {
+    var u = String(url || "").trim();
+    if (!SAFE_URL.test(u)) return null;
+    return h("a", { href: u, rel: "noopener noreferrer nofollow", target: "_blank", referrerpolicy: "no-referrer" }, text);
+  }
+
+  function mdInline(text, depth) {
+    var out = [];
+    var rest = String(text);
+    while (rest) {
+      var best = null;
+      if (depth < 4) {
+        INLINE.forEach(function (p) {
+          var m = p[1].exec(rest);
+          if (m && (!best || m.index < best.m.index)) best = { kind: p[0], m: m };
+        });
+      }
+      if (!best) { out.push(rest); break; }
+      var m = best.m;
+      if (m.index) out.push(rest.slice(0, m.index));
+      rest = rest.slice(m.index + m[0].length);
+      if (best.kind === "code") out.push(h("code", null, m[1]));
+      else if (best.kind === "link") {
+        var label = m[2], url = m[3];
+        if (m[1]) {
+          // An image: never loaded, shown as its link.
+          out.push(safeLink(url, "image: " + (label || url)) || m[0]);
+        } else {
+          var a = safeLink(url, null);
+          if (a) { add(a, mdInline(label || url, depth + 1)); out.push(a); }
+          else out.push(m[0]);  // an unsafe link stays text, whole, so it can be read
+        }
+      } else if (best.kind === "auto" || best.kind === "url") {
+        var target = best.kind === "auto" ? m[1] : m[0];
+        out.push(safeLink(target, target) || m[0]);
+      } else if (best.kind === "strong") out.push(h("strong", null, mdInline(m[1] || m[2], depth + 1)));
+      else if (best.kind === "del") out.push(h("del", null, mdInline(m[1], depth + 1)));
+      else out.push(h("em", null, mdInline(m[1] || m[2], depth + 1)));
+    }
+    return out;
+  }
+
+  function mdBlocks(lines, depth) {
+    var out = [], i = 0, para = [];
+    function flush() {
+      if (para.length) out.push(h("p", null, mdInline(para.join("\n"), 0)));
+      para = [];
+    }
+    while (i < lines.length) {
+      var line = lines[i], m;
+      if (/^\s*$/.test(line)) { flush(); i++; continue; }
+      if ((m = /^\s{0,3}(`{3,}|~{3,})\s*([\w+#.-]*)/.exec(line))) {
+        flush();
+        var fence = m[1], code = [];
+        for (i++; i < lines.length && lines[i].trim().indexOf(fence) !== 0; i++) code.push(lines[i]);
+        i++;
+        out.push(h("pre", { class: "text md-code", "data-lang": m[2] || null }, h("code", null, code.join("\n"))));
+        continue;
+      }
+      if ((m = /^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$/.exec(line))) {
+        flush();
+        out.push(h("h" + Math.min(6, m[1].length + 2), { class: "md-h" }, mdInline(m[2], 0)));
+        i++; continue;
+      }
+      if (/^\s{0,3}([-*_])(\s*\1){2,}\s*$/.test(line)) { flush(); out.push(h("hr")); i++; continue; }
+      if (/^\s{0,3}>/.test(line) && depth < 4) {
+        flush();
+        var quoted = [];
+        for (; i < lines.length && /^\s{0,3}>/.test(lines[i]); i++) quoted.push(lines[i].replace(/^\s{0,3}>\s?/, ""));
+        out.push(h("blockquote", null, mdBlocks(quoted, depth + 1)));
+        continue;
+      }
+      var bullet = /^\s*([-*+]|\d{1,9}[.)])\s+(.*)$/.exec(line);
+      if (bullet) {
+        flush();
+        var ordered = /\d/.test(bullet[1]);
+        var items = [];
+        for (; i < lines.length; i++) {
+          var b = /^\s*([-*+]|\d{1,9}[.)])\s+(.*)$/.exec(lines[i]);
+          if (b && /\d/.test(b[1]) === ordered) items.push([b[2]]);
+          else if (items.length && /^\s{2,}\S/.test(lines[i])) items[items.length - 1].push(lines[i].trim());
+          else break;
+        }
+        var start = ordered ? parseInt(bullet[1], 10) : null;
+        out.push(h(ordered ? "ol" : "ul", ordered && start !== 1 ? { start: start } : null,
+          items.map(function (it) { return h("li", null, mdInline(it.join("\n"), 0)); })));
+        continue;
+      }
+      if (/\|/.test(line) && i + 1 < lines.length && /^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$/.test(lines[i + 1])) {
+        flush();
+        var cells = function (l) { return l.trim().replace(/^\|/, "").replace(/\|$/, "").split("|").map(function (c) { return c.trim(); }); };
+        var head = cells(line), body = [];
+        for (i += 2; i < lines.length && /\|/.test(lines[i]) && lines[i].trim(); i++) body.push(cells(lines[i]));
+        out.push(h("table", { class: "md-table" },
+          h("thead", null, h("tr", null, head.map(function (c) { return h("th", null, mdInline(c, 0)); }))),
+          h("tbody", null, body.map(function (r) { return h("tr", null, r.map(function (c) { return h("td", null, mdInline(c, 0)); })); }))));
+        continue;
+      }
+      para.push(line);
+      i++;
+    }
+    flush();
+    return out;
+  }
+
+  // Text as Markdown (see above); text too long to parse cheaply is shown as it is.
+  function markdown(text) {
+    var s = String(text);
+    if (s.length > MD_MAX_CHARS) return h("pre", { class: "text" }, s);
+    return h("div", { class: "md" }, mdBlocks(s.replace(/\r\n?/g, "\n").split("\n"), 0));
+  }
+
+  function renderProse(s, path, ctx) {
+    return h("div", { class: "prose" }, markdown(s), ctx.cutNote(path));
   }
 
   // -- where records come from -------------------------------------------------------
@@ -255,9 +411,14 @@
     if (m.error_message) head.appendChild(chip("error", "s-error"));
     var body = h("div", { class: "msg-body" });
     var content = m.content;
-    if (typeof content === "string") body.appendChild(renderString(content, path.concat(["content"]), ctx));
+    var prose = role === "user" || role === "assistant" || role === "system" || role === "developer" || role === "human";
+    if (typeof content === "string") body.appendChild((prose ? renderProse : renderString)(content, path.concat(["content"]), ctx));
     else if (Array.isArray(content)) {
-      content.forEach(function (b, i) { body.appendChild(renderValue(b, path.concat(["content", i]), ctx)); });
+      content.forEach(function (b, i) {
+        var p = path.concat(["content", i]);
+        if (prose && b && typeof b === "object" && (b.$ls || b.type) === "text" && typeof b.text === "string") body.appendChild(renderProse(b.text, p.concat(["text"]), ctx));
+        else body.appendChild(renderValue(b, p, ctx));
+      });
       add(body, ctx.cutNote(path.concat(["content"])));
     } else if (content !== undefined && content !== null) {
       body.appendChild(renderValue(content, path.concat(["content"]), ctx));
@@ -475,10 +636,13 @@
   RunView.prototype.drawHead = function () {
     var run = this.run, c = run.counts;
     fill(this.headEl,
-      h("h1", null, (run.agent ? run.agent + " · " : "") + "run " + run.run_id),
+      h("h1", { class: "run-title", title: run.prompt || null }, runName(run)),
       h("div", { class: "meta" },
+        runAgent(run, this.session) ? h("span", null, "agent ", h("b", null, runAgent(run, this.session))) : null,
+        run.models && run.models.length ? h("span", null, "model ", h("b", null, run.models.join(", "))) : null,
+        h("span", { class: "mono" }, "run " + run.run_id),
         stateChip(run.state, run.error_type),
-        this.session.status === "running" && !REPORT ? chip("running", "st-running") : null,
+        this.session.live && !REPORT ? chip(this.session.status, "st-" + this.session.status) : null,
         h("span", null, "started ", h("b", null, when(run.start))),
         h("span", null, "duration ", h("b", null, dur(run.duration_us))),
         h("span", null, h("b", null, num(c.model_calls)), " model calls"),
@@ -492,6 +656,7 @@
 
   function errorLabel(type, text) {
     // An error without a type name is exported as _OTHER: show what the record says instead.
+    text = clean(text);
     if (type === "_OTHER" || !type) return text || "error";
     return text ? type + ": " + text : type;
   }
@@ -519,11 +684,26 @@
   RunView.prototype.zoom = function (factor, centre) {
     var total = Math.max(this.run.duration_us, 1), w = this.window();
     var width = w[1] - w[0];
+    var sel = this.selectedBar();
+    // The buttons and keys zoom around the selected bar, so it stays in view.
+    if (centre === undefined && sel) centre = Math.max(w[0], Math.min(w[1], (sel.start_us + sel.end_us) / 2));
     var c = centre === undefined ? (w[0] + w[1]) / 2 : centre;
     var next = Math.min(total, Math.max(width / factor, Math.min(total, 50)));
     var start = Math.max(0, Math.min(total - next, c - (c - w[0]) / width * next));
+    if (sel && sel.start_us < start + next && sel.end_us > start) {
+      // It was in view: keep it whole when it fits, else its start.
+      if (sel.end_us - sel.start_us <= next) start = Math.min(start, sel.start_us, total - next);
+      if (sel.end_us > start + next && sel.end_us - sel.start_us <= next) start = sel.end_us - next;
+      else if (sel.start_us < start && sel.end_us - sel.start_us > next) start = sel.start_us;
+      start = Math.max(0, Math.min(total - next, start));
+    }
     this.view = next >= total ? null : [start, start + next];
     this.redraw();
+  };
+
+  RunView.prototype.selectedBar = function () {
+    var found = this.selected ? this.find(this.selected) : null;
+    return found && found.bar ? found.bar : null;
   };
 
   RunView.prototype.pan = function (deltaUs) {
@@ -699,7 +879,7 @@
   RunView.prototype.drawTimeline = function () {
     var run = this.run, self = this;
     var w = this.window(), span = Math.max(w[1] - w[0], 1);
-    var live = this.session.status === "running" && !REPORT;
+    var live = this.session.live && !REPORT;
     var step = niceStep(span / 6);
     var axis = h("div", { class: "tl-track tl-axis" });
     for (var t = Math.ceil(w[0] / step) * step; t <= w[1]; t += step) {
@@ -737,7 +917,8 @@
     var runPos = pos(runStart, runEnd);
     rows.push(h("div", { class: "tl-row", "data-span": run.span_id },
       h("div", { class: "tl-label", title: "run " + run.run_id },
-        h("span", { class: "kind k-run" }, "run"), run.agent || "invoke_agent", h("span", { class: "rid" }, run.run_id.slice(0, 8))),
+        h("span", { class: "kind k-run" }, "run"), runAgent(run, self.session) || "invoke_agent",
+        run.prompt ? h("span", { class: "rprompt" }, " · " + words(run.prompt, 60)) : null),
       h("div", { class: "tl-track" }, grid(), runPos ? barEl(runPos, "k-run s-" + run.state + (live && run.state === "open" ? " live" : ""),
         dur(runEnd - runStart), runTitle, run.span_id) : null)));
 
@@ -778,7 +959,6 @@
         style: { paddingLeft: (4 + row.depth * 14) + "px" } },
         h("div", { class: "tl-name" }, toggle,
           h("span", { class: "kind k-" + kindClass(row.kind) }, row.kind), row.label,
-          row.label !== row.id ? h("span", { class: "rid" }, row.id) : null,
           self.collapsed[row.id] ? h("span", { class: "folded" }, " +" + num(row.descendants)) : null),
         pv.text ? h("div", { class: "tl-preview" + (pv.error ? " err" : "") }, pv.text) : null);
       rows.push(h("div", { class: "tl-row" + (failed ? " failed" : ""), "data-exec": row.id }, label, track));
@@ -857,8 +1037,9 @@
       fact("records", "seq " + bar.seqs.join(", "), true);
       t0 = usOf(bar.start);
     } else {
-      title = h("h2", null, "run " + run.run_id, " ", stateChip(run.state, run.error_type));
-      fact("agent", run.agent);
+      title = h("h2", null, runName(run), " ", stateChip(run.state, run.error_type));
+      fact("run", h("span", { class: "mono" }, run.run_id));
+      fact("agent", runAgent(run, this.session));
       fact("start", when(run.start));
       fact("end", run.end ? when(run.end) : "not closed");
       if (run.cost_text) fact("cost", h("span", { class: "cost" }, run.cost_text));
@@ -897,7 +1078,7 @@
     var seqLast = this.run.seq_last;
     this.setRun(run);
     this.session = session;
-    if (run.seq_last === seqLast && session.status === "running") return;
+    if (run.seq_last === seqLast && session.live) return;
     this.drawHead();
     this.redraw();
     if (this.selected) {
@@ -920,6 +1101,15 @@
 
   // -- the session list: a page at a time, searched and filtered by the server ----------
 
+  // The folder a session file is in, below the served folder ("." for the folder itself).
+  function folderOf(file, root) {
+    var f = String(file || ""), r = String(root || "").replace(/\/+$/, "");
+    var dir = f.slice(0, Math.max(0, f.lastIndexOf("/")));
+    if (r && dir === r) return ".";
+    if (r && dir.slice(0, r.length + 1) === r + "/") return dir.slice(r.length + 1);
+    return dir || ".";
+  }
+
   function sessionsPage() {
     setCrumbs([["sessions", null]]);
     var data = DATA;
@@ -935,7 +1125,7 @@
     var pager = h("nav", { class: "pager", id: "list-pager", "aria-label": "pages of sessions" });
     var state = h("div", { id: "list-state" });
     var table = h("table", { class: "list sessions" },
-      h("thead", null, h("tr", null, h("th", null, "session"), h("th", null, "source"), h("th", null, "status"),
+      h("thead", null, h("tr", null, h("th", null, "session"), h("th", null, "folder"), h("th", null, "source"), h("th", null, "status"),
         h("th", null, "model"), h("th", { class: "num" }, "duration"), h("th", { class: "num" }, "runs"),
         h("th", { class: "num" }, "messages"), h("th", { class: "num" }, "tool calls"), h("th", { class: "num" }, "errors"),
         h("th", { class: "num" }, "tokens in / out"), h("th", { class: "num" }, "cost"), h("th", null, "updated"))),
@@ -954,6 +1144,7 @@
           h("div", { class: "tag" }, s.id),
           s.tools && s.tools.length ? h("div", { class: "tools-list", title: s.tools.join(", ") }, s.tools.slice(0, 6).join(" · ") +
             (s.tools.length > 6 ? " · +" + (s.tools.length - 6) : "")) : null),
+        h("td", { class: "folder mono", title: s.file }, folderOf(s.file, data.root)),
         h("td", null, chip(s.source || "–", "src")),
         h("td", null, chip(s.status, "st-" + s.status)),
         h("td", null, s.model || "–"),
@@ -1024,11 +1215,31 @@
         if (mine === asked) count.textContent = "could not load the list: " + err.message;
       });
     }
+    var lastChange = 0;
     function changed() {
-      // A new search or filter starts from the newest session again.
-      history.replaceState(null, "", "/" + query(null));
+      // A new search or filter starts from the newest session again. It is a new entry in
+      // the history (back returns to the search before), except while it is being typed.
+      var url = "/" + query(null);
+      if (url !== location.pathname + location.search) {
+        if (Date.now() - lastChange > 1500) history.pushState(null, "", url);
+        else history.replaceState(null, "", url);
+      }
+      lastChange = Date.now();
       load(null);
     }
+    window.addEventListener("popstate", function () {
+      // Back or forward to another search: show it.
+      var p = new URLSearchParams(location.search);
+      search.value = p.get("q") || "";
+      DATA.text = p.get("text") || null;
+      options(source, data.sources || [], p.get("source"), "any source");
+      options(status, data.statuses || [], p.get("status"), "any status");
+      errors.checked = /^(1|true|on)$/.test(p.get("errors") || "");
+      clearTimeout(timer);
+      timer = null;
+      lastChange = 0;
+      load(p.get("cursor"));
+    });
     search.addEventListener("input", function () {
       clearTimeout(timer);
       timer = setTimeout(function () { timer = null; changed(); }, 250);
@@ -1121,6 +1332,8 @@
   }
 
   // -- the conversation ---------------------------------------------------------------------
+
+  function blank(text) { return !String(text === null || text === undefined ? "" : text).trim(); }
 
   function blockType(b) { return b && typeof b === "object" && !Array.isArray(b) ? (b.$ls || b.type) : null; }
 
@@ -1219,7 +1432,8 @@
   };
 
   Conversation.prototype.result = function (name, value, isError, error, errorText, path, ctx, links) {
-    var line = errorText || textOf(value);
+    if (isError) value = readableFailure(value);
+    var line = isError ? clean(errorText || textOf(value)) : errorText || textOf(value);
     return h("details", { class: "result" + (isError ? " failed" : ""), open: isError ? true : null },
       h("summary", null, h("span", { class: "arrow" }, isError ? "⚠ " : "← "), h("span", { class: "tn" }, (name || "tool") + (isError ? " failed" : " result")),
         h("span", { class: "args-line" }, line ? " " + (line.length > 160 ? line.slice(0, 159) + "…" : line) : ""), links || null),
@@ -1227,6 +1441,22 @@
         error ? renderError(error, ["error"], ctx) : null,
         value === undefined || value === null ? null : renderValue(value, path, ctx)));
   };
+
+  // A failure's text as a person reads it: Claude Code's <tool_use_error>…</tool_use_error>
+  // wrapper gone, and newlines a tool printed escaped (\n) made real. Text only, never HTML.
+  function readableFailure(v) {
+    function fix(t) {
+      var m = /^\s*<([A-Za-z_][\w-]*)>([\s\S]*)<\/\1>\s*$/.exec(t);
+      if (m) t = m[2].trim();
+      if (t.indexOf("\n") < 0 && /\\[nr]/.test(t)) t = t.replace(/\\r\\n|\\n|\\r/g, "\n").replace(/\\t/g, "\t");
+      return t;
+    }
+    if (typeof v === "string") return fix(v);
+    if (Array.isArray(v)) return v.map(readableFailure);
+    if (v && typeof v === "object" && typeof v.text === "string") return Object.assign({}, v, { text: fix(v.text) });
+    if (v && typeof v === "object" && v.content !== undefined) return Object.assign({}, v, { content: readableFailure(v.content) });
+    return v;
+  }
 
   function textOf(v) {
     // The readable text of a value, for one summary line.
@@ -1264,8 +1494,8 @@
     var parts = [];
     var content = m.content;
     var path = ["body", "content"];
-    if (typeof content === "string") parts.push(renderString(content, path, ctx));
-    else if (Array.isArray(content)) content.forEach(function (b, i) { parts.push(self.block(b, path.concat([i]), ctx)); });
+    if (typeof content === "string") parts.push(blank(content) ? null : renderProse(content, path, ctx));
+    else if (Array.isArray(content)) content.forEach(function (b, i) { parts.push(self.block(b, path.concat([i]), ctx, true)); });
     else if (content !== undefined && content !== null) parts.push(renderValue(content, path, ctx));
     // OpenAI: tool calls beside the content; a refusal; a legacy function call.
     if (Array.isArray(m.tool_calls)) m.tool_calls.forEach(function (c, i) { parts.push(self.block(c, ["body", "tool_calls", i], ctx)); });
@@ -1276,15 +1506,21 @@
     if (m.model) meta.push(chip(m.model));
     if (m.stop_reason) meta.push(chip(m.stop_reason));
     if (m.usage && renderUsage(m.usage)) meta.push(h("span", { class: "tag" }, renderUsage(m.usage).textContent));
+    parts = parts.filter(Boolean);
+    // A message that says nothing (whitespace, or calls already shown) is no bubble at all.
+    if (!parts.length && !ctx.cutNote(path)) return null;
     return h("div", { class: "ci bubble role-" + (role === "human" ? "user" : role) },
       h("div", { class: "ci-head" }, h("span", { class: "who" }, role), meta, this.links(item)),
       h("div", { class: "ci-body" }, parts, ctx.cutNote(path)));
   };
 
-  Conversation.prototype.block = function (b, path, ctx) {
+  Conversation.prototype.block = function (b, path, ctx, prose) {
     var t = blockType(b);
-    if (typeof b === "string") return renderString(b, path, ctx);
-    if (t === "text" || t === "input_text" || t === "output_text") return renderString(String(b.text || ""), path.concat(["text"]), ctx);
+    var text = prose ? renderProse : renderString;
+    if (typeof b === "string") return text(b, path, ctx);
+    if (t === "text" || t === "input_text" || t === "output_text") {
+      return blank(b.text) && !ctx.cutNote(path.concat(["text"])) ? null : text(String(b.text || ""), path.concat(["text"]), ctx);
+    }
     if (t === "thinking" || t === "reasoning" || t === "redacted_thinking") {
       var text = b.thinking || b.text || (Array.isArray(b.summary) ? b.summary.map(textOf).join("\n") : "") || "";
       return h("details", { class: "thinking-block" }, h("summary", null, "thinking", h("span", { class: "tag" }, "  " + num(String(text).length) + " characters")),
@@ -1329,16 +1565,18 @@
   }
 
 
-  function runsTable(sid, runs) {
-    return h("table", { class: "list" },
-      h("thead", null, h("tr", null, h("th", null, "run"), h("th", null, "agent"), h("th", null, "started"),
+  function runsTable(sid, runs, session) {
+    return h("table", { class: "list runs" },
+      h("thead", null, h("tr", null, h("th", null, "run"), h("th", null, "agent"), h("th", null, "models"), h("th", null, "started"),
         h("th", { class: "num" }, "duration"), h("th", null, "state"), h("th", { class: "num" }, "model calls"),
         h("th", { class: "num" }, "tool calls"), h("th", { class: "num" }, "errors"), h("th", { class: "num" }, "retries"),
         h("th", { class: "num" }, "cost"), h("th", null, "trace id"))),
       h("tbody", null, runs.map(function (r) {
         return h("tr", { "data-run": r.run_id },
-          h("td", null, h("a", { href: "/session/" + enc(r.session_id || sid) + "/run/" + enc(r.run_id), class: "mono" }, r.run_id)),
-          h("td", null, r.agent || "–"),
+          h("td", null, h("a", { href: "/session/" + enc(r.session_id || sid) + "/run/" + enc(r.run_id), class: "run-name", title: r.prompt || null }, runName(r)),
+            h("div", { class: "tag" }, r.run_id)),
+          h("td", null, runAgent(r, session) || "–"),
+          h("td", null, (r.models || []).join(", ") || "–"),
           h("td", null, when(r.start)),
           h("td", { class: "num" }, dur(r.duration_us)),
           h("td", null, stateChip(r.state, r.error_type)),
@@ -1369,7 +1607,7 @@
     var convo = new Conversation(s.id, DATA.conversation);
     fill(app, sessionHead(s).concat([
       h("h2", null, "Runs"),
-      DATA.runs.length ? runsTable(s.id, DATA.runs) : h("p", { class: "note" }, "No runs yet."),
+      DATA.runs.length ? runsTable(s.id, DATA.runs, s) : h("p", { class: "note" }, "No runs yet."),
       h("h2", { id: "conversation" }, "Conversation"),
       h("p", { class: "note" }, "Messages as the agent saw them; tool calls and results fold open, thinking is folded. " +
         "Each item links to its record (#) and to its bar on the timeline."),
@@ -1378,7 +1616,7 @@
 
   function runPage() {
     var s = DATA.session, run = DATA.run;
-    setCrumbs([["sessions", "/"], [sessionName(s), "/session/" + enc(s.id)], ["run " + run.run_id, null]]);
+    setCrumbs([["sessions", "/"], [sessionName(s), "/session/" + enc(s.id)], [runName(run), null]]);
     var base = location.pathname;
     var view = new RunView(app, s, run, {
       select: DATA.select,
@@ -1386,11 +1624,11 @@
         history.replaceState(null, "", base + "?span=" + span);
       },
     });
-    if (s.status === "running" || run.state === "open") {
+    if (s.live || run.state === "open") {
       var timer = setInterval(function () {
         server.runPage(s.id, run.run_id, view.query()).then(function (res) {
           view.update(res.run, res.session);
-          if (res.session.status !== "running" && res.run.state !== "open") clearInterval(timer);
+          if (!res.session.live && res.run.state !== "open") clearInterval(timer);
         }).catch(function () { /* the next poll tries again */ });
       }, 2000);
     }
@@ -1402,7 +1640,17 @@
       DATA.run ? ["run " + DATA.run, "/session/" + enc(s.id) + "/run/" + enc(DATA.run)] : null,
       ["record " + rec.seq, null]].filter(Boolean));
     var span = DATA.span;
-    fill(app,
+    var base = "/session/" + enc(s.id) + "/record/";
+    var nav = h("nav", { class: "pager rec-nav", "aria-label": "records" },
+      rec.seq > 0 ? h("a", { href: base + (rec.seq - 1), rel: "prev", "data-page": "prev", title: "record " + (rec.seq - 1) + " (←)" }, "‹ previous") : null,
+      h("span", { class: "note" }, "record " + num(rec.seq) + " of " + num(Math.max(s.records - 1, rec.seq))),
+      rec.seq + 1 < s.records ? h("a", { href: base + (rec.seq + 1), rel: "next", "data-page": "next", title: "record " + (rec.seq + 1) + " (→)" }, "next ›") : null);
+    document.addEventListener("keydown", function (ev) {
+      if (ev.altKey || ev.ctrlKey || ev.metaKey || (ev.target.closest && ev.target.closest("input, textarea, select"))) return;
+      var to = ev.key === "ArrowLeft" ? nav.querySelector("[rel=prev]") : ev.key === "ArrowRight" ? nav.querySelector("[rel=next]") : null;
+      if (to) location.href = to.getAttribute("href");
+    });
+    fill(app, nav,
       h("h1", null, "record " + rec.seq + " · " + rec.type),
       h("div", { class: "meta" }, h("span", null, when(rec.ts)), h("span", null, bytes(rec.size) + " at byte " + num(rec.offset)),
         span ? h("a", { href: "/session/" + enc(s.id) + "/run/" + enc(DATA.run) + "?span=" + span.span_id }, "show on the timeline") : null,
@@ -1463,7 +1711,7 @@
     runs.forEach(function (r) {
       tabs.appendChild(h("button", { type: "button", "data-run": r.run_id, onclick: function () {
         history.replaceState(null, "", "#run=" + r.run_id); show(r, null);
-      } }, (r.agent || "run") + " " + r.run_id.slice(0, 8)));
+      }, title: r.run_id }, runName(r)));
     });
     fill(app, sessionHead(s).concat([
       h("p", { class: "note" }, "Made by loopscribe report on " + when(DATA.generated) + ". " + DATA.note),
