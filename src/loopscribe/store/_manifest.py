@@ -9,14 +9,17 @@ Nothing else in loopscribe reads a manifest's JSON.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, get_args
 
 import orjson
 
+from .._cost import Cost
 from .._errors import StoreError
 from ..workspace import Compaction, SessionSummary, Status
 from ._layout import (
@@ -35,6 +38,7 @@ __all__ = ["Manifest", "ManifestError", "summary_from_json", "summary_to_json", 
 MAX_TEXT_CHARS = 65_536
 """A summary string (a title, a compaction's summary) is cut to this many characters."""
 _MAX_KEY_CHARS = 4096
+_MAX_DOLLAR_CHARS = 64
 _TRACE_HEX = frozenset("0123456789abcdef")
 _STATUSES: frozenset[str] = frozenset(get_args(Status))
 _TEXT_FIELDS = (
@@ -141,6 +145,9 @@ def summary_to_json(summary: SessionSummary) -> dict[str, Any]:
             value = value[:MAX_TEXT_CHARS]
         elif isinstance(value, tuple):
             value = list(value)
+        elif isinstance(value, Cost):
+            # Exact dollars as text (JSON numbers would round them), with the call counts.
+            value = {"usd": str(value.usd), "priced": value.priced, "unknown": value.unknown}
         out[name] = value
     return out
 
@@ -183,6 +190,14 @@ def _summary(obj: Mapping[str, Any], path: Path | str) -> SessionSummary:
     if not all(isinstance(t, dict) for t in todos):
         raise _Bad(f"'todos' must be a list of objects, got {shown(todos)}")
     fields["todos"] = tuple(todos)
+    cost = obj.get("cost")
+    if cost is not None:
+        cost = _object(cost, "cost")
+        fields["cost"] = Cost(
+            _dollars(cost.get("usd"), "cost.usd"),
+            _count(cost.get("priced", 0), "cost.priced"),
+            _count(cost.get("unknown", 0), "cost.unknown"),
+        )
     comp = obj.get("compaction")
     if comp is not None:
         comp = _object(comp, "compaction")
@@ -195,6 +210,16 @@ def _summary(obj: Mapping[str, Any], path: Path | str) -> SessionSummary:
             _count(comp.get("keep_last", 0), "compaction.keep_last"),
         )
     return SessionSummary(**fields)
+
+
+def _dollars(value: Any, name: str) -> Decimal:
+    """A manifest field that must be a non-negative, finite amount written as text."""
+    if isinstance(value, str) and len(value) <= _MAX_DOLLAR_CHARS:
+        with contextlib.suppress(InvalidOperation):
+            amount = Decimal(value)
+            if amount.is_finite() and amount >= 0:
+                return amount
+    raise _Bad(f"{name!r} must be an amount of dollars as text, got {shown(value)}")
 
 
 def _session_id_field(value: Any, name: str) -> str:
