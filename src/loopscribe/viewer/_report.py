@@ -5,12 +5,23 @@ every run, and the records behind each bar (bodies clipped unless
 ``full=True``). It loads nothing from anywhere: its Content-Security-Policy
 forbids every network request, so it can be attached to a bug report and
 opened from disk.
+
+It opens at once whatever the session's size: the page's data is only the
+timelines (references and labels, as the viewer's JSON); the records come
+after the script, in gzip-compressed chunks of about
+:data:`REPORT_CHUNK_CHARS` characters of JSON (base64, one
+``<script type="application/gzip">`` element each), so the browser draws
+the timeline while it is still reading them, and a chunk is decompressed
+(``DecompressionStream``) only when a bar whose records it holds is
+selected. ``records`` in the data maps each chunk to the seqs it holds.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 import os
+import zlib
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +39,7 @@ from ._store import record_view
 from ._timeline import SessionTimeline, iso, load_timeline
 
 __all__ = [
+    "REPORT_CHUNK_CHARS",
     "REPORT_CSP",
     "REPORT_STRING_LIMIT_CHARS",
     "build_report",
@@ -38,6 +50,10 @@ __all__ = [
 REPORT_STRING_LIMIT_CHARS = 65_536
 """A string longer than this is cut in a report made without ``full``."""
 _REPORT_BUDGET_CHARS = 1 << 20
+REPORT_CHUNK_CHARS = 1 << 18
+"""Records are compressed together until their JSON passes this many characters."""
+_GZIP_LEVEL = 1
+"""Fast: the text compresses well at any level, and a large report is written in seconds."""
 
 REPORT_CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
@@ -123,16 +139,45 @@ def stream_report(
     }
     title = f"{summary.title or 'session ' + timeline.session_id[:12]} · loopscribe report"
     before, after = shell(title, inline=True, csp=REPORT_CSP)
+    seqs = sorted(wanted)
+    chunks = _plan_chunks(timeline, seqs)
+    head["records"] = {"chunks": chunks}
     out.write(before)
-    # The data object, written member by member: its head, then each record.
-    out.write(embed_json(head)[:-1])
-    out.write(',"records":{')
-    first = True
-    for seq, record in _records(timeline, sorted(wanted), full, on_progress):
-        out.write(("" if first else ",") + f'"{seq}":' + embed_json(record))
-        first = False
-    out.write("}}")
-    out.write(after)
+    out.write(embed_json(head))
+    # The records after the script, so the page is drawn while they are still read.
+    tail, end = after.rsplit("</body>", 1)
+    out.write(tail)
+    records = _records(timeline, seqs, full, on_progress)
+    for number, chunk in enumerate(chunks):
+        text = io.StringIO()
+        text.write("{")
+        for i, _ in enumerate(chunk):
+            seq, record = next(records)
+            text.write(("," if i else "") + f'"{seq}":' + orjson.dumps(record).decode())
+        text.write("}")
+        packed = zlib.compress(text.getvalue().encode(), _GZIP_LEVEL, wbits=31)
+        out.write(
+            f'<script type="application/gzip" id="ls-chunk-{number}">'
+            f"{base64.b64encode(packed).decode()}</script>\n"
+        )
+    out.write("</body>" + end)
+
+
+def _plan_chunks(timeline: SessionTimeline, seqs: list[int]) -> list[list[int]]:
+    """Seqs grouped in order, each group about ``REPORT_CHUNK_CHARS`` of the file's bytes."""
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    size = 0
+    for seq in seqs:
+        where = timeline.locate(seq)
+        current.append(seq)
+        size += 0 if where is None else where[1]
+        if size >= REPORT_CHUNK_CHARS:
+            chunks.append(current)
+            current, size = [], 0
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 def _records(

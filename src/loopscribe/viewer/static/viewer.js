@@ -281,6 +281,42 @@
     },
   };
 
+  // The report's records: gzip chunks after the script (see _report.py), each decompressed
+  // the first time a record it holds is shown; LOADED keeps the records read so far.
+  var LOADED = {};
+  var chunkOf = null;
+  var chunkWaits = {};
+  function loadChunk(n) {
+    if (chunkWaits[n]) return chunkWaits[n];
+    var ready = document.readyState === "loading"
+      ? new Promise(function (ok) { document.addEventListener("DOMContentLoaded", ok); })
+      : Promise.resolve();
+    chunkWaits[n] = ready.then(function () {
+      var el = document.getElementById("ls-chunk-" + n);
+      if (!el) throw new Error("this report is missing part of its records (chunk " + n + ")");
+      var bin = atob(el.textContent.trim());
+      var bytes = new Uint8Array(bin.length);
+      for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+      var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+      return new Response(stream).text();
+    }).then(function (text) {
+      var recs = JSON.parse(text);
+      Object.keys(recs).forEach(function (k) { LOADED[k] = recs[k]; });
+    });
+    return chunkWaits[n];
+  }
+  function loadRecords(seqs) {
+    if (!chunkOf) {
+      chunkOf = {};
+      ((DATA.records || {}).chunks || []).forEach(function (chunk, n) {
+        chunk.forEach(function (seq) { chunkOf[seq] = n; });
+      });
+    }
+    var want = {};
+    seqs.forEach(function (s) { if (!LOADED[String(s)] && chunkOf[s] !== undefined) want[chunkOf[s]] = true; });
+    return Promise.all(Object.keys(want).map(loadChunk));
+  }
+
   var embedded = {
     spanRecords: function (sid, span) {
       var seqs = null;
@@ -290,8 +326,19 @@
           row.bars.forEach(function (bar) { if (bar.span_id === span) seqs = bar.seqs; });
         });
       });
-      var recs = (seqs || []).map(function (s) { return DATA.records[String(s)]; }).filter(Boolean);
-      return Promise.resolve({ records: recs, total: recs.length, offset: 0 });
+      seqs = seqs || [];
+      return loadRecords(seqs).then(function () {
+        var recs = seqs.map(function (s) { return LOADED[String(s)]; }).filter(Boolean);
+        // A call recorded without messages shows the committed ones that formed its context.
+        var more = [];
+        recs.forEach(function (r) {
+          if (r.context && !r.context.messages) {
+            if (r.context.summary_seq !== null) more.push(r.context.summary_seq);
+            more = more.concat(r.context.seqs);
+          }
+        });
+        return loadRecords(more).then(function () { return { records: recs, total: recs.length, offset: 0 }; });
+      });
     },
   };
 
@@ -505,14 +552,14 @@
       // The report embeds the records themselves: look each one up.
       var missing = 0;
       if (c.summary_seq !== null) {
-        var s = DATA.records && DATA.records[String(c.summary_seq)];
+        var s = LOADED[String(c.summary_seq)];
         var summary = s && s.data ? s.data.summary : undefined;
         if (summary === undefined) missing += 1;
         else items.push([c.summary_seq, typeof summary === "string" ? { role: "system", content: summary } : summary,
           ["records", c.summary_seq, "data", "summary"]]);
       }
       c.seqs.forEach(function (seq) {
-        var r = DATA.records && DATA.records[String(seq)];
+        var r = LOADED[String(seq)];
         if (!r || !r.data) { missing += 1; return; }
         items.push([seq, r.data.message, ["records", seq, "data", "message"]]);
       });
@@ -567,10 +614,43 @@
     this.selectedSeqs = -1;
     this.collapsed = {};
     (run.collapsed || []).forEach(function (id) { this.collapsed[id] = true; }, this);
-    this.setRun(run);
+    if (REPORT) {
+      // The report holds every row and pages them here, as the server does.
+      this.full = run;
+      this.localPage({ span: this.opts.select });
+    } else this.setRun(run);
     this.view = null; // [start_us, end_us] shown; null: the whole run
     this.render();
   }
+
+  var ROW_PAGE = 300;
+
+  RunView.prototype.localPage = function (params) {
+    var full = this.full, rows = full.rows, collapsed = this.collapsed;
+    var at = -1;
+    if (params.span) {
+      rows.forEach(function (r, i) { r.bars.forEach(function (b) { if (b.span_id === params.span) at = i; }); });
+      if (at >= 0) {
+        // Open every folded row above it.
+        for (var j = at - 1, depth = rows[at].depth; j >= 0 && depth > 0; j--) {
+          if (rows[j].depth < depth) { depth = rows[j].depth; delete collapsed[rows[j].id]; }
+        }
+      }
+    }
+    var visible = [];
+    for (var i = 0; i < rows.length; i++) {
+      visible.push(i);
+      if (collapsed[rows[i].id] && rows[i].descendants) i += rows[i].descendants;
+    }
+    var offset = params.offset || 0;
+    if (at >= 0) offset = Math.floor(visible.indexOf(at) / ROW_PAGE) * ROW_PAGE;
+    offset = Math.max(0, Math.min(offset, Math.floor(Math.max(0, visible.length - 1) / ROW_PAGE) * ROW_PAGE));
+    this.run = Object.assign({}, full, {
+      rows: visible.slice(offset, offset + ROW_PAGE).map(function (k) { return rows[k]; }),
+      offset: offset, limit: ROW_PAGE, total_rows: visible.length, all_rows: rows.length,
+    });
+    this.paged = true;
+  };
 
   RunView.prototype.setRun = function (run) {
     this.run = run;
@@ -810,6 +890,12 @@
   // Load another page of rows, or fold a subtree (server: the server pages and folds).
   RunView.prototype.fetchRows = function (params) {
     var self = this, run = this.run;
+    if (REPORT) {
+      this.localPage(params);
+      this.drawHead();
+      this.redraw();
+      return Promise.resolve();
+    }
     var q = ["limit=" + (run.limit || 300), "collapsed=" + enc(Object.keys(this.collapsed).join(","))];
     if (params.span) q.push("span=" + params.span); else q.push("offset=" + (params.offset || 0));
     return server.runPage(this.session.id, run.run_id, q.join("&")).then(function (res) {
