@@ -30,7 +30,9 @@ def embedded(html: str) -> dict[str, Any]:
 def records_of(html: str) -> dict[str, Any]:
     """The records the report holds, by seq: its gzip chunks, decompressed."""
     out: dict[str, Any] = {}
-    for b64 in re.findall(r'<script type="application/gzip" id="ls-chunk-\d+">([^<]*)</script>', html):
+    for b64 in re.findall(
+        r'<script type="application/gzip" id="ls-chunk-\d+">([^<]*)</script>', html
+    ):
         out.update(orjson.loads(zlib.decompress(base64.b64decode(b64), wbits=31)))
     return out
 
