@@ -22,22 +22,24 @@ CALLS = 700
 def record_many(path: Path) -> None:
     """One run of ``CALLS`` tool calls; the last one fails."""
     t0 = datetime.now(UTC) - timedelta(seconds=CALLS)
-    with Session.create(path, metadata={"title": "many calls"}) as session:
-        with session.begin_run(timestamp=t0) as run:
-            for i in range(CALLS):
-                ex = Execution(f"call_{i}", "tool")
-                at = t0 + timedelta(seconds=i)
-                run.record(ev.tool_exec_start(ex, "lookup", {"key": i}, timestamp=at))
-                failed = i == CALLS - 1
-                run.record(
-                    ev.tool_exec_end(
-                        ex,
-                        "lookup",
-                        f"value of key {i} " + "x" * 2_000,
-                        error={"type": "KeyError", "message": f"no key {i}"} if failed else None,
-                        timestamp=at + timedelta(milliseconds=500),
-                    )
+    with (
+        Session.create(path, metadata={"title": "many calls"}) as session,
+        session.begin_run(timestamp=t0) as run,
+    ):
+        for i in range(CALLS):
+            ex = Execution(f"call_{i}", "tool")
+            at = t0 + timedelta(seconds=i)
+            run.record(ev.tool_exec_start(ex, "lookup", {"key": i}, timestamp=at))
+            failed = i == CALLS - 1
+            run.record(
+                ev.tool_exec_end(
+                    ex,
+                    "lookup",
+                    f"value of key {i} " + "x" * 2_000,
+                    error={"type": "KeyError", "message": f"no key {i}"} if failed else None,
+                    timestamp=at + timedelta(milliseconds=500),
                 )
+            )
 
 
 def test_a_large_report_pages_rows_and_loads_records_on_demand(
@@ -55,7 +57,7 @@ def test_a_large_report_pages_rows_and_loads_records_on_demand(
     browser.get(report.as_uri())
     wait_for(browser, ".tl-row[data-exec]")
     assert len(browser.find_elements(By.CSS_SELECTOR, ".tl-row[data-exec]")) == 300
-    assert f"rows 1–300 of {CALLS:,}" in browser.find_element(By.CSS_SELECTOR, ".pager").text
+    assert f"rows 1\u2013300 of {CALLS:,}" in browser.find_element(By.CSS_SELECTOR, ".pager").text
     # Nothing decompressed yet: no records drawn until a bar is selected.
     assert not browser.find_elements(By.CSS_SELECTOR, "#details .rec")
     browser.find_element(By.CSS_SELECTOR, '.tl-row[data-exec="call_5"] .bar').click()
@@ -69,7 +71,10 @@ def test_a_large_report_pages_rows_and_loads_records_on_demand(
             By.CSS_SELECTOR, f'.tl-row[data-exec="call_{CALLS - 1}"] .bar.selected'
         ),
     )
-    assert f"rows 601–{CALLS} of {CALLS:,}" in browser.find_element(By.CSS_SELECTOR, ".pager").text
+    assert (
+        f"rows 601\u2013{CALLS} of {CALLS:,}"
+        in browser.find_element(By.CSS_SELECTOR, ".pager").text
+    )
     end = wait_for(browser, '#details .rec[data-type="tool_exec_end"] .error-box')
     assert f"no key {CALLS - 1}" in end.text
     browser.find_element(By.CSS_SELECTOR, '[data-page="prev"]').click()
