@@ -7,8 +7,10 @@ forbids every network request, so it can be attached to a bug report and
 opened from disk.
 
 It opens at once whatever the session's size: the page's data is only the
-timelines (references and labels, as the viewer's JSON); the records come
-after the script, in gzip-compressed chunks of about
+timelines (references and labels, as the viewer's JSON), with the first
+:data:`REPORT_FIRST_ROWS` rows of each run (the others follow the script,
+read when another page of rows is asked for); the records come after the
+script too, in gzip-compressed chunks of about
 :data:`REPORT_CHUNK_CHARS` characters of JSON (base64, one
 ``<script type="application/gzip">`` element each), so the browser draws
 the timeline while it is still reading them, and a chunk is decompressed
@@ -50,6 +52,8 @@ __all__ = [
 REPORT_STRING_LIMIT_CHARS = 65_536
 """A string longer than this is cut in a report made without ``full``."""
 _REPORT_BUDGET_CHARS = 1 << 20
+REPORT_FIRST_ROWS = 300
+"""Timeline rows a run's data holds before the script; the rest follow it (drawn on demand)."""
 REPORT_CHUNK_CHARS = 1 << 18
 """Records are compressed together until their JSON passes this many characters."""
 _GZIP_LEVEL = 1
@@ -137,6 +141,13 @@ def stream_report(
         "session": summary_json(summary, timeline),
         "runs": [run.to_json() for run in runs],
     }
+    # The first page of each run's rows in the data; all of them after the script.
+    every: list[list[Any]] = []
+    for number, shown in enumerate(head["runs"]):
+        every.append(shown["rows"])
+        if len(shown["rows"]) > REPORT_FIRST_ROWS:
+            shown["rows"] = shown["rows"][:REPORT_FIRST_ROWS]
+            shown["rows_element"] = f"ls-rows-{number}"
     title = f"{summary.title or 'session ' + timeline.session_id[:12]} · loopscribe report"
     before, after = shell(title, inline=True, csp=REPORT_CSP)
     seqs = sorted(wanted)
@@ -147,6 +158,13 @@ def stream_report(
     # The records after the script, so the page is drawn while they are still read.
     tail, end = after.rsplit("</body>", 1)
     out.write(tail)
+    for number, shown in enumerate(head["runs"]):
+        if "rows_element" in shown:
+            out.write(
+                f'<script type="application/json" id="{shown["rows_element"]}">'
+                f"{embed_json(every[number])}</script>\n"
+            )
+    del every
     records = _records(timeline, seqs, full, on_progress)
     for number, chunk in enumerate(chunks):
         text = io.StringIO()

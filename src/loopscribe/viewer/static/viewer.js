@@ -286,12 +286,31 @@
   var LOADED = {};
   var chunkOf = null;
   var chunkWaits = {};
-  function loadChunk(n) {
-    if (chunkWaits[n]) return chunkWaits[n];
-    var ready = document.readyState === "loading"
+  function parsed() {
+    // The rest of the report (after this script) has been read.
+    return document.readyState === "loading"
       ? new Promise(function (ok) { document.addEventListener("DOMContentLoaded", ok); })
       : Promise.resolve();
-    chunkWaits[n] = ready.then(function () {
+  }
+  var rowsRead = null;
+  function allRows() {
+    // A large run's data holds its first rows; the others follow the script.
+    if (!rowsRead) {
+      rowsRead = parsed().then(function () {
+        (DATA.runs || []).forEach(function (run) {
+          if (!run.rows_element) return;
+          var el = document.getElementById(run.rows_element);
+          if (!el) throw new Error("this report is missing part of its timeline (" + run.rows_element + ")");
+          run.rows = JSON.parse(el.textContent);
+          run.rows_element = null;
+        });
+      });
+    }
+    return rowsRead;
+  }
+  function loadChunk(n) {
+    if (chunkWaits[n]) return chunkWaits[n];
+    chunkWaits[n] = parsed().then(function () {
       var el = document.getElementById("ls-chunk-" + n);
       if (!el) throw new Error("this report is missing part of its records (chunk " + n + ")");
       var bin = atob(el.textContent.trim());
@@ -319,6 +338,9 @@
 
   var embedded = {
     spanRecords: function (sid, span) {
+      return allRows().then(function () { return embedded.records(span); });
+    },
+    records: function (span) {
       var seqs = null;
       (DATA.runs || []).forEach(function (run) {
         if (run.span_id === span) seqs = run.records;
@@ -645,9 +667,11 @@
     var offset = params.offset || 0;
     if (at >= 0) offset = Math.floor(visible.indexOf(at) / ROW_PAGE) * ROW_PAGE;
     offset = Math.max(0, Math.min(offset, Math.floor(Math.max(0, visible.length - 1) / ROW_PAGE) * ROW_PAGE));
+    // Until the rest of the rows are read, the count is the run's.
+    var count = full.rows_element ? full.all_rows : visible.length;
     this.run = Object.assign({}, full, {
       rows: visible.slice(offset, offset + ROW_PAGE).map(function (k) { return rows[k]; }),
-      offset: offset, limit: ROW_PAGE, total_rows: visible.length, all_rows: rows.length,
+      offset: offset, limit: ROW_PAGE, total_rows: count, all_rows: full.rows_element ? count : rows.length,
     });
     this.paged = true;
   };
@@ -703,6 +727,7 @@
     this.bindPan();
     var want = this.opts.select;
     if (want && this.find(want)) this.select(want, true);
+    else if (want && REPORT) this.show(want);  // on a page of rows not read yet
   };
 
   RunView.prototype.drawHead = function () {
@@ -891,10 +916,11 @@
   RunView.prototype.fetchRows = function (params) {
     var self = this, run = this.run;
     if (REPORT) {
-      this.localPage(params);
-      this.drawHead();
-      this.redraw();
-      return Promise.resolve();
+      return allRows().then(function () {
+        self.localPage(params);
+        self.drawHead();
+        self.redraw();
+      });
     }
     var q = ["limit=" + (run.limit || 300), "collapsed=" + enc(Object.keys(this.collapsed).join(","))];
     if (params.span) q.push("span=" + params.span); else q.push("offset=" + (params.offset || 0));
@@ -1653,7 +1679,7 @@
     var base = "/session/" + enc(s.id) + "/record/";
     var nav = h("nav", { class: "pager rec-nav", "aria-label": "records" },
       rec.seq > 0 ? h("a", { href: base + (rec.seq - 1), rel: "prev", "data-page": "prev", title: "record " + (rec.seq - 1) + " (←)" }, "‹ previous") : null,
-      h("span", { class: "note" }, "record " + num(rec.seq) + " of " + num(Math.max(s.records - 1, rec.seq))),
+      h("span", { class: "note" }, "record " + num(rec.seq) + " (the last is " + num(Math.max(s.records - 1, rec.seq)) + ")"),
       rec.seq + 1 < s.records ? h("a", { href: base + (rec.seq + 1), rel: "next", "data-page": "next", title: "record " + (rec.seq + 1) + " (→)" }, "next ›") : null);
     document.addEventListener("keydown", function (ev) {
       if (ev.altKey || ev.ctrlKey || ev.metaKey || (ev.target.closest && ev.target.closest("input, textarea, select"))) return;
@@ -1710,12 +1736,17 @@
     }
     function route() {
       var want = parseHash();
-      var run = runs[0];
+      var run = runs[0], found = false;
       runs.forEach(function (r) {
         if (want.run === r.run_id) run = r;
         if (want.span && (r.span_id === want.span ||
-          r.rows.some(function (row) { return row.bars.some(function (b) { return b.span_id === want.span; }); }))) run = r;
+          r.rows.some(function (row) { return row.bars.some(function (b) { return b.span_id === want.span; }); }))) { run = r; found = true; }
       });
+      if (want.span && !found && runs.some(function (r) { return r.rows_element; })) {
+        // The span may be on rows not read yet: read them, then look again.
+        allRows().then(route);
+        return;
+      }
       if (run) show(run, want.span);
     }
     runs.forEach(function (r) {
