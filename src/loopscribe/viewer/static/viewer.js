@@ -764,7 +764,7 @@
       return h("button", { type: "button", class: "err-chip", "data-span": e.span_id,
         title: e.name + " · " + e.id + " #" + e.attempt + " · " + errorLabel(e.error_type, e.error_text),
         onclick: function () { self.show(e.span_id); } },
-        h("b", null, e.name), " ", errorLabel(e.error_type, e.error_text));
+        h("b", null, e.label || e.name), " ", errorLabel(e.error_type, e.error_text));
     });
     var more = this.run.counts.errors - shown.length;
     fill(this.errorsEl, h("span", { class: "err-title" }, "⚠ " + num(this.run.counts.errors) + " failed"), shown,
