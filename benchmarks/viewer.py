@@ -24,9 +24,18 @@ Each figure against a baseline measured in the same run:
   against the same report built as one string in memory (``build_report``)
   and against a process that only imported the same modules (the floor).
   With ``--full`` bodies too, so the output is as large as the input.
+* **report open**: a generated session of 12,000 calls (``--report-calls``;
+  model calls with their requests and replies, tool calls with 1-64 KiB
+  outputs), its report opened from disk in headless Chromium: the time from
+  navigation to the timeline's first rows on screen, and from selecting a
+  bar to its records drawn, against the time the same browser takes only to
+  parse the page's records as one JSON document (what the report embedded
+  before its records were chunked), and the report's bytes against the
+  uncompressed records'.
 
 Run: ``.venv/bin/python benchmarks/viewer.py [--sessions N] [--calls N] [--report-mib N]
-[--reps N] [--only sessions|run|report]`` (defaults 100,000, 100,000 and 150). The
+[--report-calls N] [--reps N] [--only sessions|run|report|report-open]`` (defaults
+100,000, 100,000, 150 and 12,000). The
 machine is shared and noisy: each timing is the best of ``--reps`` alternating
 repetitions.
 """
@@ -71,6 +80,8 @@ TARGET_SERVE_RSS_MIB = 300.0
 """Peak RSS of ``serve`` over 100,000 sessions, every file indexed (issue 31's target)."""
 TARGET_HOME_BYTES = 200_000
 """The home page's bytes, whatever the number of sessions."""
+TARGET_REPORT_OPEN_SECONDS = 3.0
+"""A report of a 12,000-call session shows its timeline within this, opened from disk."""
 
 
 def record_big_run(path: Path, calls: int) -> tuple[str, str]:
@@ -163,7 +174,10 @@ def main() -> int:
     parser.add_argument("--report-mib", type=int, default=150)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
-    parser.add_argument("--only", choices=("sessions", "run", "report"), help="one part only")
+    parser.add_argument("--report-calls", type=int, default=12_000)
+    parser.add_argument(
+        "--only", choices=("sessions", "run", "report", "report-open"), help="one part only"
+    )
     args = parser.parse_args()
     missed: list[str] = []
     with scratch_dir() as folder:
@@ -173,6 +187,8 @@ def main() -> int:
             run_part(folder, args, missed)
         if args.only in (None, "report"):
             report_part(folder, args, missed)
+        if args.only in (None, "report-open"):
+            report_open_part(folder, args, missed)
     print("targets missed: " + ", ".join(missed) if missed else "targets met")
     return 1 if missed and args.strict else 0
 
@@ -373,6 +389,98 @@ def report_part(folder: Path, args: argparse.Namespace, missed: list[str]) -> No
         )
         if streamed >= TARGET_REPORT_RSS_MIB:
             missed.append(f"report {label}")
+
+
+_PARSE_ONLY = (
+    "<!doctype html><meta charset=utf-8><title>loading</title>"
+    '<script id="ls-data" type="application/json">{records}</script>'
+    "<script>JSON.parse(document.getElementById('ls-data').textContent);"
+    "document.title = 'parsed';</script>"
+)
+
+
+def _browser() -> Any:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    options.page_load_strategy = "none"  # time what the page shows, not the load event
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--window-size=1440,1000"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+def _until(driver: Any, script: str, timeout: float = 300.0) -> float:
+    """Seconds until ``script`` returns true (polled every 20 ms)."""
+    started = time.perf_counter()
+    while not driver.execute_script(script):
+        if time.perf_counter() - started > timeout:
+            raise TimeoutError(script)
+        time.sleep(0.02)
+    return time.perf_counter() - started
+
+
+def report_open_part(folder: Path, args: argparse.Namespace, missed: list[str]) -> None:
+    """A 12,000-call session's report opened from disk in Chromium, against parsing its records."""
+    from benchmarks._workload import build_events
+    from loopscribe.viewer import load_timeline, write_report
+    from loopscribe.viewer._report import REPORT_STRING_LIMIT_CHARS
+    from loopscribe.viewer._store import record_view
+
+    src = folder / "calls.jsonl"
+    events_ = build_events(max(1, args.report_calls // 3), seed=1)
+    with (
+        Session.create(src, metadata={"title": "report open"}) as session,
+        session.begin_run() as run,
+    ):
+        for event in events_:
+            run.record(event)
+    timeline = load_timeline(src)
+    (big,) = timeline.iter_runs()
+    calls = big.counts()["model_calls"] + big.counts()["tool_calls"]
+    started = time.perf_counter()
+    report = write_report(src, folder / "report.html")
+    wrote = time.perf_counter() - started
+    # The baseline: every record (clipped as the report clips them) in one JSON document.
+    baseline = folder / "parse-only.html"
+    with open(src, "rb") as stream, open(baseline, "w", encoding="utf-8") as out:
+        parts = []
+        for line in stream:
+            record = orjson.loads(line)
+            view = record_view(record, 0, len(line), REPORT_STRING_LIMIT_CHARS, 1 << 20)
+            parts.append(f'"{record["seq"]}":' + orjson.dumps(view).decode())
+        records = ("{" + ",".join(parts) + "}").replace("</", "<\\/")
+        out.write(_PARSE_ONLY.format(records=records))
+    print(
+        f"report of {calls:,} calls ({src.stat().st_size / 1e6:.0f} MB session): written in "
+        f"{wrote:.1f} s, {report.stat().st_size / 1e6:.0f} MB "
+        f"(the records as one JSON document: {baseline.stat().st_size / 1e6:.0f} MB)"
+    )
+    driver = _browser()
+    try:
+        opened, parsed, shown = [], [], []
+        for _ in range(args.reps):
+            driver.get("about:blank")
+            driver.get(baseline.as_uri())
+            parsed.append(_until(driver, "return document.title === 'parsed'"))
+            driver.get("about:blank")
+            driver.get(report.as_uri())
+            opened.append(_until(driver, "return !!document.querySelector('.tl-row[data-exec]')"))
+            _until(driver, "return document.readyState !== 'loading'")
+            driver.execute_script(
+                "document.querySelectorAll('.tl-row[data-exec] .bar')[250].click()"
+            )
+            shown.append(_until(driver, "return !!document.querySelector('#details .rec')"))
+    finally:
+        driver.quit()
+    print(
+        f"report open: first rows in {min(opened):.2f} s vs {min(parsed):.2f} s to parse its "
+        f"records as one JSON document ({min(parsed) / min(opened):.1f}x); "
+        f"a bar's records in {min(shown) * 1000:.0f} ms"
+    )
+    if min(opened) >= TARGET_REPORT_OPEN_SECONDS:
+        missed.append("report open")
 
 
 if __name__ == "__main__":

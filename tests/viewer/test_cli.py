@@ -132,6 +132,12 @@ def test_report_errors_are_one_clear_line(
     assert (code, "no such file" in err) == (1, True)
     code, _, err = run_cli(capsys, "report", str(demo.path), "-o", str(demo.path))
     assert (code, "that is the session file" in err) == (1, True)
+    # Into a folder that does not exist: that folder is named, not a temporary file.
+    missing = tmp_path / "no-such-folder" / "r.html"
+    code, _, err = run_cli(capsys, "report", str(demo.path), "-o", str(missing))
+    assert code == 1
+    assert f"no folder {missing.parent} to write the report in" in err
+    assert ".partial" not in err
 
 
 def test_serve_without_the_extra_names_the_install_command(

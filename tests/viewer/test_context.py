@@ -28,6 +28,8 @@ from loopscribe.viewer._preview import snippet
 from loopscribe.viewer._report import build_report
 from loopscribe.viewer._timeline import load_timeline
 
+from .test_report import records_of
+
 TRANSCRIPTS = Path(__file__).parents[1] / "data" / "transcripts" / "claude-code"
 COMPACTED = "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
 
@@ -200,8 +202,7 @@ def test_a_call_before_any_commit_has_an_empty_derived_context(tmp_path: Path) -
 def test_the_report_names_the_context_records_and_embeds_them(imported: Path) -> None:
     """A report does not copy each call's context; it names records it holds."""
     requests, compaction = requests_and_compaction(imported)
-    data = page_data(build_report(imported))
-    records = data["records"]
+    records = records_of(build_report(imported))
     last = records[str(requests[-1].seq)]
     assert "messages" not in last["context"]
     assert last["context"]["summary_seq"] == compaction

@@ -157,6 +157,8 @@ def test_failures_read_as_clean_text(browser: Any, server: Server, folder: Folde
     browser.get(f"{server.url}/session/{folder.fix_id}/run/{folder.fix_run}")
     wait_for(browser, ".tl-errors .err-chip")
     chips = [c.text for c in browser.find_elements(By.CSS_SELECTOR, ".tl-errors .err-chip")]
+    # Each chip is named by its tool, as its row is.
+    assert sorted(c.split(" ")[0] for c in chips) == ["Bash", "Read"]
     previews = [p.text for p in browser.find_elements(By.CSS_SELECTOR, ".tl-preview.err")]
     browser.get(f"{server.url}/session/{folder.fix_id}")
     wait_for(browser, "details.result.failed")

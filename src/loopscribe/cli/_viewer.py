@@ -428,6 +428,11 @@ def cmd_report(args: argparse.Namespace, out: Out) -> int:
     target = Path(args.output) if args.output else Path(path.name).with_suffix(".report.html")
     if target.resolve() == path.resolve():
         raise CliError(f"{target}: that is the session file; choose another --output")
+    if not target.parent.is_dir():
+        raise CliError(
+            f"{target}: no folder {target.parent} to write the report in; "
+            "create it, or choose another --output"
+        )
     total = stats_size(path)
     with out.progress(total) as bar:
         task = bar.add_task(path.name, total=total)

@@ -5,12 +5,25 @@ every run, and the records behind each bar (bodies clipped unless
 ``full=True``). It loads nothing from anywhere: its Content-Security-Policy
 forbids every network request, so it can be attached to a bug report and
 opened from disk.
+
+It opens at once whatever the session's size: the page's data is only the
+timelines (references and labels, as the viewer's JSON), with the first
+:data:`REPORT_FIRST_ROWS` rows of each run (the others follow the script,
+read when another page of rows is asked for); the records come after the
+script too, in gzip-compressed chunks of about
+:data:`REPORT_CHUNK_CHARS` characters of JSON (base64, one
+``<script type="application/gzip">`` element each), so the browser draws
+the timeline while it is still reading them, and a chunk is decompressed
+(``DecompressionStream``) only when a bar whose records it holds is
+selected. ``records`` in the data maps each chunk to the seqs it holds.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 import os
+import zlib
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +41,7 @@ from ._store import record_view
 from ._timeline import SessionTimeline, iso, load_timeline
 
 __all__ = [
+    "REPORT_CHUNK_CHARS",
     "REPORT_CSP",
     "REPORT_STRING_LIMIT_CHARS",
     "build_report",
@@ -38,6 +52,12 @@ __all__ = [
 REPORT_STRING_LIMIT_CHARS = 65_536
 """A string longer than this is cut in a report made without ``full``."""
 _REPORT_BUDGET_CHARS = 1 << 20
+REPORT_FIRST_ROWS = 300
+"""Timeline rows a run's data holds before the script; the rest follow it (drawn on demand)."""
+REPORT_CHUNK_CHARS = 1 << 18
+"""Records are compressed together until their JSON passes this many characters."""
+_GZIP_LEVEL = 1
+"""Fast: the text compresses well at any level, and a large report is written in seconds."""
 
 REPORT_CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
@@ -121,18 +141,61 @@ def stream_report(
         "session": summary_json(summary, timeline),
         "runs": [run.to_json() for run in runs],
     }
+    # The first page of each run's rows in the data; all of them after the script.
+    every: list[list[Any]] = []
+    for number, shown in enumerate(head["runs"]):
+        every.append(shown["rows"])
+        if len(shown["rows"]) > REPORT_FIRST_ROWS:
+            shown["rows"] = shown["rows"][:REPORT_FIRST_ROWS]
+            shown["rows_element"] = f"ls-rows-{number}"
     title = f"{summary.title or 'session ' + timeline.session_id[:12]} · loopscribe report"
     before, after = shell(title, inline=True, csp=REPORT_CSP)
+    seqs = sorted(wanted)
+    chunks = _plan_chunks(timeline, seqs)
+    head["records"] = {"chunks": chunks}
     out.write(before)
-    # The data object, written member by member: its head, then each record.
-    out.write(embed_json(head)[:-1])
-    out.write(',"records":{')
-    first = True
-    for seq, record in _records(timeline, sorted(wanted), full, on_progress):
-        out.write(("" if first else ",") + f'"{seq}":' + embed_json(record))
-        first = False
-    out.write("}}")
-    out.write(after)
+    out.write(embed_json(head))
+    # The records after the script, so the page is drawn while they are still read.
+    tail, end = after.rsplit("</body>", 1)
+    out.write(tail)
+    for number, shown in enumerate(head["runs"]):
+        if "rows_element" in shown:
+            out.write(
+                f'<script type="application/json" id="{shown["rows_element"]}">'
+                f"{embed_json(every[number])}</script>\n"
+            )
+    del every
+    records = _records(timeline, seqs, full, on_progress)
+    for number, chunk in enumerate(chunks):
+        text = io.StringIO()
+        text.write("{")
+        for i, _ in enumerate(chunk):
+            seq, record = next(records)
+            text.write(("," if i else "") + f'"{seq}":' + orjson.dumps(record).decode())
+        text.write("}")
+        packed = zlib.compress(text.getvalue().encode(), _GZIP_LEVEL, wbits=31)
+        out.write(
+            f'<script type="application/gzip" id="ls-chunk-{number}">'
+            f"{base64.b64encode(packed).decode()}</script>\n"
+        )
+    out.write("</body>" + end)
+
+
+def _plan_chunks(timeline: SessionTimeline, seqs: list[int]) -> list[list[int]]:
+    """Seqs grouped in order, each group about ``REPORT_CHUNK_CHARS`` of the file's bytes."""
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    size = 0
+    for seq in seqs:
+        where = timeline.locate(seq)
+        current.append(seq)
+        size += 0 if where is None else where[1]
+        if size >= REPORT_CHUNK_CHARS:
+            chunks.append(current)
+            current, size = [], 0
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 def _records(

@@ -507,6 +507,7 @@ class RunTimeline:
                         "id": bar.execution.id,
                         "attempt": bar.execution.attempt,
                         "name": bar.name,
+                        "label": bar.label,
                         "error_type": bar.error_type,
                         "error_text": bar.error_text,
                         "start_us": epoch_us(bar.start) - t0,

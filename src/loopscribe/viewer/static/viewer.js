@@ -289,8 +289,66 @@
     },
   };
 
+  // The report's records: gzip chunks after the script (see _report.py), each decompressed
+  // the first time a record it holds is shown; LOADED keeps the records read so far.
+  var LOADED = {};
+  var chunkOf = null;
+  var chunkWaits = {};
+  function parsed() {
+    // The rest of the report (after this script) has been read.
+    return document.readyState === "loading"
+      ? new Promise(function (ok) { document.addEventListener("DOMContentLoaded", ok); })
+      : Promise.resolve();
+  }
+  var rowsRead = null;
+  function allRows() {
+    // A large run's data holds its first rows; the others follow the script.
+    if (!rowsRead) {
+      rowsRead = parsed().then(function () {
+        (DATA.runs || []).forEach(function (run) {
+          if (!run.rows_element) return;
+          var el = document.getElementById(run.rows_element);
+          if (!el) throw new Error("this report is missing part of its timeline (" + run.rows_element + ")");
+          run.rows = JSON.parse(el.textContent);
+          run.rows_element = null;
+        });
+      });
+    }
+    return rowsRead;
+  }
+  function loadChunk(n) {
+    if (chunkWaits[n]) return chunkWaits[n];
+    chunkWaits[n] = parsed().then(function () {
+      var el = document.getElementById("ls-chunk-" + n);
+      if (!el) throw new Error("this report is missing part of its records (chunk " + n + ")");
+      var bin = atob(el.textContent.trim());
+      var bytes = new Uint8Array(bin.length);
+      for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+      var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+      return new Response(stream).text();
+    }).then(function (text) {
+      var recs = JSON.parse(text);
+      Object.keys(recs).forEach(function (k) { LOADED[k] = recs[k]; });
+    });
+    return chunkWaits[n];
+  }
+  function loadRecords(seqs) {
+    if (!chunkOf) {
+      chunkOf = {};
+      ((DATA.records || {}).chunks || []).forEach(function (chunk, n) {
+        chunk.forEach(function (seq) { chunkOf[seq] = n; });
+      });
+    }
+    var want = {};
+    seqs.forEach(function (s) { if (!LOADED[String(s)] && chunkOf[s] !== undefined) want[chunkOf[s]] = true; });
+    return Promise.all(Object.keys(want).map(loadChunk));
+  }
+
   var embedded = {
     spanRecords: function (sid, span) {
+      return allRows().then(function () { return embedded.records(span); });
+    },
+    records: function (span) {
       var seqs = null;
       (DATA.runs || []).forEach(function (run) {
         if (run.span_id === span) seqs = run.records;
@@ -298,8 +356,19 @@
           row.bars.forEach(function (bar) { if (bar.span_id === span) seqs = bar.seqs; });
         });
       });
-      var recs = (seqs || []).map(function (s) { return DATA.records[String(s)]; }).filter(Boolean);
-      return Promise.resolve({ records: recs, total: recs.length, offset: 0 });
+      seqs = seqs || [];
+      return loadRecords(seqs).then(function () {
+        var recs = seqs.map(function (s) { return LOADED[String(s)]; }).filter(Boolean);
+        // A call recorded without messages shows the committed ones that formed its context.
+        var more = [];
+        recs.forEach(function (r) {
+          if (r.context && !r.context.messages) {
+            if (r.context.summary_seq !== null) more.push(r.context.summary_seq);
+            more = more.concat(r.context.seqs);
+          }
+        });
+        return loadRecords(more).then(function () { return { records: recs, total: recs.length, offset: 0 }; });
+      });
     },
   };
 
@@ -513,14 +582,14 @@
       // The report embeds the records themselves: look each one up.
       var missing = 0;
       if (c.summary_seq !== null) {
-        var s = DATA.records && DATA.records[String(c.summary_seq)];
+        var s = LOADED[String(c.summary_seq)];
         var summary = s && s.data ? s.data.summary : undefined;
         if (summary === undefined) missing += 1;
         else items.push([c.summary_seq, typeof summary === "string" ? { role: "system", content: summary } : summary,
           ["records", c.summary_seq, "data", "summary"]]);
       }
       c.seqs.forEach(function (seq) {
-        var r = DATA.records && DATA.records[String(seq)];
+        var r = LOADED[String(seq)];
         if (!r || !r.data) { missing += 1; return; }
         items.push([seq, r.data.message, ["records", seq, "data", "message"]]);
       });
@@ -575,10 +644,45 @@
     this.selectedSeqs = -1;
     this.collapsed = {};
     (run.collapsed || []).forEach(function (id) { this.collapsed[id] = true; }, this);
-    this.setRun(run);
+    if (REPORT) {
+      // The report holds every row and pages them here, as the server does.
+      this.full = run;
+      this.localPage({ span: this.opts.select });
+    } else this.setRun(run);
     this.view = null; // [start_us, end_us] shown; null: the whole run
     this.render();
   }
+
+  var ROW_PAGE = 300;
+
+  RunView.prototype.localPage = function (params) {
+    var full = this.full, rows = full.rows, collapsed = this.collapsed;
+    var at = -1;
+    if (params.span) {
+      rows.forEach(function (r, i) { r.bars.forEach(function (b) { if (b.span_id === params.span) at = i; }); });
+      if (at >= 0) {
+        // Open every folded row above it.
+        for (var j = at - 1, depth = rows[at].depth; j >= 0 && depth > 0; j--) {
+          if (rows[j].depth < depth) { depth = rows[j].depth; delete collapsed[rows[j].id]; }
+        }
+      }
+    }
+    var visible = [];
+    for (var i = 0; i < rows.length; i++) {
+      visible.push(i);
+      if (collapsed[rows[i].id] && rows[i].descendants) i += rows[i].descendants;
+    }
+    var offset = params.offset || 0;
+    if (at >= 0) offset = Math.floor(visible.indexOf(at) / ROW_PAGE) * ROW_PAGE;
+    offset = Math.max(0, Math.min(offset, Math.floor(Math.max(0, visible.length - 1) / ROW_PAGE) * ROW_PAGE));
+    // Until the rest of the rows are read, the count is the run's.
+    var count = full.rows_element ? full.all_rows : visible.length;
+    this.run = Object.assign({}, full, {
+      rows: visible.slice(offset, offset + ROW_PAGE).map(function (k) { return rows[k]; }),
+      offset: offset, limit: ROW_PAGE, total_rows: count, all_rows: full.rows_element ? count : rows.length,
+    });
+    this.paged = true;
+  };
 
   RunView.prototype.setRun = function (run) {
     this.run = run;
@@ -631,6 +735,7 @@
     this.bindPan();
     var want = this.opts.select;
     if (want && this.find(want)) this.select(want, true);
+    else if (want && REPORT) this.show(want);  // on a page of rows not read yet
   };
 
   RunView.prototype.drawHead = function () {
@@ -668,7 +773,7 @@
       return h("button", { type: "button", class: "err-chip", "data-span": e.span_id,
         title: e.name + " · " + e.id + " #" + e.attempt + " · " + errorLabel(e.error_type, e.error_text),
         onclick: function () { self.show(e.span_id); } },
-        h("b", null, e.name), " ", errorLabel(e.error_type, e.error_text));
+        h("b", null, e.label || e.name), " ", errorLabel(e.error_type, e.error_text));
     });
     var more = this.run.counts.errors - shown.length;
     fill(this.errorsEl, h("span", { class: "err-title" }, "⚠ " + num(this.run.counts.errors) + " failed"), shown,
@@ -819,6 +924,13 @@
   // Load another page of rows, or fold a subtree (server: the server pages and folds).
   RunView.prototype.fetchRows = function (params) {
     var self = this, run = this.run;
+    if (REPORT) {
+      return allRows().then(function () {
+        self.localPage(params);
+        self.drawHead();
+        self.redraw();
+      });
+    }
     var q = ["limit=" + (run.limit || 300), "collapsed=" + enc(Object.keys(this.collapsed).join(","))];
     if (params.span) q.push("span=" + params.span); else q.push("offset=" + (params.offset || 0));
     return server.runPage(this.session.id, run.run_id, q.join("&")).then(function (res) {
@@ -1643,7 +1755,7 @@
     var base = "/session/" + enc(s.id) + "/record/";
     var nav = h("nav", { class: "pager rec-nav", "aria-label": "records" },
       rec.seq > 0 ? h("a", { href: base + (rec.seq - 1), rel: "prev", "data-page": "prev", title: "record " + (rec.seq - 1) + " (←)" }, "‹ previous") : null,
-      h("span", { class: "note" }, "record " + num(rec.seq) + " of " + num(Math.max(s.records - 1, rec.seq))),
+      h("span", { class: "note" }, "record " + num(rec.seq) + " (the last is " + num(Math.max(s.records - 1, rec.seq)) + ")"),
       rec.seq + 1 < s.records ? h("a", { href: base + (rec.seq + 1), rel: "next", "data-page": "next", title: "record " + (rec.seq + 1) + " (→)" }, "next ›") : null);
     document.addEventListener("keydown", function (ev) {
       if (ev.altKey || ev.ctrlKey || ev.metaKey || (ev.target.closest && ev.target.closest("input, textarea, select"))) return;
@@ -1700,12 +1812,17 @@
     }
     function route() {
       var want = parseHash();
-      var run = runs[0];
+      var run = runs[0], found = false;
       runs.forEach(function (r) {
         if (want.run === r.run_id) run = r;
         if (want.span && (r.span_id === want.span ||
-          r.rows.some(function (row) { return row.bars.some(function (b) { return b.span_id === want.span; }); }))) run = r;
+          r.rows.some(function (row) { return row.bars.some(function (b) { return b.span_id === want.span; }); }))) { run = r; found = true; }
       });
+      if (want.span && !found && runs.some(function (r) { return r.rows_element; })) {
+        // The span may be on rows not read yet: read them, then look again.
+        allRows().then(route);
+        return;
+      }
       if (run) show(run, want.span);
     }
     runs.forEach(function (r) {
