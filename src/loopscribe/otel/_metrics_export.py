@@ -365,23 +365,29 @@ class MetricsAggregator:
         exemplar: tuple[int, int, int],
     ) -> bool:
         """Add a span's values along its plan; ``False`` (nothing added) if a value is off."""
-        values = []
         for _series, _bounds, source in plan:
-            if source is None:
-                values.append(max(0, end - start) / 1e9)
-                continue
-            value = attrs[source]
-            kind = type(value)
-            if source == _TTFC:
-                if (kind is not float and kind is not int) or not 0 <= value < _INT64:
-                    return False
-                value = float(value)
-            elif kind is not int or not 0 <= value < _INT64:
-                return False  # not a count: the generic path leaves it out
-            values.append(value)
+            if source is not None:
+                value = attrs[source]
+                kind = type(value)
+                if not (
+                    (kind is int or (kind is float and source == _TTFC)) and 0 <= value < _INT64
+                ):
+                    return False  # not a count: the generic path leaves it out
+        duration = max(0, end - start) / 1e9
+        _, trace, span = exemplar
+        bisect_left = bisect.bisect_left
         with self._lock:
-            for (s, bounds, _source), value in zip(plan, values, strict=True):
-                self._add(s, bounds, value, exemplar)
+            for s, bounds, source in plan:
+                value = duration if source is None else attrs[source]
+                s.count += 1
+                s.total += value
+                if value < s.low:  # noqa: PLR1730 - a comparison is cheaper than min()
+                    s.low = value
+                if value > s.high:  # noqa: PLR1730
+                    s.high = value
+                index = bisect_left(bounds, value)
+                s.buckets[index] += 1
+                s.exemplars[index] = (value, end, trace, span)
         return True
 
     def metrics(self, start_ns: int, end_ns: int) -> list[Metric]:
