@@ -125,8 +125,8 @@ def summary_to_json(summary: SessionSummary) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in SessionSummary.__dataclass_fields__:
         value = getattr(summary, name)
-        if name == "path":
-            continue
+        if name in ("path", "cost"):
+            continue  # a store keeps usage, never prices: a cost is computed when shown
         if isinstance(value, datetime):
             value = value.isoformat()
         elif name == "compaction" and value is not None:
