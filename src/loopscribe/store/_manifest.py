@@ -17,6 +17,7 @@ from typing import Any, get_args
 
 import orjson
 
+from .._cost import Cost
 from .._errors import StoreError
 from ..workspace import Compaction, SessionSummary, Status
 from ._layout import (
@@ -194,6 +195,10 @@ def _summary(obj: Mapping[str, Any], path: Path | str) -> SessionSummary:
             None if summary is None else _text(summary, "compaction.summary"),
             _count(comp.get("keep_last", 0), "compaction.keep_last"),
         )
+    if fields.get("input_tokens") or fields.get("output_tokens"):
+        # The manifest keeps usage totals, not calls: a cost cannot be computed from it,
+        # and it is never shown as 0 (docs/cost.md).
+        fields["cost"] = Cost(unknown=1)
     return SessionSummary(**fields)
 
 
