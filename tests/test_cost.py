@@ -87,7 +87,7 @@ def test_the_fast_path_equals_the_table_s_own_calculation() -> None:
     checked = 0
     for provider in snapshot.providers:
         for model in provider.models:
-            inp = rng.randrange(0, 50_000)
+            inp = rng.choice((rng.randrange(0, 50_000), rng.randrange(150_000, 400_000)))
             cache_read = rng.randrange(0, inp + 1)
             cache_write = rng.randrange(0, inp - cache_read + 1)
             out = rng.randrange(0, 5_000)
@@ -163,3 +163,17 @@ def test_ls_and_show_give_the_session_s_cost(
     assert listed["cost_unknown_calls"] == 1
     assert main(["show", str(tmp_path / "s.jsonl")]) == 0
     assert "cost ≥$4.56" in capsys.readouterr().out
+
+
+def test_a_store_manifest_keeps_no_price_and_reads_back_unknown(tmp_path: Path) -> None:
+    """A shipped summary holds usage, not a cost; read back, its cost is unknown, never $0."""
+    from loopscribe.store._manifest import summary_from_json, summary_to_json
+    from loopscribe.workspace import Workspace
+
+    priced_session(tmp_path / "s.jsonl")
+    summary = Workspace(tmp_path).summary_of_path(tmp_path / "s.jsonl")
+    assert summary.cost.priced == 2
+    shipped = summary_to_json(summary)
+    assert "cost" not in shipped
+    back = summary_from_json(shipped, "s3://bucket/sessions/x", "manifest")
+    assert back.cost.text() == UNKNOWN

@@ -335,3 +335,36 @@ def test_export_metrics_sends_an_imported_session_at_its_recorded_times(
     assert min(p.start_time_unix_nano for p in usage) == first
     assert all(p.time_unix_nano - p.start_time_unix_nano == 60 * 10**9 for p in usage)
     assert all(p.exemplars for p in usage)
+
+
+def test_hostile_attribute_values_never_break_the_aggregation() -> None:
+    """Usage attributes that are not counts are left out of the measurements, never raise."""
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    from loopscribe.otel import MetricsAggregator
+
+    def chat(span_number: int, tokens: object) -> ReadableSpan:
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": "m",
+            "gen_ai.usage.input_tokens": tokens,
+            "gen_ai.usage.output_tokens": 5,
+        }
+        context = SpanContext(7, span_number, False, TraceFlags(1))
+        return ReadableSpan("chat m", context, attributes=attrs, start_time=0, end_time=10**9)
+
+    aggregator = MetricsAggregator()
+    for number, tokens in enumerate([100, "100", -3, 2**70, None, 1.5, 200], start=1):
+        aggregator.record(chat(number, tokens))
+    data = MetricsData([])
+    assert not data.resource_metrics
+    metrics: dict[str, Any] = {m.name: m for m in aggregator.metrics(0, 1)}
+    points = {
+        p.attributes["gen_ai.token.type"]: p
+        for p in metrics["gen_ai.client.token.usage"].data.data_points
+    }
+    assert points["input"].sum == 300  # only the real counts
+    assert points["output"].sum == 35  # every span gave 5
+    assert sum(p.count for p in metrics["gen_ai.client.operation.duration"].data.data_points) == 7
+    assert aggregator.failed_spans == 0

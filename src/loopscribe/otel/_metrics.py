@@ -169,8 +169,12 @@ class Measurement:
     span_id: int
 
 
+_INT64: Final = 1 << 63
+
+
 def _int(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
+    """A token count: an int OTLP can carry (a 64-bit one), never negative."""
+    return value if type(value) is int and 0 <= value < _INT64 else None
 
 
 Labels = tuple[tuple[str, AttributeValue], ...]
@@ -206,7 +210,7 @@ def raw_measurements(
         labels: Labels = tuple(pairs)
         found: list[Raw] = [(OPERATION_DURATION, duration_s, labels)]
         ttfc = attrs.get("gen_ai.response.time_to_first_chunk")
-        if isinstance(ttfc, int | float) and not isinstance(ttfc, bool):
+        if (type(ttfc) is float or type(ttfc) is int) and 0 <= ttfc < _INT64:
             found.append((TIME_TO_FIRST_CHUNK, float(ttfc), labels))
         _token_measurements(attrs, labels, mode, found)
         return found

@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -35,7 +35,19 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from .._files import append_whole, open_append
-from ._metrics import INSTRUMENTS, Labels, _Instrument, raw_measurements, semconv_mode
+from ._metrics import (
+    AGENT_DURATION,
+    INSTRUMENTS,
+    OPERATION_DURATION,
+    TIME_TO_FIRST_CHUNK,
+    TOKEN_TYPE,
+    TOKEN_USAGE,
+    TOOL_DURATION,
+    Labels,
+    _Instrument,
+    raw_measurements,
+    semconv_mode,
+)
 
 logger = logging.getLogger("loopscribe.otel")
 
@@ -212,6 +224,20 @@ class _Series:
 
 
 _BOUNDS: Final = {name: spec.buckets for name, spec in INSTRUMENTS.items()}
+_OPERATION: Final = "gen_ai.operation.name"
+_PROVIDER: Final = "gen_ai.provider.name"
+_REQUEST_MODEL: Final = "gen_ai.request.model"
+_RESPONSE_MODEL: Final = "gen_ai.response.model"
+_ADDRESS: Final = "server.address"
+_PORT: Final = "server.port"
+_ERROR: Final = "error.type"
+_TOOL: Final = "gen_ai.tool.name"
+_TOOL_TYPE: Final = "gen_ai.tool.type"
+_AGENT: Final = "gen_ai.agent.name"
+_INPUT: Final = "gen_ai.usage.input_tokens"
+_OUTPUT: Final = "gen_ai.usage.output_tokens"
+_TTFC: Final = "gen_ai.response.time_to_first_chunk"
+_INT64: Final = 1 << 63
 
 
 class MetricsAggregator:
@@ -233,6 +259,9 @@ class MetricsAggregator:
         self.mode = semconv_mode(semconv)
         self._window = window_ns
         self._series: dict[tuple[str, Labels, int], _Series] = {}
+        self._plans: dict[
+            tuple[Any, ...], tuple[tuple[_Series, tuple[float, ...], str | None], ...]
+        ] = {}
         self._lock = threading.Lock()
         self.failed_spans = 0
         """Spans that could not be measured (each was logged)."""
@@ -243,28 +272,123 @@ class MetricsAggregator:
             context, start, end = span.context, span.start_time, span.end_time
             if context is None or start is None or end is None:
                 return
-            found = raw_measurements(span.attributes or {}, start, end, self.mode)
-            if not found:
-                return
+            attrs = span.attributes or {}
             window = end // self._window * self._window if self._window else 0
             exemplar = (end, context.trace_id, context.span_id)
+            if self.mode == "current":
+                get = attrs.get
+                # Spans with the same labels (and the same measurements present)
+                # share a plan: the series they add to, found once.
+                signature = (
+                    get(_OPERATION),
+                    get(_PROVIDER),
+                    get(_REQUEST_MODEL),
+                    get(_RESPONSE_MODEL),
+                    get(_ADDRESS),
+                    get(_PORT),
+                    get(_ERROR),
+                    get(_TOOL),
+                    get(_TOOL_TYPE),
+                    get(_AGENT),
+                    _INPUT in attrs,
+                    _OUTPUT in attrs,
+                    _TTFC in attrs,
+                    window,
+                )
+                plan = self._plans.get(signature)
+                if plan is None:
+                    plan = self._plan(attrs, start, end, window, signature)
+                if plan and self._apply(plan, attrs, start, end, exemplar):
+                    return
+            found = raw_measurements(attrs, start, end, self.mode)
             with self._lock:
-                series = self._series
                 for name, value, labels in found:
-                    key = (name, labels, window)
-                    s = series.get(key)
-                    if s is None:
-                        s = series[key] = _Series(len(_BOUNDS[name]) + 1)
-                    s.count += 1
-                    s.total += value
-                    s.low = min(s.low, value)
-                    s.high = max(s.high, value)
-                    index = bisect.bisect_left(_BOUNDS[name], value)
-                    s.buckets[index] += 1
-                    s.exemplars[index] = (value, *exemplar)
+                    self._add(self._get(name, labels, window), _BOUNDS[name], value, exemplar)
         except Exception:
             self.failed_spans += 1
             logger.exception("loopscribe could not measure span %r", span.name)
+
+    def _get(self, name: str, labels: Labels, window: int) -> _Series:
+        key = (name, labels, window)
+        s = self._series.get(key)
+        if s is None:
+            s = self._series[key] = _Series(len(_BOUNDS[name]) + 1)
+        return s
+
+    @staticmethod
+    def _add(
+        s: _Series, bounds: tuple[float, ...], value: float, exemplar: tuple[int, int, int]
+    ) -> None:
+        s.count += 1
+        s.total += value
+        if value < s.low:  # noqa: PLR1730 - a comparison is cheaper than min()
+            s.low = value
+        if value > s.high:  # noqa: PLR1730
+            s.high = value
+        index = bisect.bisect_left(bounds, value)
+        s.buckets[index] += 1
+        s.exemplars[index] = (value, *exemplar)
+
+    def _plan(
+        self,
+        attrs: Mapping[str, Any],
+        start: int,
+        end: int,
+        window: int,
+        signature: tuple[Any, ...],
+    ) -> tuple[tuple[_Series, tuple[float, ...], str | None], ...]:
+        """The series a span of this signature adds to, and where each value comes from."""
+        sources = {
+            OPERATION_DURATION: None,
+            TOOL_DURATION: None,
+            AGENT_DURATION: None,
+            TIME_TO_FIRST_CHUNK: _TTFC,
+        }
+        plan = []
+        with self._lock:
+            for name, _value, labels in raw_measurements(attrs, start, end, self.mode):
+                source: str | None
+                if name == TOKEN_USAGE:
+                    source = _INPUT if labels[-1] == (TOKEN_TYPE, "input") else _OUTPUT
+                else:
+                    source = sources[name]
+                plan.append((self._get(name, labels, window), _BOUNDS[name], source))
+            self._plans[signature] = found = tuple(plan)
+        return found
+
+    def _apply(
+        self,
+        plan: tuple[tuple[_Series, tuple[float, ...], str | None], ...],
+        attrs: Mapping[str, Any],
+        start: int,
+        end: int,
+        exemplar: tuple[int, int, int],
+    ) -> bool:
+        """Add a span's values along its plan; ``False`` (nothing added) if a value is off."""
+        for _series, _bounds, source in plan:
+            if source is not None:
+                value = attrs[source]
+                kind = type(value)
+                if not (
+                    (kind is int or (kind is float and source == _TTFC)) and 0 <= value < _INT64
+                ):
+                    return False  # not a count: the generic path leaves it out
+        duration = max(0, end - start) / 1e9
+        _, trace, span = exemplar
+        bisect_left = bisect.bisect_left
+        with self._lock:
+            for s, bounds, source in plan:
+                value = duration if source is None else attrs[source]
+                s.count += 1
+                s.total += value
+                if value < s.low:  # noqa: PLR1730 - a comparison is cheaper than min()
+                    s.low = value
+                if value > s.high:  # noqa: PLR1730
+                    s.high = value
+                index = bisect_left(bounds, value)
+                s.buckets[index] += 1
+                s.exemplars[index] = (value, end, trace, span)
+        return True
 
     def metrics(self, start_ns: int, end_ns: int) -> list[Metric]:
         """The series as OTLP metrics: DELTA per window, else CUMULATIVE from ``start_ns``."""
