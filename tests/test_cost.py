@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
+import orjson
 import pytest
 from genai_prices import Usage
 from genai_prices.data_snapshot import get_snapshot
@@ -165,15 +166,19 @@ def test_ls_and_show_give_the_session_s_cost(
     assert "cost ≥$4.56" in capsys.readouterr().out
 
 
-def test_a_store_manifest_keeps_no_price_and_reads_back_unknown(tmp_path: Path) -> None:
-    """A shipped summary holds usage, not a cost; read back, its cost is unknown, never $0."""
+def test_a_store_manifest_keeps_the_cost_exactly_and_an_old_one_reads_unknown(
+    tmp_path: Path,
+) -> None:
+    """A shipped summary holds the cost as priced when shipped; one shipped without it reads
+    back unknown, never $0."""
     from loopscribe.store._manifest import summary_from_json, summary_to_json
     from loopscribe.workspace import Workspace
 
     priced_session(tmp_path / "s.jsonl")
     summary = Workspace(tmp_path).summary_of_path(tmp_path / "s.jsonl")
     assert summary.cost.priced == 2
-    shipped = summary_to_json(summary)
-    assert "cost" not in shipped
+    shipped = orjson.loads(orjson.dumps(summary_to_json(summary)))
+    assert summary_from_json(shipped, "s3://bucket/sessions/x", "manifest").cost == summary.cost
+    del shipped["cost"]
     back = summary_from_json(shipped, "s3://bucket/sessions/x", "manifest")
     assert back.cost.text() == UNKNOWN

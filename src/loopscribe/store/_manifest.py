@@ -129,8 +129,8 @@ def summary_to_json(summary: SessionSummary) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in SessionSummary.__dataclass_fields__:
         value = getattr(summary, name)
-        if name in ("path", "cost"):
-            continue  # a store keeps usage, never prices: a cost is computed when shown
+        if name == "path":
+            continue
         if isinstance(value, datetime):
             value = value.isoformat()
         elif name == "compaction" and value is not None:
@@ -209,9 +209,9 @@ def _summary(obj: Mapping[str, Any], path: Path | str) -> SessionSummary:
             None if summary is None else _text(summary, "compaction.summary"),
             _count(comp.get("keep_last", 0), "compaction.keep_last"),
         )
-    if fields.get("input_tokens") or fields.get("output_tokens"):
-        # The manifest keeps usage totals, not calls: a cost cannot be computed from it,
-        # and it is never shown as 0 (docs/cost.md).
+    if "cost" not in obj and (fields.get("input_tokens") or fields.get("output_tokens")):
+        # Shipped before costs were kept: usage totals alone cannot be priced, and a
+        # cost is never shown as 0 (docs/cost.md).
         fields["cost"] = Cost(unknown=1)
     return SessionSummary(**fields)
 
