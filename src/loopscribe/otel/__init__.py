@@ -31,7 +31,7 @@ exported.
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from ._bridge import TERMINAL_TYPES, SpanBridge, default_resource, replay, to_file_uri
+from ._bridge import TERMINAL_TYPES, SpanBridge, replay, to_file_uri
 from ._export import (
     OTLPJsonFileExporter,
     default_export_path,
@@ -44,9 +44,11 @@ from ._host import HOST_SPAN, span_from_record_data, span_record_data
 from ._ids import host_execution_id, host_span_id, run_span_id, span_context, span_id, trace_id
 from ._metrics import SEMCONV_ENV, GenAIMetrics, Measurement, semconv_mode, span_measurements
 from ._otlp import encode_otlp_json, encode_otlp_protobuf
+from ._resource import default_resource
 
 if _TYPE_CHECKING:
     from ..intake import OffloadingProcessor
+    from ._file_metrics import export_metrics
     from ._metrics_export import (
         EmbeddedMetrics,
         MetricsAggregator,
@@ -54,7 +56,6 @@ if _TYPE_CHECKING:
         default_meter_provider,
         default_metric_exporter,
         default_metrics_path,
-        export_metrics,
         metrics_data,
     )
 
@@ -120,6 +121,10 @@ def __getattr__(name: str) -> object:
         from ..intake import OffloadingProcessor
 
         return OffloadingProcessor
+    if name == "export_metrics":
+        from ._file_metrics import export_metrics
+
+        return export_metrics
     if name in _METRICS_EXPORT:
         from . import _metrics_export
 

@@ -63,8 +63,6 @@ a gap.
 from __future__ import annotations
 
 import contextlib
-import functools
-import importlib.metadata
 import logging
 import os
 import re
@@ -78,17 +76,8 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from opentelemetry import metrics as metrics_api
 from opentelemetry import trace as trace_api
 from opentelemetry.attributes import BoundedAttributes
-from opentelemetry.sdk.resources import (
-    SERVICE_NAME,
-    TELEMETRY_SDK_LANGUAGE,
-    TELEMETRY_SDK_NAME,
-    TELEMETRY_SDK_VERSION,
-    OTELResourceDetector,
-    Resource,
-)
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor, TracerProvider
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.sdk.version import __version__ as sdk_version
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
@@ -112,6 +101,7 @@ from .._reader import read
 from ._host import HOST_SPAN, span_from_record_data
 from ._ids import host_span_id, parse_traceparent, run_span_id, span_id, trace_id
 from ._metrics import OTHER_PROVIDER, GenAIMetrics, host_meter_provider, semconv_mode
+from ._resource import default_resource, hashed, scope
 
 if TYPE_CHECKING:
     from ._metrics_export import EmbeddedMetrics
@@ -213,56 +203,6 @@ _INTERNAL, _CLIENT = SpanKind.INTERNAL, SpanKind.CLIENT
 # Status values never change: one of each serves every span.
 _UNSET_STATUS, _ERROR_STATUS = Status(StatusCode.UNSET), Status(StatusCode.ERROR)
 _URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
-
-
-@functools.cache
-def _scope() -> InstrumentationScope:
-    """The bridge's instrumentation scope, read from the package metadata once."""
-    try:
-        version = importlib.metadata.version("loopscribe")
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - source checkout
-        version = "0+unknown"
-    return InstrumentationScope("loopscribe", version)
-
-
-class _HashedResource(Resource):
-    """A Resource equal to the one it copies, hashed once instead of once per span.
-
-    OTLP encoders group a batch's spans by Resource, which hashes it for
-    every span, and ``Resource.__hash__`` serializes all its attributes to
-    JSON each time. A Resource never changes, so its hash is kept.
-    """
-
-    def __init__(self, resource: Resource) -> None:
-        super().__init__(resource.attributes, resource.schema_url)
-        self._hash = super().__hash__()
-
-    def __hash__(self) -> int:
-        return self._hash
-
-
-def _hashed(resource: Resource) -> Resource:
-    """``resource`` as a :class:`_HashedResource` (itself if it is one already)."""
-    return resource if isinstance(resource, _HashedResource) else _HashedResource(resource)
-
-
-def default_resource() -> Resource:
-    """The Resource spans get unless one is given: deterministic, so replay matches live.
-
-    ``service.name`` is ``loopscribe`` unless ``OTEL_SERVICE_NAME`` or
-    ``OTEL_RESOURCE_ATTRIBUTES`` say otherwise. Unlike ``Resource.create()``
-    it has no random ``service.instance.id``, which would make a replay in
-    another process differ from the live export.
-    """
-    base = Resource(
-        {
-            SERVICE_NAME: "loopscribe",
-            TELEMETRY_SDK_LANGUAGE: "python",
-            TELEMETRY_SDK_NAME: "opentelemetry",
-            TELEMETRY_SDK_VERSION: sdk_version,
-        }
-    )
-    return base.merge(OTELResourceDetector().detect())
 
 
 def to_file_uri(location: str | os.PathLike[str]) -> str:
@@ -536,18 +476,18 @@ class SpanBridge:
                     "configure the resource there instead of passing resource="
                 )
             self._processor = _provider_processor(provider)
-            self._resource = _hashed(provider.resource)
+            self._resource = hashed(provider.resource)
             limits = getattr(provider, "_span_limits", None)
             if isinstance(limits, SpanLimits):
                 self._limits = limits
         else:
-            self._resource = _hashed(default_resource() if resource is None else resource)
+            self._resource = hashed(default_resource() if resource is None else resource)
         self.tracer_provider = provider
         """The host's TracerProvider the bridge is bound to, or ``None``."""
         self._file = None if file_uri is None else to_file_uri(file_uri)
         self._ref_base = (ref_base or os.environ.get(REF_BASE_ENV) or "").rstrip("/") or None
         self._files: dict[str, str] = {}
-        self._scope = _scope()
+        self._scope = scope()
         self._runs: dict[tuple[str, str], _Run] = {}
         self._lock = threading.Lock()
         self.spans_emitted = 0

@@ -45,6 +45,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import NonRecordingSpan
 from opentelemetry.util.types import AttributeValue
 
+from ._resource import scope
+
 logger = logging.getLogger("loopscribe.otel")
 
 SEMCONV_ENV: Final = "LOOPSCRIBE_GENAI_SEMCONV"
@@ -369,9 +371,7 @@ def _span_context(span: ReadableSpan) -> Context | None:
 
 
 def _version() -> str:
-    from ._bridge import _scope
-
-    return _scope().version or ""
+    return scope().version or ""
 
 
 def host_meter_provider() -> metrics_api.MeterProvider | None:

@@ -48,6 +48,7 @@ from ._metrics import (
     raw_measurements,
     semconv_mode,
 )
+from ._resource import default_resource, scope
 
 logger = logging.getLogger("loopscribe.otel")
 
@@ -198,8 +199,6 @@ def default_meter_provider(
     ``OTEL_METRICS_EXEMPLAR_FILTER`` says otherwise); ``shutdown()`` exports
     what is left.
     """
-    from ._bridge import default_resource
-
     reader = PeriodicExportingMetricReader(default_metric_exporter(session_path))
     return MeterProvider(
         metric_readers=[reader], resource=default_resource() if resource is None else resource
@@ -448,14 +447,12 @@ def _point(spec: _Instrument, labels: Labels, start: int, end: int, s: _Series) 
 
 
 def _metrics_data(metrics: list[Metric], resource: Resource | None) -> MetricsData:
-    from ._bridge import _scope, default_resource
-
-    scope = _scope()
+    own = scope()
     return MetricsData(
         [
             ResourceMetrics(
                 default_resource() if resource is None else resource,
-                [ScopeMetrics(InstrumentationScope(scope.name, scope.version), metrics, "")]
+                [ScopeMetrics(InstrumentationScope(own.name, own.version), metrics, "")]
                 if metrics
                 else [],
                 "",
@@ -582,63 +579,3 @@ def metrics_data(
     for span in spans:
         aggregator.record(span)
     return _metrics_data(aggregator.metrics(0, 0), resource)
-
-
-def export_metrics(
-    path: str | os.PathLike[str],
-    exporter: MetricExporter | None = None,
-    *,
-    semconv: str | None = None,
-) -> int:
-    """Send the GenAI metrics of a session file, stamped with its recorded times.
-
-    The spans are those :func:`~loopscribe.otel.replay` emits, so recorded and
-    imported sessions alike give the metrics a live bridge recorded.
-
-    Args:
-        path: The session file.
-        exporter: Where to send; default :func:`default_metric_exporter` with
-            DELTA temporality (shut down afterwards).
-        semconv: As for :class:`GenAIMetrics`.
-
-    Returns:
-        The number of data points sent.
-
-    Raises:
-        CorruptRecordError: A complete line of the file is damaged.
-        OSError: The file cannot be read, or the exporter refused the data.
-    """
-    from opentelemetry.sdk.trace import SpanProcessor
-
-    from ._bridge import replay
-
-    spans: list[ReadableSpan] = []
-
-    class _Collect(SpanProcessor):
-        def on_end(self, span: ReadableSpan) -> None:
-            spans.append(span)
-
-    replay(path, _Collect(), metrics=False)
-    data = metrics_data(spans, semconv=semconv)
-    count = sum(
-        len(m.data.data_points)
-        for rm in data.resource_metrics
-        for sm in rm.scope_metrics
-        for m in sm.metrics
-    )
-    if not count:
-        return 0
-    owned = exporter is None
-    target = (
-        default_metric_exporter(path, temporality=AggregationTemporality.DELTA)
-        if exporter is None
-        else exporter
-    )
-    try:
-        result = target.export(data)
-    finally:
-        if owned:
-            target.shutdown()
-    if result is not MetricExportResult.SUCCESS:
-        raise OSError(f"{path}: the metrics exporter refused {count} data points")
-    return count
