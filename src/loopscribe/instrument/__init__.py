@@ -1,0 +1,68 @@
+"""One line per SDK: the calls an agent makes itself, recorded as they were sent and received.
+
+::
+
+    import loopscribe.instrument
+
+    loopscribe.instrument.openai()      # every OpenAI client; or openai(client) for one
+    loopscribe.instrument.anthropic()
+
+    with Session.create("chat.jsonl") as session, session.begin_run() as run:
+        client.chat.completions.create(...)   # recorded into ``run``
+
+Each function patches the installed SDK (or one client) and returns an
+:class:`Instrumentation` whose ``uninstrument()`` puts it back. A call made
+inside a run made current with ``with session.begin_run() as run:`` is
+recorded into that run (threads started with ``contextvars.copy_context()``
+and asyncio tasks see it too); a call outside any run goes to one session
+per process in the folder given to :func:`configure` (default:
+``LOOPSCRIBE_DIR``, else ``./loopscribe-sessions``).
+
+What a model call records: every HTTP attempt the SDK's retry loop makes,
+as an attempt of one execution (``retry_scheduled`` between), each with the
+request read from the exact body the SDK sent; the response as a message
+with usage, finish reason and response id; for streams, deltas to live
+subscribers and the assembled message, or the partial message and the
+error when the stream breaks or the caller stops reading. The SDKs are
+optional: nothing here imports one until its function is called, and
+nothing here raises into the caller. See ``docs/instrument.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._common import Instrumentation
+from ._target import DEFAULT_DIR, DIR_ENV, configure, default_session
+
+__all__ = [
+    "DEFAULT_DIR",
+    "DIR_ENV",
+    "Instrumentation",
+    "anthropic",
+    "configure",
+    "default_session",
+    "openai",
+]
+
+
+def openai(client: Any = None) -> Instrumentation:
+    """Record OpenAI Chat Completions and Responses calls (every client, or ``client``).
+
+    Args:
+        client: An ``openai.OpenAI`` / ``AsyncOpenAI`` (or Azure) client to
+            instrument alone; ``None`` patches the SDK for every client.
+
+    Returns:
+        The handle; ``uninstrument()`` restores the SDK.
+    """
+    from ._openai import instrument
+
+    return instrument(client)
+
+
+def anthropic(client: Any = None) -> Instrumentation:
+    """Record Anthropic Messages calls (every client, or ``client``)."""
+    from ._anthropic import instrument
+
+    return instrument(client)
