@@ -56,13 +56,13 @@ def openai(client: Any = None) -> Instrumentation:
     Returns:
         The handle; ``uninstrument()`` restores the SDK.
     """
-    from ._openai import instrument
+    from ._openai import instrument as patch_openai
 
-    return instrument(client)
+    return patch_openai(client)
 
 
 def anthropic(client: Any = None) -> Instrumentation:
     """Record Anthropic Messages calls (every client, or ``client``)."""
-    from ._anthropic import instrument
+    from ._anthropic import instrument as patch_anthropic
 
-    return instrument(client)
+    return patch_anthropic(client)

@@ -28,6 +28,7 @@ import inspect
 import logging
 import secrets
 import sys
+import threading
 import weakref
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -123,7 +124,9 @@ def _record(run: Run, event: Event) -> None:
     except Exception:
         failures[0] += 1
         if failures[0] == 1:
-            logger.exception("loopscribe could not record %s; later failures are counted", event.type)
+            logger.exception(
+                "loopscribe could not record %s; later failures are counted", event.type
+            )
 
 
 def _loads(raw: bytes) -> Any:
@@ -194,7 +197,11 @@ class Call:
             _record(
                 self.run,
                 ev.retry_scheduled(
-                    failed, next_attempt=failed.attempt + 1, delay_ms=delay_ms, error=error, timestamp=now
+                    failed,
+                    next_attempt=failed.attempt + 1,
+                    delay_ms=delay_ms,
+                    error=error,
+                    timestamp=now,
                 ),
             )
             self._failed = None
@@ -221,7 +228,9 @@ class Call:
                 timestamp=now,
             ),
         )
-        event = ev.model_request(ex, parts.messages, parts.tools, parts.config, model=parts.model, timestamp=now)
+        event = ev.model_request(
+            ex, parts.messages, parts.tools, parts.config, model=parts.model, timestamp=now
+        )
         http: dict[str, Any] = {"method": request.method, "url": _url(url)}
         if raw is not None:
             http["body_bytes"] = len(raw)
@@ -229,6 +238,9 @@ class Call:
             if body is None and raw:
                 http["body_text"] = _text(raw)
         _record(self.run, Event(event.type, ex, {**event.data, "http": http}, now))
+        if self.attempt == 1:
+            for message in _transcript(self.run).new(parts.messages):
+                _record(self.run, ev.message_end(ex, message, timestamp=now))
         return ex
 
     def end(
@@ -274,6 +286,10 @@ class Call:
             )
             self._failed = (ex, dict(event.data["error"]), now)
         data = dict(event.data)
+        if error is None and outcome.message is not None:
+            _record(self.run, Event(event.type, ex, {**data, **_extras(outcome, http)}, now))
+            _record(self.run, ev.message_end(ex, outcome.message, timestamp=now))
+            return
         if outcome.extra:
             data["response"] = outcome.extra
         if http:
@@ -320,6 +336,79 @@ class Call:
             return response
         response.stream = _tee_class(base)(stream, reader)
         return response
+
+
+def _extras(outcome: Outcome, http: Mapping[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if outcome.extra:
+        out["response"] = outcome.extra
+    if http:
+        out["http"] = dict(http)
+    return out
+
+
+_ASSISTANT_ITEMS: Final = frozenset(
+    {
+        "function_call",
+        "reasoning",
+        "custom_tool_call",
+        "local_shell_call",
+        "web_search_call",
+        "file_search_call",
+        "computer_call",
+        "image_generation_call",
+        "code_interpreter_call",
+        "mcp_call",
+        "mcp_list_tools",
+    }
+)
+
+
+class _Transcript:
+    """The messages a run committed already, so each request commits only the new ones.
+
+    A request repeats the conversation; its user, system and tool messages
+    are committed (``message_end``) the first time they are seen, and the
+    model's messages when its response arrives (not again when the next
+    request sends them back).
+    """
+
+    __slots__ = ("_lock", "_seen")
+
+    def __init__(self) -> None:
+        self._seen: set[bytes] = set()
+        self._lock = threading.Lock()
+
+    def new(self, messages: list[Any]) -> list[Any]:
+        fresh: list[Any] = []
+        with self._lock:
+            for message in messages:
+                if isinstance(message, Mapping) and (
+                    message.get("role") == "assistant" or message.get("type") in _ASSISTANT_ITEMS
+                ):
+                    continue
+                try:
+                    key = hashlib.blake2b(
+                        orjson.dumps(message, option=orjson.OPT_SORT_KEYS), digest_size=16
+                    ).digest()
+                except TypeError:
+                    continue
+                if key not in self._seen:
+                    self._seen.add(key)
+                    fresh.append(message)
+        return fresh
+
+
+_transcripts: weakref.WeakKeyDictionary[Run, _Transcript] = weakref.WeakKeyDictionary()
+_transcripts_lock = threading.Lock()
+
+
+def _transcript(run: Run) -> _Transcript:
+    found = _transcripts.get(run)
+    if found is None:
+        with _transcripts_lock:
+            found = _transcripts.setdefault(run, _Transcript())
+    return found
 
 
 def _content(request: Any) -> bytes | None:
@@ -431,7 +520,9 @@ class _Reader:
         try:
             outcome = self._call.endpoint.response(body)
         except Exception:
-            logger.exception("loopscribe could not read a %s response", self._call.endpoint.provider)
+            logger.exception(
+                "loopscribe could not read a %s response", self._call.endpoint.provider
+            )
             outcome = Outcome(extra={"body": body})
         self._call.end(self._ex, outcome, None, self._http)
 
@@ -449,7 +540,9 @@ class _Reader:
                     self._call.delta(self._ex, self._assembler.feed(event, text))
         except Exception:
             failures[0] += 1
-            logger.exception("loopscribe could not read a streamed %s body", self._call.endpoint.provider)
+            logger.exception(
+                "loopscribe could not read a streamed %s body", self._call.endpoint.provider
+            )
             self._sse = self._assembler = None
 
     def done(self) -> None:
@@ -471,6 +564,10 @@ class _Reader:
     def broke(self, error: Mapping[str, Any] | BaseException) -> None:
         """The body stopped: the transport failed, or the caller closed it unread."""
         outcome = self._safe_outcome() if self._assembler is not None else None
+        if outcome is not None and outcome.complete and error is STREAM_CLOSED:
+            # The final event came; the SDK stopped there and closed the rest unread.
+            self._call.end(self._ex, outcome, None, self._http)
+            return
         if self._status >= 400 and self._bytes is not None:
             error = status_error(self._status, bytes(self._bytes))
         self._call.end(self._ex, outcome, error, self._http)
@@ -480,7 +577,9 @@ class _Reader:
         try:
             return self._assembler.outcome()
         except Exception:
-            logger.exception("loopscribe could not assemble a %s stream", self._call.endpoint.provider)
+            logger.exception(
+                "loopscribe could not assemble a %s stream", self._call.endpoint.provider
+            )
             return Outcome(complete=False)
 
 
@@ -553,7 +652,7 @@ class _SyncTee:
 class _AsyncTee(_SyncTee):
     """The async twin of :class:`_SyncTee`."""
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:  # type: ignore[override]
+    async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self._inner:
                 self._reader.data(chunk)

@@ -96,7 +96,9 @@ class Chat:
         if isinstance(legacy, Mapping):
             content.append(tool_call("", legacy.get("name"), legacy.get("arguments")))
         if isinstance(message, Mapping):
-            rest = {k: v for k, v in message.items() if k not in _CHAT_MESSAGE_KEYS and v is not None}
+            rest = {
+                k: v for k, v in message.items() if k not in _CHAT_MESSAGE_KEYS and v is not None
+            }
             if rest:
                 extra["message"] = rest
         elif first is not None or not choices:
@@ -107,7 +109,7 @@ class Chat:
         if len(choices) > 1:
             extra["choices"] = choices[1:]
         if get(first, "logprobs") is not None:
-            extra["logprobs"] = first["logprobs"]
+            extra["logprobs"] = get(first, "logprobs")
         model = string(get(body, "model"))
         response_id = string(get(body, "id"))
         use = _chat_usage(get(body, "usage"))
@@ -222,7 +224,10 @@ class ChatStream:
                 {
                     "id": slot.get("id", ""),
                     "type": "function",
-                    "function": {"name": slot.get("name", ""), "arguments": "".join(slot["arguments"])},
+                    "function": {
+                        "name": slot.get("name", ""),
+                        "arguments": "".join(slot["arguments"]),
+                    },
                 }
                 for _, slot in sorted(self._calls.items())
             ]
@@ -302,7 +307,9 @@ class Responses:
                 )
                 content.append(ThinkingContent(text, string(get(item, "encrypted_content"))))
             elif kind == "function_call":
-                content.append(tool_call(get(item, "call_id"), get(item, "name"), get(item, "arguments")))
+                content.append(
+                    tool_call(get(item, "call_id"), get(item, "name"), get(item, "arguments"))
+                )
             else:
                 extra.setdefault("output", []).append({"index": index, "item": item})
         for key in ("service_tier", "status", "incomplete_details"):
@@ -374,7 +381,7 @@ class ResponsesStream:
             snapshot = get(payload, "response")
             if isinstance(snapshot, Mapping):
                 self._response = dict(snapshot)
-        elif kind == "response.output_item.added" or kind == "response.output_item.done":
+        elif kind in ("response.output_item.added", "response.output_item.done"):
             self._items[index] = get(payload, "item")
         elif kind in ("response.output_text.delta", "response.refusal.delta"):
             piece = string(get(payload, "delta")) or ""
@@ -401,9 +408,12 @@ class ResponsesStream:
             item = self._items.get(index)
             kind = get(item, "type")
             if kind == "function_call" and not get(item, "arguments"):
-                item = {**item, "arguments": "".join(self._args.get(index, ()))}
+                item = {**dict(item), "arguments": "".join(self._args.get(index, ()))}
             if index in self._text and (kind in (None, "message")) and not get(item, "content"):
-                item = {"type": "message", "content": [{"type": "output_text", "text": "".join(self._text[index])}]}
+                item = {
+                    "type": "message",
+                    "content": [{"type": "output_text", "text": "".join(self._text[index])}],
+                }
             if index in self._thinking and kind in (None, "reasoning"):
                 text = "".join(self._thinking[index])
                 item = {"type": "reasoning", "summary": [{"type": "summary_text", "text": text}]}
@@ -435,12 +445,12 @@ def endpoint_of(options: Any) -> _http.Endpoint | None:
     return None
 
 
-_global: Instrumentation | None = None
+_patched: list[Instrumentation] = []
+"""The SDK-wide patch, while it is in place."""
 
 
 def instrument(client: Any = None) -> Instrumentation:
     """Record the calls of every OpenAI client (or of ``client`` alone)."""
-    global _global
     from openai import _base_client
 
     if client is not None:
@@ -454,8 +464,8 @@ def instrument(client: Any = None) -> Instrumentation:
                 http.__dict__.pop("send", None)
 
         return Instrumentation("openai client", undo_one)
-    if _global is not None and _global.active:
-        return _global
+    if _patched and _patched[0].active:
+        return _patched[0]
     undos = [
         patch(_base_client.SyncAPIClient, "request", lambda f: _http.wrap_request(f, endpoint_of)),
         patch(_base_client.AsyncAPIClient, "request", lambda f: _http.wrap_request(f, endpoint_of)),
@@ -466,6 +476,5 @@ def instrument(client: Any = None) -> Instrumentation:
             step()
         _http.unwrap_http_clients(PROVIDER)
 
-    _global = Instrumentation("openai", undo)
-    return _global
-
+    _patched[:] = [Instrumentation("openai", undo)]
+    return _patched[0]

@@ -27,10 +27,18 @@ DIR_ENV: Final = "LOOPSCRIBE_DIR"
 DEFAULT_DIR: Final = "loopscribe-sessions"
 """The per-process session's folder without ``LOOPSCRIBE_DIR``: in the current folder."""
 
-_lock = threading.Lock()
-_directory: Path | None = None
-_default: Session | None = None
-_failed = False
+
+class _State:
+    """The per-process session and where it goes (one instance, module-wide)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.directory: Path | None = None
+        self.default: Session | None = None
+        self.failed = False
+
+
+_state = _State()
 
 
 def configure(directory: str | os.PathLike[str] | None = None) -> None:
@@ -41,21 +49,19 @@ def configure(directory: str | os.PathLike[str] | None = None) -> None:
     folder. ``None`` goes back to the default (``LOOPSCRIBE_DIR``, else
     ``./loopscribe-sessions``).
     """
-    global _directory, _failed
-    with _lock:
-        _directory = None if directory is None else Path(directory)
-        _failed = False
+    with _state.lock:
+        _state.directory = None if directory is None else Path(directory)
+        _state.failed = False
         _close_default()
 
 
 def default_session() -> Session | None:
     """The per-process session, if a call outside any run opened it."""
-    return _default
+    return _state.default
 
 
 def _close_default() -> None:
-    global _default
-    session, _default = _default, None
+    session, _state.default = _state.default, None
     if session is not None:
         try:
             session.close()
@@ -72,23 +78,24 @@ def target_run() -> Run | None:
 
 
 def _default_run() -> Run | None:
-    global _default, _failed
-    session = _default
+    session = _state.default
     if session is not None and not session.closed:
         return session.run
-    with _lock:
-        if _default is not None and not _default.closed:
-            return _default.run
-        if _failed:
+    with _state.lock:
+        if _state.default is not None and not _state.default.closed:
+            return _state.default.run
+        if _state.failed:
             return None
-        folder = _directory or Path(os.environ.get(DIR_ENV) or DEFAULT_DIR)
+        folder = _state.directory or Path(os.environ.get(DIR_ENV) or DEFAULT_DIR)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             session_id = secrets.token_hex(16)
-            session = Session.create(folder / f"{session_id}.jsonl", session_id=session_id, bus=True)
+            session = Session.create(
+                folder / f"{session_id}.jsonl", session_id=session_id, bus=True
+            )
             session.begin_run(parent=None)
         except Exception as exc:
-            _failed = True
+            _state.failed = True
             logger.warning(
                 "loopscribe: cannot open the per-process session in %s (%s); calls made "
                 "outside a run are not recorded: set %s or call loopscribe.instrument.configure()",
@@ -97,14 +104,13 @@ def _default_run() -> Run | None:
                 DIR_ENV,
             )
             return None
-        _default = session
+        _state.default = session
         return session.run
 
 
 def _forked() -> None:
-    global _default, _failed
     # The parent's handle is not ours: a call outside a run opens this process's own.
-    _default, _failed = None, False
+    _state.default, _state.failed = None, False
 
 
 os.register_at_fork(after_in_child=_forked)
