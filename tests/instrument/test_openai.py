@@ -62,7 +62,7 @@ CHAT = {
         "completion_tokens_details": {"reasoning_tokens": 4},
     },
 }
-TOOLS = [
+TOOLS: Any = [
     {
         "type": "function",
         "function": {"name": "weather", "parameters": {"type": "object", "properties": {}}},
@@ -129,8 +129,9 @@ def test_every_attempt_of_the_retry_loop_is_recorded_with_its_exact_body(
     assert result.choices[0].message.tool_calls[0].function.name == "weather"
 
     starts = of(session, "model_exec_start")
-    assert [r.execution.attempt for r in starts] == [1, 2, 3]
-    assert len({r.execution.id for r in starts}) == 1
+    executions = [r.execution for r in starts if r.execution is not None]
+    assert [e.attempt for e in executions] == [1, 2, 3]
+    assert len({e.id for e in executions}) == 1
     assert starts[0].data["provider"] == "openai"
     assert starts[0].data["model"] == "gpt-4o"
     requests = of(session, "model_request")
@@ -154,7 +155,10 @@ def test_every_attempt_of_the_retry_loop_is_recorded_with_its_exact_body(
     assert ends[0].data["error"]["body"] == {"error": {"message": "Rate limit", "type": "requests"}}
     assert "Bad gateway" in ends[1].data["error"]["body_text"]
     retries = of(session, "retry_scheduled")
-    assert [(r.execution.attempt, r.data["next_attempt"]) for r in retries] == [(1, 2), (2, 3)]
+    assert [(r.execution and r.execution.attempt, r.data["next_attempt"]) for r in retries] == [
+        (1, 2),
+        (2, 3),
+    ]
     final = ends[2].data
     message = final["message"]
     assert isinstance(message, AssistantMessage)
@@ -586,6 +590,7 @@ def test_the_chat_span_nests_under_the_hosts_active_span(server: Server, tmp_pat
         assert chat.context.trace_id == host.get_span_context().trace_id
         assert chat.parent is not None
         assert chat.parent.span_id == run_span.context.span_id
-        assert chat.attributes["gen_ai.request.model"] == "gpt-4o"
-        assert "Weather?" not in str(dict(chat.attributes))
-    assert [c.attributes.get("error.type") for c in chats] == ["429", None]
+        attributes = dict(chat.attributes or {})
+        assert attributes["gen_ai.request.model"] == "gpt-4o"
+        assert "Weather?" not in str(attributes)
+    assert [(c.attributes or {}).get("error.type") for c in chats] == ["429", None]

@@ -188,13 +188,14 @@ class MessagesStream:
     def outcome(self) -> Outcome:
         blocks: list[Any] = []
         for index, block in sorted(self._blocks.items()):
-            if index in self._json:
-                text = "".join(self._json[index])
-                try:
-                    block = {**block, "input": orjson.loads(text) if text else {}}
-                except orjson.JSONDecodeError:
-                    block = {**block, "input": text}  # cut mid-arguments: kept as text
-            blocks.append(block)
+            if index not in self._json:
+                blocks.append(block)
+                continue
+            text = "".join(self._json[index])
+            try:
+                blocks.append({**block, "input": orjson.loads(text) if text else {}})
+            except orjson.JSONDecodeError:
+                blocks.append({**block, "input": text})  # cut mid-arguments: kept as text
         body = {**self._message, "content": blocks, "usage": self._usage}
         outcome = self._endpoint.response(body)
         outcome.complete = self._done

@@ -407,8 +407,8 @@ class ResponsesStream:
         for index in sorted(set(self._items) | set(self._text) | set(self._thinking)):
             item = self._items.get(index)
             kind = get(item, "type")
-            if kind == "function_call" and not get(item, "arguments"):
-                item = {**dict(item), "arguments": "".join(self._args.get(index, ()))}
+            if isinstance(item, Mapping) and kind == "function_call" and not item.get("arguments"):
+                item = {**item, "arguments": "".join(self._args.get(index, ()))}
             if index in self._text and (kind in (None, "message")) and not get(item, "content"):
                 item = {
                     "type": "message",
