@@ -42,6 +42,7 @@ __all__ = [
     "anthropic",
     "configure",
     "default_session",
+    "mcp",
     "openai",
 ]
 
@@ -66,3 +67,17 @@ def anthropic(client: Any = None) -> Instrumentation:
     from ._anthropic import instrument as patch_anthropic
 
     return patch_anthropic(client)
+
+
+def mcp(*, client: bool = True, server: bool = True) -> Instrumentation:
+    """Record MCP tool calls: ``ClientSession.call_tool`` and ``MCPServer`` tool handlers.
+
+    Args:
+        client: Record the calls a client session makes (and note the tools
+            ``list_tools`` returns, for the next model request).
+        server: Record the calls an ``MCPServer`` (formerly FastMCP) handles,
+            in the server process's own run.
+    """
+    from ._mcp import instrument as patch_mcp
+
+    return patch_mcp(client=client, server=server)

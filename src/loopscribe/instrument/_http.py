@@ -43,6 +43,7 @@ from .. import events as ev
 from .._messages import AssistantMessage, TextContent, ThinkingContent, Usage
 from .._model import Event, Execution
 from .._session import Run
+from ._mcp import mcp_tools_of
 from ._target import target_run
 
 logger = logging.getLogger("loopscribe.instrument")
@@ -237,7 +238,11 @@ class Call:
             http["body_sha256"] = hashlib.sha256(raw).hexdigest()
             if body is None and raw:
                 http["body_text"] = _text(raw)
-        _record(self.run, Event(event.type, ex, {**event.data, "http": http}, now))
+        data = {**event.data, "http": http}
+        servers = mcp_tools_of(self.run, parts.tools) if parts.tools else None
+        if servers:
+            data["mcp_tools"] = servers
+        _record(self.run, Event(event.type, ex, data, now))
         if self.attempt == 1:
             for message in _transcript(self.run).new(parts.messages):
                 _record(self.run, ev.message_end(ex, message, timestamp=now))
