@@ -42,6 +42,7 @@ __all__ = [
     "anthropic",
     "configure",
     "default_session",
+    "google_genai",
     "mcp",
     "openai",
 ]
@@ -81,3 +82,15 @@ def mcp(*, client: bool = True, server: bool = True) -> Instrumentation:
     from ._mcp import instrument as patch_mcp
 
     return patch_mcp(client=client, server=server)
+
+
+def google_genai(client: Any = None) -> Instrumentation:
+    """Record Google GenAI ``generate_content`` calls and streams (every client, or ``client``).
+
+    Calls the SDK sends through ``httpx`` (an API key, or a given HTTP
+    client) are recorded; Vertex AI calls it sends through
+    ``google.auth``'s requests session are not.
+    """
+    from ._google import instrument as patch_google
+
+    return patch_google(client)

@@ -217,6 +217,7 @@ def endpoint_of(options: Any) -> _http.Endpoint | None:
     return None
 
 
+_SCOPE = _http.sdk_request(endpoint_of)
 _patched: list[Instrumentation] = []
 """The SDK-wide patch, while it is in place."""
 
@@ -227,7 +228,7 @@ def instrument(client: Any = None) -> Instrumentation:
 
     if client is not None:
         original = type(client).request
-        client.request = types.MethodType(_http.wrap_request(original, endpoint_of), client)
+        client.request = types.MethodType(_http.wrap_request(original, _SCOPE), client)
 
         def undo_one() -> None:
             client.__dict__.pop("request", None)
@@ -239,8 +240,8 @@ def instrument(client: Any = None) -> Instrumentation:
     if _patched and _patched[0].active:
         return _patched[0]
     undos = [
-        patch(_base_client.SyncAPIClient, "request", lambda f: _http.wrap_request(f, endpoint_of)),
-        patch(_base_client.AsyncAPIClient, "request", lambda f: _http.wrap_request(f, endpoint_of)),
+        patch(_base_client.SyncAPIClient, "request", lambda f: _http.wrap_request(f, _SCOPE)),
+        patch(_base_client.AsyncAPIClient, "request", lambda f: _http.wrap_request(f, _SCOPE)),
     ]
 
     def undo() -> None:

@@ -389,7 +389,8 @@ class _Transcript:
         with self._lock:
             for message in messages:
                 if isinstance(message, Mapping) and (
-                    message.get("role") == "assistant" or message.get("type") in _ASSISTANT_ITEMS
+                    message.get("role") in ("assistant", "model")
+                    or message.get("type") in _ASSISTANT_ITEMS
                 ):
                     continue
                 try:
@@ -759,20 +760,32 @@ def open_call(endpoint: Endpoint, http_client: Any) -> Call | None:
         return None
 
 
-def wrap_request(
-    original: Callable[..., Any], endpoint_of: Callable[[Any], Endpoint | None]
-) -> Callable[..., Any]:
+Scope = Callable[[Any, tuple[Any, ...], dict[str, Any]], "tuple[Endpoint, Any] | None"]
+"""An SDK client and a request call's arguments to its endpoint and HTTP client (or ``None``)."""
+
+
+def sdk_request(endpoint_of: Callable[[Any], Endpoint | None]) -> Scope:
+    """The scope of a Stainless SDK's ``request(cast_to, options, ...)`` (OpenAI, Anthropic)."""
+
+    def scope(client: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        options = args[1] if len(args) > 1 else kwargs.get("options")
+        endpoint = endpoint_of(options)
+        return None if endpoint is None else (endpoint, client._client)
+
+    return scope
+
+
+def wrap_request(original: Callable[..., Any], scope: Scope) -> Callable[..., Any]:
     """Wrap an SDK's request method (its retry loop): a call per model request."""
     if inspect.iscoroutinefunction(original):
 
-        async def arequest(self: Any, cast_to: Any, options: Any, *args: Any, **kwargs: Any) -> Any:
-            endpoint = endpoint_of(options)
-            call = None if endpoint is None else open_call(endpoint, self._client)
+        async def arequest(self: Any, *args: Any, **kwargs: Any) -> Any:
+            call = _open(scope, self, args, kwargs)
             if call is None:
-                return await original(self, cast_to, options, *args, **kwargs)
+                return await original(self, *args, **kwargs)
             token = CURRENT_CALL.set(call)
             try:
-                return await original(self, cast_to, options, *args, **kwargs)
+                return await original(self, *args, **kwargs)
             except BaseException as exc:
                 _safe(call.abandon, exc)
                 raise
@@ -782,14 +795,13 @@ def wrap_request(
         arequest.__wrapped__ = original  # type: ignore[attr-defined]
         return arequest
 
-    def request(self: Any, cast_to: Any, options: Any, *args: Any, **kwargs: Any) -> Any:
-        endpoint = endpoint_of(options)
-        call = None if endpoint is None else open_call(endpoint, self._client)
+    def request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        call = _open(scope, self, args, kwargs)
         if call is None:
-            return original(self, cast_to, options, *args, **kwargs)
+            return original(self, *args, **kwargs)
         token = CURRENT_CALL.set(call)
         try:
-            return original(self, cast_to, options, *args, **kwargs)
+            return original(self, *args, **kwargs)
         except BaseException as exc:
             _safe(call.abandon, exc)
             raise
@@ -798,6 +810,20 @@ def wrap_request(
 
     request.__wrapped__ = original  # type: ignore[attr-defined]
     return request
+
+
+def _open(scope: Scope, client: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call | None:
+    if CURRENT_CALL.get() is not None:
+        return None
+    try:
+        found = scope(client, args, kwargs)
+    except Exception:
+        failures[0] += 1
+        logger.exception("loopscribe could not tell what an SDK request is")
+        return None
+    if found is None or found[1] is None:
+        return None
+    return open_call(found[0], found[1])
 
 
 def text_message(
