@@ -38,11 +38,13 @@ from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
 import orjson
+from opentelemetry import trace
 
 from .. import events as ev
 from .._messages import AssistantMessage, TextContent, ThinkingContent, Usage
 from .._model import Event, Execution
 from .._session import Run
+from ..otel import host_execution_id
 from ._mcp import mcp_tools_of
 from ._target import target_run
 
@@ -177,7 +179,14 @@ class Call:
     def __init__(self, endpoint: Endpoint, run: Run) -> None:
         self.endpoint = endpoint
         self.run = run
-        self.id = f"{endpoint.provider}_{secrets.token_hex(6)}"
+        host = _host_span()
+        # Inside another instrumentation's span for this very call, the call is that
+        # span: its records name it, and the bridge makes no second span.
+        self.id = (
+            host_execution_id(host)
+            if host is not None
+            else f"{endpoint.provider}_{secrets.token_hex(6)}"
+        )
         self.attempt = 0
         # The attempt whose response is still being read (its execution), if any.
         self._open: Execution | None = None
@@ -415,6 +424,27 @@ def _transcript(run: Run) -> _Transcript:
         with _transcripts_lock:
             found = _transcripts.setdefault(run, _Transcript())
     return found
+
+
+_GENAI_OPERATIONS: Final = frozenset({"chat", "text_completion", "generate_content"})
+
+
+def _host_span() -> int | None:
+    """The span ID of a model-call span another instrumentation opened around this call."""
+    span = trace.get_current_span()
+    ctx = span.get_span_context()
+    if not ctx.is_valid:
+        return None
+    attributes = getattr(span, "attributes", None)
+    if not isinstance(attributes, Mapping):
+        return None
+    if (
+        attributes.get("gen_ai.operation.name") in _GENAI_OPERATIONS
+        or attributes.get("openinference.span.kind") == "LLM"
+        or attributes.get("llm.request.type") in ("chat", "completion")
+    ):
+        return ctx.span_id
+    return None
 
 
 def _content(request: Any) -> bytes | None:

@@ -1,0 +1,72 @@
+"""With the official or OpenInference OpenAI instrumentation active too: one span per call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from loopscribe import Session, instrument
+from loopscribe.otel import SpanBridge, host_execution_id
+
+from .conftest import Server, of
+from .test_openai import CHAT, ask, client
+
+
+def official() -> Any:
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+
+    return OpenAIInstrumentor()  # type: ignore[no-untyped-call]
+
+
+def openinference() -> Any:
+    from openinference.instrumentation.openai import OpenAIInstrumentor
+
+    return OpenAIInstrumentor()
+
+
+@pytest.fixture(autouse=True)
+def patched() -> Iterator[None]:
+    with instrument.openai():
+        yield
+
+
+@pytest.mark.parametrize("make", [official, openinference], ids=["official", "openinference"])
+def test_one_span_per_call_and_the_records_name_it(
+    make: Callable[[], Any], server: Server, tmp_path: Path
+) -> None:
+    """The other instrumentation's span is the call's: no loopscribe chat span beside it."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    other = make()
+    other.instrument(tracer_provider=provider)
+    try:
+        server.reply(200, json=CHAT)
+        bridge = SpanBridge(SimpleSpanProcessor(exporter))
+        with (
+            Session.create(tmp_path / "s.jsonl", observers=[bridge]) as session,
+            session.begin_run(),
+        ):
+            ask(client(server))
+    finally:
+        other.uninstrument()
+    spans = exporter.get_finished_spans()
+    model_spans = [
+        s
+        for s in spans
+        if (s.attributes or {}).get("gen_ai.operation.name") == "chat"
+        or (s.attributes or {}).get("openinference.span.kind") == "LLM"
+    ]
+    assert len(model_spans) == 1
+    (start,) = of(session, "model_exec_start")
+    assert start.execution is not None
+    ctx = model_spans[0].context
+    assert ctx is not None
+    assert start.execution.id == host_execution_id(ctx.span_id)
+    assert of(session, "model_exec_end")[0].data["response_id"] == "chatcmpl-1"
