@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -194,3 +195,36 @@ def test_a_stream_the_caller_leaves_ends_with_its_partial_message(
         end = of(session, "model_exec_end")[0].data
     assert end["error"]["type"] == "StreamClosed"
     assert end["partial_message"].content[:2] == (ThinkingContent("Hm", "s1"), TextContent("Sun"))
+
+
+def test_async_messages_and_an_error_in_the_stream(server: Server, session: Session) -> None:
+    """AsyncAnthropic: a message, then a stream whose server sends an error event mid-way."""
+    server.reply(200, json=MESSAGE)
+    body = stream_events()
+    cut = body.index(b"event: content_block_start", body.index(b"Sun"))
+    error = sse({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    server.stream(body[:cut] + error.replace(b"data:", b"event: error\ndata:"), asynchronous=True)
+    c = anthropic.AsyncAnthropic(
+        api_key="sk-ant-secret-0000",
+        base_url="http://127.0.0.1:9",
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(server.handle_async)),
+    )
+
+    async def main() -> None:
+        message = await c.messages.create(
+            model="m", max_tokens=8, messages=[{"role": "user", "content": "a"}]
+        )
+        assert message.id == "msg_1"
+        stream = await c.messages.create(
+            model="m", max_tokens=8, messages=[{"role": "user", "content": "b"}], stream=True
+        )
+        with pytest.raises(anthropic.APIStatusError):
+            async for _ in stream:
+                pass
+
+    with session.begin_run():
+        asyncio.run(main())
+    first, second = (e.data for e in of(session, "model_exec_end"))
+    assert first["response_id"] == "msg_1"
+    assert second["error"]["type"] == "overloaded_error"
+    assert second["partial_message"].text == "Sunny"

@@ -594,3 +594,42 @@ def test_the_chat_span_nests_under_the_hosts_active_span(server: Server, tmp_pat
         assert attributes["gen_ai.request.model"] == "gpt-4o"
         assert "Weather?" not in str(attributes)
     assert [(c.attributes or {}).get("error.type") for c in chats] == ["429", None]
+
+
+def test_streaming_response_and_a_plain_responses_call(server: Server, session: Session) -> None:
+    """with_streaming_response reads the JSON as the caller does; responses.create() is one call."""
+    server.reply(200, json=CHAT)
+    final = {
+        "id": "resp_9",
+        "object": "response",
+        "model": "gpt-4.1",
+        "status": "incomplete",
+        "incomplete_details": {"reason": "max_output_tokens"},
+        "output": [
+            {
+                "type": "message",
+                "id": "m",
+                "role": "assistant",
+                "status": "incomplete",
+                "content": [{"type": "refusal", "refusal": "I can't."}],
+            },
+            {"type": "web_search_call", "id": "ws", "status": "completed"},
+        ],
+        "usage": {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7},
+    }
+    server.reply(200, json=final)
+    c = client(server)
+    with session.begin_run():
+        with c.chat.completions.with_streaming_response.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "x"}]
+        ) as response:
+            assert response.parse().id == "chatcmpl-1"
+        assert c.responses.create(model="gpt-4.1", input=[{"role": "user", "content": "y"}]).id
+    first, second = (e.data for e in of(session, "model_exec_end"))
+    assert first["response_id"] == "chatcmpl-1"
+    assert second["message"].content == (TextContent("I can't."),)
+    assert second["stop_reason"] == "max_output_tokens"
+    assert second["response"]["refusal"] == "I can't."
+    assert second["response"]["output"] == [
+        {"index": 1, "item": {"type": "web_search_call", "id": "ws", "status": "completed"}}
+    ]

@@ -604,6 +604,8 @@ class _Reader:
             # The final event came; the SDK stopped there and closed the rest unread.
             self._call.end(self._ex, outcome, None, self._http)
             return
+        if outcome is not None and outcome.error is not None and error is STREAM_CLOSED:
+            error = outcome.error  # the server's error event, which made the SDK stop
         if self._status >= 400 and self._bytes is not None:
             error = status_error(self._status, bytes(self._bytes))
         self._call.end(self._ex, outcome, error, self._http)
