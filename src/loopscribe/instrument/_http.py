@@ -390,7 +390,7 @@ class _Transcript:
     __slots__ = ("_lock", "_seen")
 
     def __init__(self) -> None:
-        self._seen: set[bytes] = set()
+        self._seen: set[int] = set()
         self._lock = threading.Lock()
 
     def new(self, messages: list[Any]) -> list[Any]:
@@ -403,9 +403,8 @@ class _Transcript:
                 ):
                     continue
                 try:
-                    key = hashlib.blake2b(
-                        orjson.dumps(message, option=orjson.OPT_SORT_KEYS), digest_size=16
-                    ).digest()
+                    # The SDK serialises a conversation's messages the same way every time.
+                    key = hash(orjson.dumps(message))
                 except TypeError:
                     continue
                 if key not in self._seen:
