@@ -633,3 +633,51 @@ def test_streaming_response_and_a_plain_responses_call(server: Server, session: 
     assert second["response"]["output"] == [
         {"index": 1, "item": {"type": "web_search_call", "id": "ws", "status": "completed"}}
     ]
+
+
+def test_hostile_bodies_are_recorded_as_data(server: Server, session: Session) -> None:
+    """Garbage SSE lines, the reserved ``$ls`` key, a huge int, bad UTF-8: recorded, nothing raised."""
+    evil = {
+        "id": "chatcmpl-e",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {
+                    "content": "ok",
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "c",
+                            "function": {"name": "t", "arguments": '{"$ls": "x", "n": 1e999}'},
+                        },
+                        {
+                            "index": 1,
+                            "id": "d",
+                            "function": {"name": "u", "arguments": '{"$ls": {"$ls": 1}}'},
+                        }
+                    ],
+                },
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    body = b"data: {not json\n\n: a comment\n\ndata: \xff\xfe\n\n" + sse(evil, done=True)
+    server.stream(body)
+    with session.begin_run():
+        stream = ask(client(server), stream=True)
+        with pytest.raises(Exception):  # noqa: B017, PT011 - the SDK's own error on bad JSON
+            list(stream)
+    end = of(session, "model_exec_end")[0].data
+    assert end["error"]["type"] == "StreamClosed"
+    assert end["response"]["unread_events"][0] == "{not json"
+    server.stream(sse(evil, done=True))
+    with session.begin_run():
+        assert "".join(c.choices[0].delta.content or "" for c in ask(client(server), stream=True))
+    end = of(session, "model_exec_end")[1].data
+    call, reserved = end["message"].tool_calls
+    assert reserved.arguments == {"$ls": {"$ls": 1}}
+    # JSON that orjson cannot hold (1e999 is infinite) is kept as the text that came.
+    assert call.arguments == {"": '{"$ls": "x", "n": 1e999}'}
