@@ -192,9 +192,12 @@ def instrument(*, client: bool = True, server: bool = True) -> Instrumentation:
         undos.append(patch(ClientSession, "call_tool", _client_call_tool))
         undos.append(patch(ClientSession, "list_tools", _client_list_tools))
     if server:
-        from mcp.server.mcpserver import MCPServer
+        try:
+            from mcp.server.mcpserver import MCPServer as server_class
+        except ImportError:  # mcp 1.x: the same server, called FastMCP
+            from mcp.server.fastmcp import FastMCP as server_class  # type: ignore[no-redef,attr-defined]
 
-        undos.append(patch(MCPServer, "call_tool", _server_call_tool))
+        undos.append(patch(server_class, "call_tool", _server_call_tool))
 
     def undo() -> None:
         for step in reversed(undos):
