@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -228,3 +229,42 @@ def test_async_messages_and_an_error_in_the_stream(server: Server, session: Sess
     assert first["response_id"] == "msg_1"
     assert second["error"]["type"] == "overloaded_error"
     assert second["partial_message"].text == "Sunny"
+
+
+def test_spans_reach_a_real_otlp_receiver_nested_and_without_bodies(
+    server: Server, tmp_path: Path
+) -> None:
+    """Over OTLP/HTTP to 127.0.0.1: host span → run → chat span, no prompt or reply on the wire."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from loopscribe.otel import SpanBridge
+
+    from ..otlp_receiver import http_receiver
+
+    server.reply(200, json=MESSAGE)
+    with http_receiver() as received:
+        exporter = OTLPSpanExporter(endpoint=f"{received.endpoint}/v1/traces")
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        bridge = SpanBridge(tracer_provider=provider)
+        with (
+            provider.get_tracer("host").start_as_current_span("POST /chat") as host,
+            Session.create(tmp_path / "s.jsonl", observers=[bridge]) as session,
+            session.begin_run(),
+        ):
+            ask(client(server))
+        provider.shutdown()
+        spans = {s.name: s for s in received.spans()}
+        bodies, _ = received.snapshot()
+    chat = spans["chat claude-sonnet-4-5"]
+    run = next(s for name, s in spans.items() if name.startswith("invoke_agent"))
+    host_ctx = host.get_span_context()
+    assert chat.parent_span_id == run.span_id
+    assert int.from_bytes(run.parent_span_id, "big") == host_ctx.span_id
+    assert int.from_bytes(chat.trace_id, "big") == host_ctx.trace_id
+    wire = b"".join(bodies)
+    assert b"Weather in Lyon" not in wire
+    assert b"Need the weather" not in wire
+    assert b"Checking." not in wire
