@@ -681,3 +681,36 @@ def test_hostile_bodies_are_recorded_as_data(server: Server, session: Session) -
     assert reserved.arguments == {"$ls": {"$ls": 1}}
     # JSON that orjson cannot hold (1e999 is infinite) is kept as the text that came.
     assert call.arguments == {"": '{"$ls": "x", "n": 1e999}'}
+
+
+PROCESS_SCRIPT = """
+import httpx2, openai, orjson, sys
+import loopscribe.instrument as instrument
+body = orjson.loads(sys.argv[1])
+instrument.configure(sys.argv[2])
+instrument.openai()
+client = openai.AzureOpenAI(
+    api_key="azure-secret", api_version="2024-10-21", azure_endpoint="http://127.0.0.1:9",
+    http_client=httpx2.Client(transport=httpx2.MockTransport(lambda r: httpx2.Response(200, json=body))),
+)
+for _ in range(2):
+    client.chat.completions.create(model="deploy-1", messages=[{"role": "user", "content": "hi"}])
+"""
+
+
+def test_the_process_session_is_closed_when_the_process_exits(tmp_path: Path) -> None:
+    """Azure calls outside a run, in a process of their own: one file, one run, closed at exit."""
+    folder = tmp_path / "sessions"
+    subprocess.run(
+        [sys.executable, "-c", PROCESS_SCRIPT, orjson.dumps(CHAT).decode(), str(folder)],
+        check=True,
+        timeout=60,
+    )
+    (path,) = folder.iterdir()
+    recs = list(read(path))
+    assert [r.type for r in recs].count("model_exec_end") == 2
+    assert {r.run_id for r in recs if r.run_id} == {recs[1].run_id}
+    assert recs[-1].type == "run_close"
+    request = next(r for r in recs if r.type == "model_request")
+    assert request.data["http"]["url"].endswith("/openai/deployments/deploy-1/chat/completions")
+    assert b"azure-secret" not in path.read_bytes()

@@ -105,6 +105,10 @@ def _default_run() -> Run | None:
             )
             return None
         _state.default = session
+        # Registered after the Session's own finalizer (whose exit hook closes its
+        # descriptor): exit hooks run last-registered first, so run_close is written.
+        atexit.unregister(_close_default)
+        atexit.register(_close_default)
         return session.run
 
 
@@ -114,4 +118,3 @@ def _forked() -> None:
 
 
 os.register_at_fork(after_in_child=_forked)
-atexit.register(_close_default)
