@@ -689,9 +689,10 @@ import loopscribe.instrument as instrument
 body = orjson.loads(sys.argv[1])
 instrument.configure(sys.argv[2])
 instrument.openai()
+reply = httpx2.MockTransport(lambda r: httpx2.Response(200, json=body))
 client = openai.AzureOpenAI(
     api_key="azure-secret", api_version="2024-10-21", azure_endpoint="http://127.0.0.1:9",
-    http_client=httpx2.Client(transport=httpx2.MockTransport(lambda r: httpx2.Response(200, json=body))),
+    http_client=httpx2.Client(transport=reply),
 )
 for _ in range(2):
     client.chat.completions.create(model="deploy-1", messages=[{"role": "user", "content": "hi"}])
