@@ -22,8 +22,8 @@ import orjson
 from .._executor import TextDelta, ThinkingDelta
 from .._messages import AssistantMessage, TextContent, ThinkingContent
 from . import _http
+from ._body import Outcome, RequestParts
 from ._common import Instrumentation, count, get, patch, split_body, string, tool_call, usage
-from ._http import Outcome, RequestParts
 
 PROVIDER = "gcp.gemini"
 

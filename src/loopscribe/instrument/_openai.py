@@ -22,8 +22,8 @@ import orjson
 from .._executor import TextDelta, ThinkingDelta
 from .._messages import AssistantMessage, TextContent, ThinkingContent
 from . import _http
+from ._body import Endpoint, Outcome, RequestParts
 from ._common import Instrumentation, count, get, patch, split_body, string, tool_call, usage
-from ._http import Outcome, RequestParts
 
 PROVIDER = "openai"
 
@@ -432,7 +432,7 @@ class ResponsesStream:
 _CHAT, _RESPONSES = Chat(), Responses()
 
 
-def endpoint_of(options: Any) -> _http.Endpoint | None:
+def endpoint_of(options: Any) -> Endpoint | None:
     """The endpoint a request's options name, if loopscribe records it."""
     url = getattr(options, "url", None)
     if getattr(options, "method", "post").lower() != "post" or not isinstance(url, str):
