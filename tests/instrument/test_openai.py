@@ -715,3 +715,33 @@ def test_the_process_session_is_closed_when_the_process_exits(tmp_path: Path) ->
     request = next(r for r in recs if r.type == "model_request")
     assert request.data["http"]["url"].endswith("/openai/deployments/deploy-1/chat/completions")
     assert b"azure-secret" not in path.read_bytes()
+
+
+def test_a_cancelled_async_call_ends_its_execution(session: Session) -> None:
+    """The task awaiting the response is cancelled: the attempt ends with CancelledError."""
+    arrived = asyncio.Event()
+
+    async def never(request: httpx2.Request) -> httpx2.Response:
+        arrived.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    c = openai.AsyncOpenAI(
+        api_key="sk-x",
+        base_url="http://127.0.0.1:9/v1",
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(never)),
+    )
+
+    async def main() -> None:
+        task = asyncio.create_task(
+            c.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "?"}])
+        )
+        await arrived.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with session.begin_run():
+        asyncio.run(main())
+    (end,) = of(session, "model_exec_end")
+    assert end.data["error"]["type"] == "CancelledError"
