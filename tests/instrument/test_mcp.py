@@ -60,6 +60,7 @@ def test_a_tool_call_in_process_is_recorded_on_both_sides(tmp_path: Path) -> Non
         ("fail", {"reason": "no"}),
     ]
     assert client_side[0].data["mcp"]["server"] == "calc"
+    assert client_side[0].data["mcp"]["protocol_version"]
     assert [r.data["tool"] for r in server_side] == ["add", "fail"]
     ends = {
         (r.data["tool"], r.data["mcp"].get("side")): r.data for r in of(session, "tool_exec_end")
@@ -70,10 +71,13 @@ def test_a_tool_call_in_process_is_recorded_on_both_sides(tmp_path: Path) -> Non
     assert "Error executing tool fail" in str(ends[("fail", None)]["result"])
     assert ends[("fail", "server")]["error"]["type"] == "UnexpectedToolError"
     tool_spans = [s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")]
+    versions = {(s.attributes or {}).get("mcp.protocol.version") for s in tool_spans}
+    assert versions == {client_side[0].data["mcp"]["protocol_version"], None}  # None: server side
     assert len(tool_spans) == 4
     for span in tool_spans:
         attributes = dict(span.attributes or {})
         assert attributes["mcp.method.name"] == "tools/call"
+        assert attributes["gen_ai.tool.name"] in ("add", "fail")
         assert '"a"' not in str(attributes)
 
 
