@@ -745,3 +745,19 @@ def test_a_cancelled_async_call_ends_its_execution(session: Session) -> None:
         asyncio.run(main())
     (end,) = of(session, "model_exec_end")
     assert end.data["error"]["type"] == "CancelledError"
+
+
+def test_the_chat_stream_helper(server: Server, session: Session) -> None:
+    """chat.completions.stream(): the SDK's final completion and the record agree."""
+    server.stream(chat_chunks())
+    with (
+        session.begin_run(),
+        client(server).chat.completions.stream(
+            model="gpt-4o", messages=[{"role": "user", "content": "?"}], tools=TOOLS
+        ) as stream,
+    ):
+        final = stream.get_final_completion()
+    message = of(session, "model_exec_end")[0].data["message"]
+    assert message.text == final.choices[0].message.content == "Hello"
+    (call,) = final.choices[0].message.tool_calls or []
+    assert message.tool_calls == (ToolCall(call.id, "weather", {"city": "Oslo"}),)
