@@ -77,3 +77,25 @@ def test_one_span_per_call_and_the_records_name_it(
     assert ctx is not None
     assert start.execution.id == host_execution_id(ctx.span_id)
     assert of(session, "model_exec_end")[0].data["response_id"] == "chatcmpl-1"
+
+
+def test_two_calls_in_one_foreign_model_span_stay_two_executions(
+    server: Server, session: Session
+) -> None:
+    """A host's own span marked as a chat around two calls: the first takes it, the second not."""
+    provider = TracerProvider()
+    server.reply(200, json=CHAT)
+    server.reply(200, json=CHAT)
+    with (
+        provider.get_tracer("host").start_as_current_span(
+            "chat", attributes={"gen_ai.operation.name": "chat"}
+        ),
+        session.begin_run(),
+    ):
+        c = client(server)
+        ask(c)
+        ask(c)
+    starts = [r.execution for r in of(session, "model_exec_start") if r.execution]
+    assert len({(e.id, e.attempt) for e in starts}) == 2
+    assert starts[0].id.startswith("otel:")
+    assert not starts[1].id.startswith("otel:")

@@ -83,7 +83,7 @@ class Call:
     def __init__(self, endpoint: Endpoint, run: Run) -> None:
         self.endpoint = endpoint
         self.run = run
-        host = _host_span()
+        host = _adopt(run, _host_span())
         # Inside another instrumentation's span for this very call, the call is that
         # span: its records name it, and the bridge makes no second span.
         self.id = (
@@ -348,6 +348,21 @@ def _host_span() -> int | None:
     ):
         return ctx.span_id
     return None
+
+
+_adopted: weakref.WeakKeyDictionary[Run, set[int]] = weakref.WeakKeyDictionary()
+
+
+def _adopt(run: Run, span_id: int | None) -> int | None:
+    """``span_id`` if no call of ``run`` took that span's identity yet (one call per span)."""
+    if span_id is None:
+        return None
+    with _transcripts_lock:
+        taken = _adopted.setdefault(run, set())
+        if span_id in taken:
+            return None
+        taken.add(span_id)
+    return span_id
 
 
 def _content(request: Any) -> bytes | None:
