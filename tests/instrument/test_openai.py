@@ -761,3 +761,24 @@ def test_the_chat_stream_helper(server: Server, session: Session) -> None:
     assert message.text == final.choices[0].message.content == "Hello"
     (call,) = final.choices[0].message.tool_calls or []
     assert message.tool_calls == (ToolCall(call.id, "weather", {"city": "Oslo"}),)
+
+
+def test_each_message_is_committed_once_and_repeated_words_twice(
+    server: Server, session: Session
+) -> None:
+    """A conversation of three requests: every user turn once, "yes" twice; the replies once."""
+    for _ in range(3):
+        server.reply(200, json=CHAT)
+    c = client(server)
+    history: list[Any] = [{"role": "user", "content": "yes"}]
+    with session.begin_run():
+        for turn in range(3):
+            reply = c.chat.completions.create(model="gpt-4o", messages=history)
+            history += [
+                {"role": "assistant", "content": reply.choices[0].message.content},
+                {"role": "user", "content": "yes" if turn == 0 else f"turn {turn}"},
+            ]
+    committed = [r.data["message"] for r in of(session, "message_end")]
+    users = [m["content"] for m in committed if isinstance(m, dict)]
+    assert users == ["yes", "yes", "turn 1"]
+    assert sum(isinstance(m, AssistantMessage) for m in committed) == 3

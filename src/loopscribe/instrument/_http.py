@@ -282,39 +282,65 @@ _ASSISTANT_ITEMS: Final = frozenset(
 )
 
 
-class _Transcript:
-    """The messages a run committed already, so each request commits only the new ones.
+_KEPT_CONVERSATIONS: Final = 16
+"""Conversations of one run whose last request is remembered (interleaved ones, too)."""
 
-    A request repeats the conversation; its user, system and tool messages
-    are committed (``message_end``) the first time they are seen, and the
-    model's messages when its response arrives (not again when the next
-    request sends them back).
+
+class _Transcript:
+    """What each request adds to its conversation, so a message is committed once.
+
+    A request repeats its conversation: the new messages are those after
+    the longest common prefix with a recent request of the run (a Responses
+    API request that continues by ``previous_response_id`` sends only new
+    ones). Of those, the user, system and tool messages are committed
+    (``message_end``); the model's messages are committed when its response
+    arrives, not again when the next request sends them back. The same
+    words said twice are two messages.
     """
 
-    __slots__ = ("_lock", "_seen")
+    __slots__ = ("_lock", "_recent")
 
     def __init__(self) -> None:
-        self._seen: set[int] = set()
+        self._recent: list[list[int]] = []
         self._lock = threading.Lock()
 
     def new(self, messages: list[Any]) -> list[Any]:
-        fresh: list[Any] = []
+        keys: list[int] = []
+        for message in messages:
+            try:
+                # The SDK serialises a conversation's messages the same way every time.
+                keys.append(hash(orjson.dumps(message)))
+            except TypeError:
+                keys.append(id(message))
         with self._lock:
-            for message in messages:
-                if isinstance(message, Mapping) and (
+            best, at = 0, -1
+            for index, earlier in enumerate(self._recent):
+                shared = _common_prefix(earlier, keys)
+                if shared > best:
+                    best, at = shared, index
+            if at >= 0:
+                del self._recent[at]
+            self._recent.append(keys)
+            del self._recent[:-_KEPT_CONVERSATIONS]
+        return [
+            message
+            for message in messages[best:]
+            if not (
+                isinstance(message, Mapping)
+                and (
                     message.get("role") in ("assistant", "model")
                     or message.get("type") in _ASSISTANT_ITEMS
-                ):
-                    continue
-                try:
-                    # The SDK serialises a conversation's messages the same way every time.
-                    key = hash(orjson.dumps(message))
-                except TypeError:
-                    continue
-                if key not in self._seen:
-                    self._seen.add(key)
-                    fresh.append(message)
-        return fresh
+                )
+            )
+        ]
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
 
 
 _transcripts: weakref.WeakKeyDictionary[Run, _Transcript] = weakref.WeakKeyDictionary()
