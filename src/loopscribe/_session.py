@@ -40,6 +40,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar, Token
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -108,6 +109,25 @@ CHAIN_ALGORITHM = "sha256"
 
 # The Session handles open in this process, by path: lets the workspace append
 # through this process's own handle instead of failing on its lock.
+_CURRENT_RUN: ContextVar[Run | None] = ContextVar("loopscribe_current_run", default=None)
+"""The run a ``with run:`` block made current (see :func:`current_run`)."""
+
+
+def current_run() -> Run | None:
+    """The run made current by the innermost ``with session.begin_run() as run:`` block.
+
+    The ``with`` block sets a context variable, so code called inside it sees
+    the run, and so do asyncio tasks created inside it and threads started
+    with ``contextvars.copy_context().run``. SDK instrumentation
+    (``loopscribe.instrument``) records the calls it sees into this run.
+    A run that is closed (or whose Session is) is not current.
+    """
+    run = _CURRENT_RUN.get()
+    if run is None or run._closed or run._session._closed:
+        return None
+    return run
+
+
 _OPEN_HANDLES: weakref.WeakValueDictionary[Path, Session] = weakref.WeakValueDictionary()
 
 
@@ -1055,6 +1075,8 @@ class Run:
         self._last: tuple[Event, Record | None] | None = None
         self._first_chunk: dict[tuple[str, int], str] = {}
         """When each streamed model attempt's first chunk arrived, for its ``model_exec_end``."""
+        # Tokens of the ``with`` blocks that made this run current, innermost last.
+        self._tokens: list[Token[Run | None]] = []
         _run_lock(session._fd, held=True)
 
     @property
@@ -1220,6 +1242,7 @@ class Run:
         self._session._check_open()
 
     def __enter__(self) -> Self:
+        self._tokens.append(_CURRENT_RUN.set(self))
         return self
 
     def __exit__(
@@ -1228,6 +1251,15 @@ class Run:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self._tokens:
+            token = self._tokens.pop()
+            try:
+                _CURRENT_RUN.reset(token)
+            except ValueError:
+                # Exited in another context than it was entered in (a generator
+                # resumed elsewhere): that context no longer sees this run.
+                if _CURRENT_RUN.get() is self:
+                    _CURRENT_RUN.set(None)
         if exc is not None and self._session.error is not None:
             # The recording failure is already propagating; do not raise it twice.
             with contextlib.suppress(LoopscribeError):

@@ -182,6 +182,14 @@ OTHER_ERROR = "_OTHER"
 _MODEL_LABELLED: Final = frozenset({ev.MODEL_EXEC_START, ev.MODEL_ROUTE, ev.MODEL_REQUEST})
 """Records that name a call's model, provider and server."""
 _FIRST_CHUNK: Final = frozenset({ev.MODEL_STREAM, ev.MESSAGE_UPDATE})
+_MCP_ATTRIBUTES: Final = {
+    "method": "mcp.method.name",
+    "session_id": "mcp.session.id",
+    "protocol_version": "mcp.protocol.version",
+    "request_id": "jsonrpc.request.id",
+    "transport": "network.transport",
+}
+"""Keys of a tool record's ``mcp`` object and the MCP semantic conventions' attributes."""
 _TOOL_LABELLED: Final = frozenset({ev.TOOL_EXEC_START, ev.TOOL_INVOKE_START, ev.TOOL_EXEC_END})
 _AGENT_LABELLED: Final = frozenset({ev.AGENT_START, ev.AGENT_END})
 _OPERATIONS: Final = {"model": "chat", "tool": "execute_tool", "agent": "invoke_agent"}
@@ -322,6 +330,7 @@ class _Attempt:
     tool: str | None = None
     tool_type: str | None = None
     tool_description: str | None = None
+    mcp: dict[str, str] | None = None
     agent: str | None = None
     error_type: str | None = None
     source_file: str | None = None
@@ -788,6 +797,8 @@ class SpanBridge:
             attrs[TOOL_CALL_ID] = ex.id
             _put(attrs, TOOL_TYPE, attempt.tool_type)
             _put(attrs, TOOL_DESCRIPTION, attempt.tool_description)
+            if attempt.mcp:
+                attrs.update(attempt.mcp)
         elif ex.kind == "agent":
             name = span_name("agent", model=None, tool=None, agent=attempt.agent, node=None)
             _put(attrs, AGENT_NAME, attempt.agent)
@@ -1059,6 +1070,13 @@ def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
         attempt.tool = _str(_plain(data.get("tool"))) or attempt.tool
         attempt.tool_type = _str(_plain(data.get("tool_type"))) or attempt.tool_type
         attempt.tool_description = _str(_plain(data.get("description"))) or attempt.tool_description
+        mcp = _plain(data.get("mcp"))
+        if isinstance(mcp, Mapping) and attempt.mcp is None:
+            attempt.mcp = {
+                attribute: value
+                for key, attribute in _MCP_ATTRIBUTES.items()
+                if (value := _str(mcp.get(key))) is not None
+            }
     elif kind in _AGENT_LABELLED:
         attempt.agent = attempt.agent or _str(_plain(data.get("agent")))
         if kind == ev.AGENT_START and attempt.execution.parent_id is not None:

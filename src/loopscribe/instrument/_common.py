@@ -1,0 +1,123 @@
+"""What every SDK's mapping shares: the handle, loose JSON readers, tool calls."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from .._messages import ToolCall, Usage
+
+logger = logging.getLogger("loopscribe.instrument")
+
+
+class Instrumentation:
+    """What an ``instrument`` function patched; :meth:`uninstrument` restores it.
+
+    Also a context manager: the patch lasts for the ``with`` block.
+    """
+
+    def __init__(self, name: str, undo: Callable[[], None]) -> None:
+        self.name = name
+        self._undo: Callable[[], None] | None = undo
+        self._lock = threading.Lock()
+
+    @property
+    def active(self) -> bool:
+        """Whether the patch is still in place."""
+        return self._undo is not None
+
+    def uninstrument(self) -> None:
+        """Put back what was patched (harmless twice)."""
+        with self._lock:
+            undo, self._undo = self._undo, None
+        if undo is not None:
+            undo()
+
+    def __enter__(self) -> Instrumentation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstrument()
+
+    def __repr__(self) -> str:
+        return f"<Instrumentation {self.name} {'active' if self.active else 'removed'}>"
+
+
+def get(obj: Any, key: str) -> Any:
+    """``obj[key]`` when ``obj`` is a mapping, else ``None``."""
+    return obj.get(key) if isinstance(obj, Mapping) else None
+
+
+def string(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def arguments(raw: Any) -> dict[str, Any]:
+    """Tool call arguments: JSON text parsed; text that is not a JSON object kept under ``""``."""
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if raw is None:
+        return {}
+    if isinstance(raw, str):
+        if not raw.strip():
+            return {}
+        try:
+            parsed = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return {"": raw}
+        return parsed if isinstance(parsed, dict) else {"": parsed}
+    return {"": raw}
+
+
+def tool_call(call_id: Any, name: Any, raw: Any) -> ToolCall:
+    return ToolCall(str(call_id or ""), str(name or ""), arguments(raw))
+
+
+def usage(
+    input_tokens: Any,
+    output_tokens: Any,
+    *,
+    cache_read: Any = 0,
+    cache_write: Any = 0,
+    reasoning: Any = 0,
+) -> Usage:
+    return Usage(
+        count(input_tokens),
+        count(output_tokens),
+        cache_read_tokens=count(cache_read),
+        cache_write_tokens=count(cache_write),
+        reasoning_tokens=count(reasoning),
+    )
+
+
+def split_body(body: Any, taken: tuple[str, ...]) -> dict[str, Any]:
+    """The body's parameters other than ``taken`` (the request's config)."""
+    if not isinstance(body, Mapping):
+        return {}
+    return {k: v for k, v in body.items() if k not in taken}
+
+
+def patch(owner: Any, name: str, make: Callable[[Any], Any]) -> Callable[[], None]:
+    """Replace ``owner.name`` with ``make(original)``; return what puts it back."""
+    original = owner.__dict__[name] if name in getattr(owner, "__dict__", {}) else None
+    current = getattr(owner, name)
+    setattr(owner, name, make(current))
+
+    def undo() -> None:
+        if original is None:
+            try:
+                delattr(owner, name)
+            except AttributeError:
+                logger.debug("%r.%s was already restored", owner, name)
+        else:
+            setattr(owner, name, original)
+
+    return undo
