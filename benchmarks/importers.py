@@ -534,7 +534,7 @@ def side_by_side(folder: Path, copies: int, min_mib: float, reps: int, rev: str)
                 f" (CPU time: {cpu['raw'] / cpu[kind]:.2f}x raw, {cpu['old'] / cpu[kind]:.2f}x "
                 f"{rev})"
                 if kind != "all"
-                else " (the workers' CPU time is not counted: they are the forkserver's children)"
+                else " (wall time only: the workers' CPU time is theirs)"
             )
         )
     print(f"  load average after: {os.getloadavg()[0]:.2f}")
