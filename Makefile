@@ -67,6 +67,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/follow.py
 	$(BIN)/python benchmarks/redact.py
 	$(BIN)/python benchmarks/claude_agent_sdk_store.py
+	$(BIN)/python benchmarks/growth.py
 
 clean:
 	rm -rf $(VENV) $(PHOENIX_VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -969,7 +969,8 @@ class Workspace:
             identity = tuple(map(id, summaries))
             if identity == self._listed[0]:
                 return list(self._listed[1])
-        summaries_sorted = sorted(summaries, key=lambda s: (s.updated, s.id), reverse=True)
+        with collector_paused():  # a key tuple per summary
+            summaries_sorted = sorted(summaries, key=lambda s: (s.updated, s.id), reverse=True)
         with self._lock:
             self._listed = (identity, summaries_sorted)
         return list(summaries_sorted)

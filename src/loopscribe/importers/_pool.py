@@ -217,10 +217,10 @@ def import_many(
     if not paths:
         return []
     jobs = max(1, jobs or default_jobs())
-    sizes = list(sizes) if sizes is not None else [0] * len(paths)
     jobs = min(jobs, len(paths))
     if sizes is not None and sum(sizes) < PARALLEL_MIN_BYTES:
         jobs = 1
+    sizes = list(sizes) if sizes is not None else [0] * len(paths)
     # Alone: passes small enough that paying one overlaps importing the next.
     count = jobs * _PASSES_PER_JOB if jobs > 1 else -(-len(paths) // _ALONE_TRANSCRIPTS)
     count = max(count, -(-len(paths) // PASS_TRANSCRIPTS))
@@ -274,11 +274,17 @@ def import_many(
 
 @contextlib.contextmanager
 def _pool(jobs: int) -> Iterator[tuple[ProcessPoolExecutor, Any]]:
-    # forkserver, not fork: the parent may run threads (a progress bar), and a
-    # forked child would inherit their locks held.
+    # fork is the quickest start (the importers are loaded already), but only
+    # while this process runs no other thread: a forked child would inherit
+    # the locks those threads hold (a progress bar's, a logging handler's).
+    # Otherwise forkserver, whose server imports the importers once.
     methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if context.get_start_method() == "forkserver":
+    if "fork" in methods and threading.active_count() == 1:
+        method = "fork"
+    else:
+        method = "forkserver" if "forkserver" in methods else "spawn"
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
         # The server imports the importers once; each worker is forked with them loaded.
         context.set_forkserver_preload([__name__])
     shared_stop = context.Event()

@@ -637,8 +637,14 @@ def _check_line(timeline: SessionTimeline, seq: int, offset: int, head: bytes, w
 
 
 def run_summary_json(run: RunTimeline) -> dict[str, Any]:
-    """A run as the session page lists it (no bars)."""
-    return {
+    """A run as the session page lists it (no bars); kept until the run changes.
+
+    The answer is shared between requests: callers copy it, never change it.
+    """
+    stamp = run.stamp()
+    if run.summary is not None and run.summary[0] == stamp:
+        return run.summary[1]
+    summary = {
         "run_id": run.run_id,
         "trace_id": f"{run.trace_id:032x}",
         "span_id": f"{run.span_id:016x}",
@@ -655,3 +661,5 @@ def run_summary_json(run: RunTimeline) -> dict[str, Any]:
         "cost_usd": run.cost().to_json(),
         "cost_text": run.cost().text(),
     }
+    run.summary = (stamp, summary)
+    return summary

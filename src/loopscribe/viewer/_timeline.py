@@ -218,6 +218,9 @@ class RunTimeline:
     """What the run is called (see ``_names.run_names``), and when that was read."""
     _rows: tuple[tuple[int, int], list[tuple[int, str, list[Bar]]]] | None = None
     _derived: tuple[tuple[int, int, int], dict[str, Any]] | None = None
+    summary: tuple[tuple[int, int, int], dict[str, Any]] | None = None
+    """What the session page lists of the run, and the state it was built from (a
+    page lists every run: a run unchanged since is not walked again)."""
 
     @property
     def closed(self) -> bool:
@@ -435,6 +438,10 @@ class RunTimeline:
 
     def _ended(self) -> int:
         return -1 if self.end is None else epoch_us(self.end)
+
+    def stamp(self) -> tuple[int, int, int]:
+        """Changes whenever the run does: its bars, its last record, its end."""
+        return (len(self.bars), self.seq_last, self._ended())
 
     def _fill_previews(self, bars: list[Bar]) -> None:
         """Read the one-line previews of ``bars`` from their records (once per bar)."""
