@@ -36,6 +36,7 @@ from ._executor import (
 )
 from ._format import FORMAT_VERSION
 from ._freeze import freeze_config, freeze_request
+from ._home import HOME_ENV, sessions_home
 from ._loop import AgentLoop, LoopContext, ToolContext, TransformContext, checkpoint_turns
 from ._messages import (
     AssistantMessage,
@@ -62,6 +63,7 @@ __version__ = "0.1.0"
 __all__ = [
     "COMMON_PATTERNS",
     "FORMAT_VERSION",
+    "HOME_ENV",
     "Actor",
     "AgentLoop",
     "AssistantMessage",
@@ -120,6 +122,7 @@ __all__ = [
     "freeze_request",
     "load_checkpoint",
     "read",
+    "sessions_home",
     "summarize",
     "verify",
 ]

@@ -190,6 +190,8 @@ def test_default_folders_follow_the_agents_and_xdg(
     assert claude_code.default_dir() == tmp_path / "c" / "projects"
     assert codex.default_dir() == tmp_path / "x" / "sessions"
     assert default_out("codex") == tmp_path / "d" / "loopscribe" / "import" / "codex"
+    monkeypatch.setenv("LOOPSCRIBE_DIR", str(tmp_path / "home"))
+    assert default_out("codex") == tmp_path / "home" / "import" / "codex"
 
 
 def _claude(name: str) -> Path:

@@ -19,10 +19,11 @@ from typing import Any
 from rich.table import Table
 
 from .._errors import LoopscribeError
+from .._home import sessions_home
 from .._redact import LineRedactor, Redactor
 from ..importers import claude_code, codex
 from ..importers._common import DEFAULT_SETTLE_SECONDS, Cursor, ImportReport, cursor_path
-from ._common import REF_BASE_HELP, CliError, Out, seconds
+from ._common import REF_BASE_HELP, CliError, Out, home_of, seconds
 from ._kinds import AGENT_LABELS, file_kind
 
 _NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
@@ -35,10 +36,8 @@ AGENTS: dict[str, tuple[ModuleType, str]] = {
 
 
 def default_out(agent: str) -> Path:
-    """Where imported sessions go by default: ``$XDG_DATA_HOME/loopscribe/import/<agent>``."""
-    base = os.environ.get("XDG_DATA_HOME")
-    root = Path(base) if base else Path.home() / ".local" / "share"
-    return root / "loopscribe" / "import" / agent
+    """Where imported sessions go by default: ``import/<agent>`` in the sessions home."""
+    return sessions_home() / "import" / agent
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -251,7 +250,7 @@ def cmd_import(args: argparse.Namespace, out: Out) -> int:
         raise CliError(
             f"{root}: no such file or folder; give the folder of your {label} transcripts"
         )
-    out_dir = Path(args.out) if args.out else default_out(args.agent)
+    out_dir = Path(args.out) if args.out else home_of(args) / "import" / args.agent
     redact = _redactor(args)
     files = _transcripts(module.find_transcripts(root), args.agent, root, out)
     work = [(path, _new_bytes(path, out_dir)) for path in files]

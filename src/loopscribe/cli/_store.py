@@ -18,8 +18,9 @@ from .._logsafe import display_url
 from .._source import is_url
 from ..store import SEGMENT_BYTES, Shipper, ShipResult, Store, parse_session_url
 from ..store._layout import is_session_id
-from ._common import CliError, Out, StopFlag, parse_hex
+from ._common import CliError, Out, StopFlag, UsageError, parse_hex
 from ._otel import find_records, show_found
+from ._resolve import parse_reference
 from ._sessions import show_page, show_verify_report
 from ._sessions import summary_json as _summary_json
 
@@ -77,10 +78,20 @@ def _either(local: Handler, store: Handler) -> Handler:
         target = _target(args)
         if getattr(args, "genai_json", False):
             return local(args, out)  # follows a gen_ai.*_ref (file://...#seq=N) itself
-        return store(args, out) if is_url(target) else local(args, out)
+        return store(args, out) if _is_store(target) else local(args, out)
 
     handler.__doc__ = local.__doc__
     return handler
+
+
+def _is_store(target: Any) -> bool:
+    """A store URL, not a local file's reference or a viewer link."""
+    if not is_url(target):
+        return False
+    try:
+        return parse_reference(target).url is not None
+    except ValueError:
+        return False  # a malformed viewer link: the local handler says what is wrong
 
 
 def _target(args: argparse.Namespace) -> Any:
@@ -201,6 +212,8 @@ def cmd_find(args: argparse.Namespace, out: Out) -> int:
 
     Only the sessions whose manifest lists a run of the trace are read.
     """
+    if args.trace_id is None:
+        raise UsageError("find in a store needs --trace-id (and --span-id)")
     trace = parse_hex(args.trace_id, 128, "trace id")
     span = None if args.span_id is None else parse_hex(args.span_id, 64, "span id")
     url = args.dir.split("#", 1)[0].rstrip("/")

@@ -32,10 +32,10 @@ from ._common import (
     SESSION_HELP,
     CliError,
     Out,
-    add_dir_option,
     command_parser,
     count,
     extra_hint,
+    home_of,
     parse,
     resolve_session,
     resolve_targets,
@@ -86,8 +86,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument(
         "dir",
+        nargs="?",
+        default=None,
         metavar="DIR",
-        help="a folder of sessions (searched recursively), one file, or a store URL",
+        help="a folder of sessions (searched recursively), one file, or a store URL "
+        "(default: the sessions home)",
     )
     p.add_argument(
         "--host",
@@ -147,7 +150,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument(
         "--full", action="store_true", help="keep every body whole (default: cut long strings)"
     )
-    add_dir_option(p)
     p.set_defaults(handler=cmd_report)
 
     p = sub.add_parser(
@@ -160,9 +162,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument(
         "paths",
-        nargs="+",
+        nargs="*",
         metavar="SESSION",
-        help="session files, folders (searched recursively) or session IDs, shown in this order",
+        help="session files, folders (searched recursively) or session IDs, shown in this order "
+        "(default: the sessions home)",
     )
     p.add_argument(
         "--top",
@@ -171,7 +174,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="N",
         help=f"slowest executions shown per run (default {DEFAULT_TOP})",
     )
-    add_dir_option(p)
     p.set_defaults(handler=cmd_stats)
 
 
@@ -401,6 +403,9 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
         )
     import uvicorn
 
+    if args.dir is None:
+        args.dir = str(home_of(args))
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
     if not is_url(args.dir) and not Path(args.dir).exists():
         raise CliError(f"{Path(args.dir).absolute()}: no such folder or session file")
     loopback = _is_loopback(args.host)
@@ -452,7 +457,7 @@ def cmd_report(args: argparse.Namespace, out: Out) -> int:
     """Write a self-contained HTML report of a session file."""
     from ..viewer._report import write_report
 
-    path = resolve_session(args.session, Path(args.dir))
+    path = resolve_session(args.session, home_of(args))
     target = Path(args.output) if args.output else Path(path.name).with_suffix(".report.html")
     if target.resolve() == path.resolve():
         raise CliError(f"{target}: that is the session file; choose another --output")
@@ -484,7 +489,7 @@ def cmd_report(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_stats(args: argparse.Namespace, out: Out) -> int:
     """Print per-session and per-run statistics."""
-    found = resolve_targets(args.paths, Path(args.dir))
+    found = resolve_targets(args.paths or [str(home_of(args))], home_of(args))
     files = found.sessions
     if not files:
         raise found.error(", ".join(args.paths))
