@@ -108,18 +108,10 @@ def summary_json(summary: Any) -> dict[str, Any]:
     return out
 
 
-def display_status(summary: Any) -> str:
-    """The status as a user reads it: an imported transcript is finished or still open."""
-    if summary.source is None:
-        return str(summary.status)
-    return {"interrupted": "open", "idle": "finished"}.get(summary.status, str(summary.status))
-
-
 _COLOURS = {
     "running": "green",
     "interrupted": "yellow",
     "failed": "red",
-    "open": "yellow",
     "idle": "dim",
 }
 
@@ -222,7 +214,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     workspace = Workspace(path.parent)
     summary = workspace.summary_of_path(path)
     page = workspace.messages_of_path(path, last=args.last)
-    return show_page(summary, page, display_status(summary), out)
+    return show_page(summary, page, summary.status, out)
 
 
 def show_page(summary: SessionSummary, page: MessagePage, status: str, out: Out) -> int:
