@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import itertools
 from pathlib import Path
+from textwrap import indent
 from typing import TYPE_CHECKING, Any
 
 from rich import box
@@ -25,7 +26,7 @@ from ._common import (
     resolve_record,
     resolve_session,
 )
-from ._render import render_message
+from ._transcript import entry_of, last_entries
 
 if TYPE_CHECKING:
     from ..workspace import MessagePage, SessionSummary
@@ -55,22 +56,31 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
     p = sub.add_parser(
         "show",
-        help="a session's summary and its last messages",
+        help="a session's summary, messages, tool calls and results",
         description=(
-            "Print a session's summary and its last messages: text, reasoning (folded), "
-            "tool calls and their results."
+            "Print a session's summary and its last messages and tool calls: text, "
+            "reasoning (folded), every tool call (name, call ID, arguments) and its result "
+            "(an error, or 'outcome unknown' where the source does not say)."
         ),
     )
     p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.add_argument(
-        "--last", "-n", type=count, default=20, metavar="N", help="messages to show (default 20)"
+        "--last",
+        "-n",
+        type=count,
+        default=20,
+        metavar="N",
+        help="messages and tool calls to show (default 20; 0 shows every one)",
     )
     p.set_defaults(handler=cmd_show)
 
     p = sub.add_parser(
         "tail",
         help="the last records of a session; -f follows it",
-        description="Print the last records of a session; with -f, every new one as it comes.",
+        description=(
+            "Print the last records of a session, each message, tool call and result "
+            "with its text; with -f, every new one as it comes."
+        ),
     )
     p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
@@ -213,12 +223,20 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     path, _seq = resolve_record(args.session, home_of(args))
     workspace = Workspace(path.parent)
     summary = workspace.summary_of_path(path)
-    page = workspace.messages_of_path(path, last=args.last)
-    return show_page(summary, page, summary.status, out)
+    page = workspace.messages_of_path(path, last=args.last or 1_000_000_000)
+    return show_page(summary, page, summary.status, out, path, args.last)
 
 
-def show_page(summary: SessionSummary, page: MessagePage, status: str, out: Out) -> int:
-    """Print a session's summary line and a page of its messages (or JSON); exit status 0."""
+def show_page(
+    summary: SessionSummary,
+    page: MessagePage,
+    status: str,
+    out: Out,
+    source: Path | str,
+    last: int,
+) -> int:
+    """Print a session's summary line and its last messages and tool calls (or JSON)."""
+    shown, total = last_entries(source, last)
     if out.json:
         out.emit(
             {
@@ -226,22 +244,24 @@ def show_page(summary: SessionSummary, page: MessagePage, status: str, out: Out)
                 "messages": page.messages,
                 "has_more": page.has_more,
                 "total": page.total,
+                "transcript": [entry.to_json() for entry in shown],
+                "transcript_total": total,
             }
         )
         return 0
     out.stdout.print(
-        f"[bold]{escape(summary.title or summary.id)}[/]  {status}  "
+        f"[bold]{escape(summary.title or summary.id)}[/]  {summary.id}  {status}  "
         f"model {escape(summary.model or '-')}  "
         f"{summary.message_count} messages  tokens {summary.input_tokens}/{summary.output_tokens}"
     )
-    if page.has_more:
-        # The summary above was just folded, so the page's total is known.
-        earlier = (page.total or summary.message_count) - len(page.messages)
-        out.stdout.print(f"… {earlier} earlier messages (use --last)", style="dim")
-    for message in page.messages:
-        role, body = render_message(message)
-        out.stdout.print(f"[bold cyan]{escape(role)}[/]")
-        out.stdout.print(body, markup=False, highlight=False)
+    if total > len(shown):
+        out.stdout.print(
+            f"… {total - len(shown)} earlier messages and tool calls (--last N, or 0 for all)",
+            style="dim",
+        )
+    for entry in shown:
+        out.stdout.print(f"[bold cyan]{escape(entry.role)}[/]")
+        out.stdout.print(entry.text, markup=False, highlight=False)
     return 0
 
 
@@ -257,7 +277,7 @@ def cmd_tail(args: argparse.Namespace, out: Out) -> int:
     else:
         stop.event.set()  # print what is there, then stop
     start = tail_offset(path, max(args.lines, 0))
-    for record in follow(path, start, decode=False, stop=stop.event):
+    for record in follow(path, start, decode=not out.json, stop=stop.event):
         if out.json:
             out.emit(record_json(record))
             continue
@@ -267,6 +287,9 @@ def cmd_tail(args: argparse.Namespace, out: Out) -> int:
         out.stdout.print(
             f"{record.seq:>6} {ts} [bold]{escape(record.type)}[/]{escape(where)}", highlight=False
         )
+        said = entry_of(record)
+        if said is not None:
+            out.stdout.print(indent(said.text, "       "), markup=False, highlight=False)
     return 0
 
 

@@ -196,8 +196,9 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     store_url, sid, _seq = _session(_target(args))
     workspace = _workspace(store_url)
     summary = workspace.get(sid)
-    page = workspace.messages(sid, last=args.last)
-    return show_page(summary, page, f"{summary.status} (when shipped)", out)
+    page = workspace.messages(sid, last=args.last or 1_000_000_000)
+    source = Store(store_url).session_url(sid)
+    return show_page(summary, page, f"{summary.status} (when shipped)", out, source, args.last)
 
 
 def _session(url: str) -> tuple[str, str, int | None]:
