@@ -489,7 +489,9 @@ def test_every_command_and_option_has_help_text() -> None:
                         missing.append(f"{name} {sub_name} (description)")
                     walk(sub, f"{name} {sub_name}")
             elif not action.help or action.help == argparse.SUPPRESS:
-                missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+                listed = {a.dest for a in parser._actions if a.help and a.help != argparse.SUPPRESS}
+                if action.dest not in listed:  # else a hidden old name of a listed option
+                    missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
 
     walk(build_parser(), "loopscribe")
     assert missing == []
@@ -712,7 +714,10 @@ def test_the_demo_gives_every_record_its_scripted_time_and_prints_commands(
     assert 2.0 < (times[-1] - times[0]).total_seconds() < 3.0  # the script's ~2.5 s
     commands = [line.strip() for line in done.stdout.splitlines() if "loopscribe " in line]
     commands = [c for c in commands if c.split()[0].endswith("loopscribe")]
-    assert len(commands) >= 4
+    assert len(commands) >= 5
+    spans = path.with_name(path.name + ".otlp.jsonl")
+    sent = spans.read_bytes()
+    assert sent.count(b'"spanId"') >= 8
     for command in commands:
         argv = command.split()
         assert Path(argv[0]).name == "loopscribe"
@@ -720,6 +725,7 @@ def test_the_demo_gives_every_record_its_scripted_time_and_prints_commands(
             argv, capture_output=True, text=True, check=False, cwd=tmp_path, env=env
         )
         assert ran.returncode == 0, (command, ran.stderr)
+    assert spans.read_bytes() == sent  # `export` after the demo sent nothing again
 
 
 def test_hostile_folders_neither_hide_sessions_nor_hang(

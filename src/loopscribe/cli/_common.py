@@ -446,6 +446,22 @@ def seconds(text: str) -> float:
     return number
 
 
+_OLD_INTERVAL_NAMES = ("--poll-interval", "--sync-interval")
+"""What ``--interval`` was called by some commands: accepted, not listed (for one release)."""
+
+
+def add_interval_option(parser: argparse.ArgumentParser, default: float, what: str) -> None:
+    """``--interval SECONDS``: the one name of every polling period (old names hidden)."""
+    parser.add_argument(
+        "--interval",
+        type=seconds,
+        default=default,
+        metavar="SECONDS",
+        help=f"{what} (default {default:g})",
+    )
+    parser.add_argument(*_OLD_INTERVAL_NAMES, dest="interval", type=seconds, help=argparse.SUPPRESS)
+
+
 def _add_shared(parser: argparse.ArgumentParser, default: Any) -> None:
     parser.add_argument(
         "--dir",

@@ -23,6 +23,7 @@ from ._common import (
     Out,
     StopFlag,
     UsageError,
+    add_interval_option,
     count,
     find_sessions,
     home_of,
@@ -31,7 +32,6 @@ from ._common import (
     resolve_record,
     resolve_session,
     resolve_targets,
-    seconds,
 )
 from ._resolve import parse_reference
 from ._terminal import printable_json
@@ -57,13 +57,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "cursors and other files in a folder or glob are skipped",
     )
     p.add_argument("--follow", "-f", action="store_true", help="keep sending as files grow")
-    p.add_argument(
-        "--poll-interval",
-        type=seconds,
-        default=0.2,
-        metavar="SECONDS",
-        help="how often --follow looks for new records (default 0.2)",
-    )
+    add_interval_option(p, 0.2, "with --follow: how often to look for new records")
     p.add_argument("--ref-base", metavar="URL", help=REF_BASE_HELP)
     p.set_defaults(handler=cmd_export)
 
@@ -323,7 +317,7 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
                 result = shipper.run(
                     follow=args.follow,
                     stop=stop.event,
-                    poll_interval=args.poll_interval,
+                    poll_interval=args.interval,
                     on_progress=advance,
                 )
         except (LoopscribeError, OSError) as exc:

@@ -106,6 +106,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 def summary_json(summary: Any) -> dict[str, Any]:
     """A SessionSummary as JSON."""
     out = {k: getattr(summary, k) for k in summary.__dataclass_fields__}
+    out["session_id"] = summary.id  # the name every other command's JSON uses ("id" stays)
     out["path"] = str(summary.path)
     out["created"] = summary.created.isoformat()
     out["updated"] = summary.updated.isoformat()

@@ -18,7 +18,7 @@ from .._logsafe import display_url
 from .._source import is_url
 from ..store import SEGMENT_BYTES, Shipper, ShipResult, Store, parse_session_url
 from ..store._layout import is_session_id
-from ._common import CliError, Out, StopFlag, UsageError, parse_hex
+from ._common import CliError, Out, StopFlag, UsageError, add_interval_option, parse_hex
 from ._otel import find_records, show_found
 from ._resolve import parse_reference
 from ._sessions import show_page, show_verify_report
@@ -48,9 +48,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("dir", metavar="DIR", help="a folder of session files, or one file")
     p.add_argument("--to", required=True, metavar="URL", help="the store (an fsspec URL)")
     p.add_argument("--follow", "-f", action="store_true", help="keep shipping as files grow")
-    p.add_argument(
-        "--interval", type=float, default=5.0, metavar="SECONDS", help="pause between passes"
-    )
+    add_interval_option(p, 5.0, "with --follow: the pause between passes")
     p.add_argument("--workers", type=int, default=8, metavar="N", help="sessions in parallel")
     p.add_argument(
         "--segment-mib",

@@ -31,7 +31,9 @@ from .._stats import DEFAULT_TOP, SessionStats, many_stats, stats_size
 from ._common import (
     SESSION_HELP,
     CliError,
+    NotFoundError,
     Out,
+    add_interval_option,
     command_parser,
     count,
     extra_hint,
@@ -40,7 +42,6 @@ from ._common import (
     resolve_session,
     resolve_targets,
     run,
-    seconds,
     share_options,
 )
 
@@ -115,13 +116,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         ),
     )
     p.add_argument("--open", action="store_true", help="open the viewer in a web browser")
-    p.add_argument(
-        "--sync-interval",
-        type=seconds,
-        default=10.0,
-        metavar="SECONDS",
-        help="with a store URL: how often to fetch newly shipped records",
-    )
+    add_interval_option(p, 10.0, "with a store URL: how often to fetch newly shipped records")
     p.set_defaults(handler=cmd_serve)
 
     p = sub.add_parser(
@@ -365,7 +360,7 @@ def serve_app(args: argparse.Namespace, out: Out, bound: str) -> tuple[Starlette
         mirror = Mirror(args.dir)
         store = store_name(mirror, args.dir)
         root = mirror.cache
-        sync = StoreSync(mirror, args.sync_interval, threading.Event(), url=args.dir)
+        sync = StoreSync(mirror, args.interval, threading.Event(), url=args.dir)
     else:
         root = Path(args.dir)
     try:
@@ -379,7 +374,7 @@ def serve_app(args: argparse.Namespace, out: Out, bound: str) -> tuple[Starlette
         sync.start()
         out.stderr.print(
             f"fetching the sessions of {store} into {root} in the background "
-            f"(every {args.sync_interval:g} s)",
+            f"(every {args.interval:g} s)",
             style="dim",
             highlight=False,
             markup=False,
@@ -459,6 +454,10 @@ def cmd_report(args: argparse.Namespace, out: Out) -> int:
 
     path = resolve_session(args.session, home_of(args))
     target = Path(args.output) if args.output else Path(path.name).with_suffix(".report.html")
+    if not target.parent.is_dir():
+        raise NotFoundError(
+            f"{target}: the folder {target.parent} does not exist; create it, or give another -o"
+        )
     if target.resolve() == path.resolve():
         raise CliError(f"{target}: that is the session file; choose another --output")
     total = stats_size(path)
