@@ -20,6 +20,7 @@ from ._errors import (
     SessionLockedError,
     StoreError,
     UnknownTypeError,
+    UnsupportedPlatformError,
     UnsupportedVersionError,
     WriteError,
 )
@@ -110,6 +111,7 @@ __all__ = [
     "TransformContext",
     "Transient",
     "UnknownTypeError",
+    "UnsupportedPlatformError",
     "UnsupportedVersionError",
     "Usage",
     "UserMessage",

@@ -36,7 +36,6 @@ import bisect
 import builtins
 import contextlib
 import errno
-import fcntl
 import itertools
 import mmap
 import os
@@ -61,6 +60,7 @@ from ._fields import field as get_field
 from ._fields import plain, text, token_usage
 from ._files import append_whole, complete_end, make_private_dir, open_append, replace_file
 from ._format import Scanner, format_ts, parse_ts
+from ._locks import HAVE_LOCKS, fcntl
 from ._messages import SystemMessage
 from ._reader import to_record
 from ._safeopen import open_session_fd, open_session_file
@@ -570,6 +570,8 @@ def _is_locked(path: Path, st: os.stat_result, locked: _Locks | None) -> bool:
         return (st.st_dev, st.st_ino) in locked.writers
     if open_handle(path) is not None:
         return True
+    if not HAVE_LOCKS:
+        return False  # no file locks to probe (Windows): nothing here writes it
     # No /proc/locks (not Linux): probe with a shared lock, released at once.
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:

@@ -30,7 +30,6 @@ Cursor file ``<destination>.import-cursor`` (JSON)::
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -52,6 +51,7 @@ from .._errors import LoopscribeError
 from .._files import make_private_dir, replace_file
 from .._format import format_ts as format_record_ts
 from .._freeze import FrozenConfig, freeze_config
+from .._locks import fcntl
 from .._model import Event, Execution, Record
 from .._reader import read
 from .._redact import LineRedactor, Redactor

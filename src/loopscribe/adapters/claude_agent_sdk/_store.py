@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import fcntl
 import json
 import logging
 import os
@@ -34,6 +33,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 from ... import events as ev
 from ..._codec import snapshot_error
 from ..._errors import FormatError, LoopscribeError, SessionLockedError
+from ..._locks import fcntl
 from ..._reader import read
 from ..._redact import LineRedactor
 from ..._safeopen import open_session_file
