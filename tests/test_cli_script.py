@@ -64,3 +64,39 @@ def test_exit_statuses_are_as_documented(
     assert f"the folder {tmp_path / 'no'} does not exist" in err
     assert ".tmp" not in err
     assert run_cli(capsys, "--json", "show", session.id, "--dir", str(tmp_path))[0] == 0
+
+
+def test_tables_fit_80_columns_without_breaking_ids_or_numbers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """import, ls, stats and export at 80 columns: every line fits, counts and short IDs
+    are whole (names and paths are shortened with … instead of wrapped)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    transcripts = Path(__file__).parent / "data" / "transcripts" / "claude-code"
+    out = tmp_path / "out"
+    code, imported, _ = run_cli(
+        capsys, "import", "claude-code", str(transcripts), "--out", str(out), "--settle", "0"
+    )
+    assert code == 0
+    reports = [
+        orjson.loads(line) for line in run_cli(capsys, "--json", "ls", str(out))[1].splitlines()
+    ]
+    code, listed, _ = run_cli(capsys, "ls", str(out))
+    assert code == 0
+    session = next(
+        r for r in reports if r["path"].endswith("4d5611e5-241a-462a-8d15-5122611a9569.jsonl")
+    )
+    code, stats, _ = run_cli(capsys, "stats", session["path"])
+    assert code == 0
+    code, exported, _ = run_cli(capsys, "export", session["path"])
+    assert code == 0
+    for text in (imported, listed, stats, exported):
+        lines = [line for line in text.splitlines() if not line.startswith("imported into ")]
+        assert all(len(line) <= 80 for line in lines), text
+    assert " 807 " in imported  # the records of 4d5611e5, whole
+    for row in reports:
+        assert row["id"][:8] in listed
+    assert "12.95M" in imported
+    sent = [line for line in exported.splitlines() if "…" in line]
+    assert sent
+    assert " 341 " in sent[0] or "341" in sent[0].split()

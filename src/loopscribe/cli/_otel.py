@@ -7,9 +7,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-from rich import box
 from rich.markup import escape
-from rich.table import Table
 
 from .._errors import FormatError, LoopscribeError
 from .._model import Record
@@ -34,6 +32,7 @@ from ._common import (
     resolve_targets,
 )
 from ._resolve import parse_reference
+from ._tables import fitted_table
 from ._terminal import printable_json
 
 
@@ -341,19 +340,12 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
         for result in ordered:
             out.emit(result.to_json())
     else:
-        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-        table.add_column("file", overflow="fold", ratio=2)
-        for column in ("spans\nsent", "already\nsent", "not\nsent"):
-            table.add_column(column, justify="right", no_wrap=True)
-        table.add_column("destination", overflow="fold", ratio=2)
-        for r in ordered:
-            table.add_row(
-                escape(str(r.path)),
-                str(r.sent),
-                str(r.skipped),
-                str(r.failed),
-                escape(r.destination),
-            )
+        headers = ["file", "spans\nsent", "already\nsent", "not\nsent", "destination"]
+        rows = [
+            [str(r.path), str(r.sent), str(r.skipped), str(r.failed), r.destination]
+            for r in ordered
+        ]
+        table = fitted_table(headers, rows, out.stdout.width, flexible=[0, 4], paths=[0, 4])
         out.stdout.print(table)
     for i in sorted(errors):
         out.stderr.print(

@@ -183,11 +183,23 @@ def duration(us: int) -> str:
         return f"{us / 1000:.1f} ms"
     if us < 60_000_000:
         return f"{us / 1e6:.2f} s"
-    minutes, rest = divmod(us, 60_000_000)
-    return f"{minutes} m {rest / 1e6:.0f} s"
+    if us < 3_600_000_000:
+        minutes, rest = divmod(us, 60_000_000)
+        return f"{minutes} m {rest // 1_000_000} s"
+    hours, rest = divmod(us, 3_600_000_000)
+    return f"{hours} h {rest // 60_000_000} m"
 
 
 _STATE_STYLE = {"ok": "green", "error": "red", "open": "yellow", "incomplete": "yellow"}
+
+
+def _tokens(n: int) -> str:
+    """A token count short enough for a table column: 950, 12.4k, 1.39M."""
+    if n < 10_000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1_000_000:.2f}M"
 
 
 def _count(n: int, bad: bool = False) -> str:
@@ -536,9 +548,9 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
             console.print("no runs", style="dim")
             continue
         runs = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-        runs.add_column("run", no_wrap=True)
-        runs.add_column("agent", min_width=8, overflow="ellipsis", no_wrap=True)
-        runs.add_column("state", no_wrap=True)
+        runs.add_column("run", no_wrap=True, min_width=8)
+        runs.add_column("agent", overflow="ellipsis", no_wrap=True)
+        runs.add_column("state", no_wrap=True, min_width=5)
         runs.add_column("duration", justify="right", no_wrap=True)
         for column in ("model\ncalls", "tool\ncalls", "errors", "retries", "tokens\nin/out"):
             runs.add_column(column, justify="right", no_wrap=True)
@@ -552,7 +564,7 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
                 str(r.tool_calls),
                 _count(r.errors, bad=True),
                 _count(r.retries, bad=True),
-                f"{r.input_tokens:,}/{r.output_tokens:,}",
+                f"{_tokens(r.input_tokens)}/{_tokens(r.output_tokens)}",
             )
         console.print(runs)
         by_model = s.tokens_by_model()
@@ -604,6 +616,7 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
                 "are counted above, not ranked",
                 style="dim",
                 highlight=False,
+                soft_wrap=False,  # wrapped at words to the terminal's width
             )
 
 
