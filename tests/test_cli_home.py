@@ -163,3 +163,12 @@ def test_every_copied_reference_finds_its_record(
     code, _, err = run_cli(capsys, "find", f"{path.as_uri()}#seq=1")
     assert code == 3
     assert "Traceback" not in err
+
+
+def test_the_claude_agent_sdk_store_defaults_to_the_home(home: Path) -> None:
+    """The session store's default folder is in the sessions home, where `ls` looks."""
+    from loopscribe.adapters.claude_agent_sdk import LoopscribeSessionStore
+
+    with LoopscribeSessionStore() as store:
+        assert store.directory == home / "claude-agent-sdk"
+        assert store.directory.is_dir()
