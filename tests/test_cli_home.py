@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -172,3 +173,27 @@ def test_the_claude_agent_sdk_store_defaults_to_the_home(home: Path) -> None:
     with LoopscribeSessionStore() as store:
         assert store.directory == home / "claude-agent-sdk"
         assert store.directory.is_dir()
+
+
+def test_hostile_references_are_refused_in_one_line(
+    tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reference to a file that is no session, a link with a path in place of an ID, a
+    huge seq or a FIFO: one line, a non-zero status, nothing opened that should not be."""
+    other = tmp_path / "notes.txt"
+    other.write_text("secret notes\n")
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    for ref in (
+        f"{other.as_uri()}#seq=1",
+        "http://127.0.0.1:8765/session/..%2f..%2fetc/record/1",
+        "http://127.0.0.1:8765/session/abc/record/99999999999999999999999",
+        f"{fifo}#seq=0",
+        "0" * 32 + "/" + "0" * 16,
+    ):
+        for command in ("find", "show"):
+            code, out, err = run_cli(capsys, command, ref)
+            assert code in (1, 2, 3), (command, ref)
+            assert "Traceback" not in err
+            assert len(err.strip().splitlines()) == 1, err
+            assert "secret notes" not in out + err
