@@ -57,6 +57,10 @@ def test_exit_statuses_are_as_documented(
     assert run_cli(capsys, "find", str(tmp_path))[0] == 2  # neither a reference nor --trace-id
     assert run_cli(capsys, "show", str(tmp_path / "missing.jsonl"))[0] == 3
     assert run_cli(capsys, "verify", str(tmp_path / "s.jsonl"))[0] == 0  # unchained: reported
+    (tmp_path / "elsewhere").mkdir()
+    damaged = tmp_path / "elsewhere" / "damaged.jsonl"
+    damaged.write_bytes((tmp_path / "s.jsonl").read_bytes() + b'{"not": "a record"}\n')
+    assert run_cli(capsys, "verify", str(damaged))[0] == 1  # a problem found
     code, _, err = run_cli(
         capsys, "report", str(tmp_path / "s.jsonl"), "-o", str(tmp_path / "no" / "r.html")
     )

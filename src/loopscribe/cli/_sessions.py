@@ -312,6 +312,7 @@ def show_verify_report(report: VerifyReport, out: Out) -> int:
             {
                 "file": str(report.path),
                 "records": report.records,
+                "lines": report.lines,
                 "chained": report.chained,
                 "start_seq": report.start_seq,
                 "sealed": report.sealed,
@@ -331,4 +332,4 @@ def show_verify_report(report: VerifyReport, out: Out) -> int:
         style = "green" if report.ok else ("red" if report.broken else "yellow")
         out.stdout.print(report.describe(), style=style, highlight=False, markup=False)
     # An unchained session has nothing to verify: reported, not a problem found.
-    return 0 if report.ok or not report.chained else 1
+    return 1 if report.broken is not None or (report.chained and not report.ok) else 0
