@@ -57,6 +57,7 @@ def test_exit_statuses_are_as_documented(
     assert run_cli(capsys, "find", str(tmp_path))[0] == 2  # neither a reference nor --trace-id
     assert run_cli(capsys, "show", str(tmp_path / "missing.jsonl"))[0] == 3
     assert run_cli(capsys, "verify", str(tmp_path / "s.jsonl"))[0] == 0  # unchained: reported
+    assert run_cli(capsys, "--json", "show", session.id, "--dir", str(tmp_path))[0] == 0
     (tmp_path / "elsewhere").mkdir()
     damaged = tmp_path / "elsewhere" / "damaged.jsonl"
     damaged.write_bytes((tmp_path / "s.jsonl").read_bytes() + b'{"not": "a record"}\n')
@@ -67,7 +68,6 @@ def test_exit_statuses_are_as_documented(
     assert code == 3
     assert f"the folder {tmp_path / 'no'} does not exist" in err
     assert ".tmp" not in err
-    assert run_cli(capsys, "--json", "show", session.id, "--dir", str(tmp_path))[0] == 0
 
 
 def test_tables_fit_80_columns_without_breaking_ids_or_numbers(
