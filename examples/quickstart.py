@@ -187,7 +187,7 @@ def main() -> None:
     print(f"tool span 'execute_tool get_weather': trace_id {trace:032x} span_id {span:016x}")
     prog = loopscribe_command()
     print("its records, bodies included:")
-    print(f"  {prog} find {folder} --trace-id {trace:032x} --span-id {span:016x}")
+    print(f"  {prog} --dir {folder} find {trace:032x}/{span:016x}")
     print("more to try:")
     print(f"  {prog} ls {folder}")
     print(f"  {prog} --dir {folder} show {session.id[:8]}")
