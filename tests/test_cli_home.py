@@ -65,6 +65,9 @@ def test_import_ls_and_show_meet_in_the_home(
     first = rows[0]["id"]
     code, out, err = run_cli(capsys, "show", first[:10])
     assert code == 0, err
+    code, out, err = run_cli(capsys, "--json", "show", "short")  # by its file's name
+    assert code == 0, err
+    assert orjson.loads(out)["summary"]["path"].endswith("/short.jsonl")
     # 4d5611e5-… is Claude Code's own ID of one transcript; its loopscribe ID differs.
     code, out, err = run_cli(capsys, "--json", "show", "4d5611e5")
     assert code == 0, err

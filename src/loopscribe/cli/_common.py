@@ -260,10 +260,27 @@ def resolve_record(target: str, base: Path) -> tuple[Path, int | None]:
         raise _is_a_folder(path, target)
     if ref.seq is not None:
         raise NotFoundError(f"{path}: no such session file (the reference {target!r} names it)")
+    named = _by_name(target, base)
+    if named is not None:
+        return named, None
     raise NotFoundError(
         f"{target}: no such file, and not a session ID, a record reference "
         "(file:///…#seq=N, a viewer link) or TRACE_ID/SPAN_ID"
     )
+
+
+def _by_name(name: str, base: Path) -> Path | None:
+    """The one session file named ``name`` (or ``name.jsonl``) below ``base``, if any."""
+    if not name or "/" in name or os.sep in name or not base.is_dir():
+        return None
+    wanted = {name, f"{name}.jsonl"}
+    found = [p for p in candidate_files(base) if p.name in wanted]
+    if len(found) > 1:
+        listed = ", ".join(str(p) for p in found[:5])
+        raise CliError(f"{name}: {len(found)} session files have that name ({listed}); give one")
+    if found and file_kind(found[0]).is_session:
+        return found[0]
+    return None
 
 
 def _by_id(prefix: str, target: str, base: Path) -> Path:
