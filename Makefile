@@ -1,19 +1,34 @@
-# Two commands matter: `make demo` and `make test`. Both build .venv first.
+# Two commands matter: `make demo` and `make test`. Both build .venv first:
+# the demo with only what it needs (the `demo` extra: the core and the viewer),
+# the tests with everything they exercise (the `test` extra), and the browser
+# the viewer's browser tests drive (scripts/browser-setup.sh says what it does).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 PHOENIX_VENV := .venv-phoenix
 
-.PHONY: demo test lint typecheck unit coverage e2e reliability bench clean
+.PHONY: demo test lint typecheck unit coverage e2e reliability bench browser clean
 
-$(STAMP): pyproject.toml
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
 
-demo: $(STAMP)
+$(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
+	@echo "installing loopscribe and its viewer into $(VENV) (the demo extra)"
+	$(BIN)/python -m pip install --quiet -e '.[demo]'
+	touch $(DEMO_STAMP)
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
+	@echo "installing loopscribe with every extra the tests exercise into $(VENV) (the test extra)"
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP) $(DEMO_STAMP)
+
+browser:
+	@sh scripts/browser-setup.sh
+
+demo: $(DEMO_STAMP)
 	$(BIN)/python examples/quickstart.py
 	@echo "loopscribe is installed in $(VENV): run it as $(BIN)/loopscribe, or type"
 	@echo "'source $(BIN)/activate' once and then just 'loopscribe --help'."
@@ -39,7 +54,7 @@ coverage: $(STAMP)
 
 # lint, typecheck and unit are independent: run side by side, output kept per target.
 # mypy and ruff keep their caches (.mypy_cache, .ruff_cache), so a second run is quick.
-test: $(STAMP)
+test: $(STAMP) browser
 	@$(MAKE) --no-print-directory --output-sync=target -j3 lint typecheck unit
 
 # End to end against a real trace backend (Arize Phoenix, in its own venv).

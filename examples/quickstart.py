@@ -29,9 +29,9 @@ from loopscribe import (
     read,
 )
 from loopscribe import events as ev
+from loopscribe.cli import main as export_cli
 from loopscribe.otel import (
     SpanBridge,
-    default_processor,
     describe_destination,
     span_id,
     trace_id,
@@ -77,19 +77,24 @@ def model_call(
 
 
 def record_session(path: Path) -> Session:
-    """Record the scripted conversation into a new file at ``path``, exporting spans live."""
-    processor = default_processor(path)
-    try:
-        return record_conversation(path, SpanBridge(processor, file_uri=path))
-    finally:
-        processor.shutdown()  # flushes; bounded by the export timeout if a collector is down
+    """Record the scripted conversation into a new file at ``path``, then export its spans.
+
+    ``loopscribe export`` keeps a cursor beside the session, so exporting it
+    again later sends nothing twice. (A host exporting live passes
+    ``SpanBridge(default_processor(path), file_uri=path)`` as an observer.)
+    """
+    session = record_conversation(path, None)
+    if export_cli(["export", str(path)]) != 0:
+        raise SystemExit("the spans could not be exported (see above)")
+    return session
 
 
-def record_conversation(path: Path, bridge: SpanBridge) -> Session:
+def record_conversation(path: Path, bridge: SpanBridge | None) -> Session:
     """The scripted host loop."""
     agent = Execution("agent", "agent")
     history: list[object] = [UserMessage("What's the weather in Lisbon?")]
-    with Session.create(path, metadata={"title": "weather demo"}, observers=[bridge]) as session:
+    observers = [bridge] if bridge is not None else []
+    with Session.create(path, metadata={"title": "weather demo"}, observers=observers) as session:
         # Every record after session_start carries a time from the script.
         clock = Clock(next(iter(read(path))).ts)
         run = session.begin_run(timestamp=clock.tick(1))
@@ -182,12 +187,14 @@ def main() -> None:
     print(f"tool span 'execute_tool get_weather': trace_id {trace:032x} span_id {span:016x}")
     prog = loopscribe_command()
     print("its records, bodies included:")
-    print(f"  {prog} find {folder} --trace-id {trace:032x} --span-id {span:016x}")
+    print(f"  {prog} --dir {folder} find {trace:032x}/{span:016x}")
     print("more to try:")
     print(f"  {prog} ls {folder}")
-    print(f"  {prog} show {session.id[:8]} --dir {folder}")
+    print(f"  {prog} --dir {folder} show {session.id[:8]}")
     print(f"  {prog} stats {folder}")
-    print(f"  {prog} report {session.id[:8]} --dir {folder} -o demo-report.html")
+    print(f"  {prog} --dir {folder} report {session.id[:8]} -o demo-report.html")
+    print("sent again, nothing goes twice (a cursor beside the session remembers):")
+    print(f"  {prog} export {folder}")
 
 
 def loopscribe_command() -> str:

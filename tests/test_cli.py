@@ -118,13 +118,13 @@ def test_find_reports_unknown_ids_and_bad_hex(
     """Unknown or malformed IDs fail with a message saying what was searched."""
     record_demo(tmp_path / "a.jsonl")
     code, _, err = run_cli(capsys, "find", str(tmp_path), "--trace-id", "1" * 32)
-    assert code == 1
+    assert code == 3  # not found
     assert "1 session files searched" in err
     code, _, err = run_cli(capsys, "find", str(tmp_path), "--trace-id", "xyz")
     assert code == 1
     assert "not hexadecimal" in err
     code, _, err = run_cli(capsys, "find", str(tmp_path / "missing"), "--trace-id", "1" * 32)
-    assert code == 1
+    assert code == 3
     assert "no such file or folder" in err
 
 
@@ -268,7 +268,7 @@ def workspace_tree(root: Path) -> dict[str, Session]:
 
 
 def test_ls_lists_sessions_in_subfolders_and_skips_what_is_not_one(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`ls DIR` finds nested sessions (file, title, source, status, last activity), skipping
     span files, cursors, artifacts and transcripts without calling them damaged."""
@@ -281,9 +281,10 @@ def test_ls_lists_sessions_in_subfolders_and_skips_what_is_not_one(
     assert [r["file"] for r in rows] == ["a/b/two.jsonl", "a/one.jsonl", "top.jsonl"]
     assert [r["id"] for r in rows] == [made[r["file"]].id for r in rows]
     assert {r["status"] for r in rows} == {"idle"}
+    monkeypatch.setenv("COLUMNS", "160")
     code, out, err = run_cli(capsys, "ls", str(tmp_path))
     assert (code, err) == (0, "")
-    for header in ("file", "title", "source", "status", "last activity"):
+    for header in ("id", "file", "title", "source", "status", "last activity"):
         assert header in out
     assert out.index("two.jsonl") < out.index("one.jsonl") < out.index("top.jsonl")
     for command in (["find", str(tmp_path), "--trace-id", "1" * 32], ["stats", str(tmp_path)]):
@@ -365,7 +366,7 @@ def test_session_ids_and_unique_prefixes_are_accepted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """show, tail, verify, span, export and report take an ID or unique prefix, found below
-    --dir (default: the current folder); an ambiguous or unknown prefix is a clear error."""
+    --dir (default: the sessions home); an ambiguous or unknown prefix is a clear error."""
     made = workspace_tree(tmp_path)
     target = made["a/b/two.jsonl"]
     others = [s.id for s in made.values() if s is not target]
@@ -378,7 +379,7 @@ def test_session_ids_and_unique_prefixes_are_accepted(
         assert code == 0
         assert out.startswith(target.id)
     _, by_path, _ = run_cli(capsys, "--json", "span", str(target.path), "--seq", "3")
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LOOPSCRIBE_DIR", str(tmp_path))
     code, by_prefix, _ = run_cli(capsys, "--json", "span", prefix, "--seq", "3")
     assert (code, by_prefix) == (0, by_path)
     for command in (
@@ -392,11 +393,11 @@ def test_session_ids_and_unique_prefixes_are_accepted(
         assert code == 0, (command, err)
         assert target.id in out or "two.jsonl" in out, command
     code, out, _ = run_cli(capsys, "--json", "verify", prefix)
-    assert code == 1  # not chained, so not verified: but found
+    assert code == 0  # not chained: reported as such, not a failure
     assert orjson.loads(out)["file"].endswith("two.jsonl")
     code, _, err = run_cli(capsys, "show", "0" * 32)
-    assert code == 1
-    assert "no such file, and no session ID starting with it in ." in err
+    assert code == 3
+    assert f"no such file, and no session ID starting with it in {tmp_path}" in err
 
 
 def test_a_folder_named_like_a_prefix_does_not_hide_the_session(
@@ -409,6 +410,7 @@ def test_a_folder_named_like_a_prefix_does_not_hide_the_session(
     other = next(p for p in ("abc", "def") if not session.id.startswith(p))
     (tmp_path / other).mkdir()
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LOOPSCRIBE_DIR", str(tmp_path))
     capsys.readouterr()
     code, out, _ = run_cli(capsys, "show", prefix)
     assert code == 0
@@ -487,7 +489,9 @@ def test_every_command_and_option_has_help_text() -> None:
                         missing.append(f"{name} {sub_name} (description)")
                     walk(sub, f"{name} {sub_name}")
             elif not action.help or action.help == argparse.SUPPRESS:
-                missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+                listed = {a.dest for a in parser._actions if a.help and a.help != argparse.SUPPRESS}
+                if action.dest not in listed:  # else a hidden old name of a listed option
+                    missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
 
     walk(build_parser(), "loopscribe")
     assert missing == []
@@ -710,7 +714,10 @@ def test_the_demo_gives_every_record_its_scripted_time_and_prints_commands(
     assert 2.0 < (times[-1] - times[0]).total_seconds() < 3.0  # the script's ~2.5 s
     commands = [line.strip() for line in done.stdout.splitlines() if "loopscribe " in line]
     commands = [c for c in commands if c.split()[0].endswith("loopscribe")]
-    assert len(commands) >= 4
+    assert len(commands) >= 5
+    spans = path.with_name(path.name + ".otlp.jsonl")
+    sent = spans.read_bytes()
+    assert sent.count(b'"spanId"') >= 8
     for command in commands:
         argv = command.split()
         assert Path(argv[0]).name == "loopscribe"
@@ -718,6 +725,7 @@ def test_the_demo_gives_every_record_its_scripted_time_and_prints_commands(
             argv, capture_output=True, text=True, check=False, cwd=tmp_path, env=env
         )
         assert ran.returncode == 0, (command, ran.stderr)
+    assert spans.read_bytes() == sent  # `export` after the demo sent nothing again
 
 
 def test_hostile_folders_neither_hide_sessions_nor_hang(

@@ -111,12 +111,21 @@ def test_truncated_records_leave_the_file_unsealed(session_path: Path, keep: int
 
 
 def test_verify_of_an_unchained_file_says_so(session_path: Path) -> None:
-    """A file created without chain=True has nothing to verify, and says so."""
+    """A file created without chain=True has no chain to verify, and says so, with what it
+    could check: every line is a well-formed record (a damaged one is a broken link)."""
     with Session.create(session_path) as s, s.begin_run():
         pass
     report = verify(session_path)
     assert not report.chained
+    lines = len(session_path.read_bytes().splitlines())
+    assert report.lines == lines
     assert "not hash-chained" in report.describe()
+    assert f"its {lines} lines are well-formed records" in report.describe()
+    with session_path.open("ab") as file:
+        file.write(b'{"not": "a record"}\n')
+    damaged = verify(session_path)
+    assert damaged.broken is not None
+    assert damaged.broken.line == lines + 1
 
 
 def test_verify_cli_reports_and_sets_the_exit_status(

@@ -22,6 +22,7 @@ from ._errors import (
     SessionLockedError,
     StoreError,
     UnknownTypeError,
+    UnsupportedPlatformError,
     UnsupportedVersionError,
     WriteError,
 )
@@ -38,6 +39,7 @@ from ._executor import (
 )
 from ._format import FORMAT_VERSION
 from ._freeze import freeze_config, freeze_request
+from ._home import HOME_ENV, sessions_home
 from ._loop import AgentLoop, LoopContext, ToolContext, TransformContext, checkpoint_turns
 from ._messages import (
     AssistantMessage,
@@ -76,6 +78,7 @@ __version__ = "0.1.0"
 __all__ = [
     "COMMON_PATTERNS",
     "FORMAT_VERSION",
+    "HOME_ENV",
     "Actor",
     "AgentLoop",
     "AssistantMessage",
@@ -122,6 +125,7 @@ __all__ = [
     "TransformContext",
     "Transient",
     "UnknownTypeError",
+    "UnsupportedPlatformError",
     "UnsupportedVersionError",
     "Usage",
     "UserMessage",
@@ -135,6 +139,7 @@ __all__ = [
     "freeze_request",
     "load_checkpoint",
     "read",
+    "sessions_home",
     "summarize",
     "verify",
 ]

@@ -134,6 +134,13 @@ class WriteError(LoopscribeError, OSError):
     """
 
 
+class UnsupportedPlatformError(LoopscribeError, OSError):
+    """This platform lacks what writing a session needs (POSIX file locks: ``fcntl``).
+
+    Reading works everywhere; recording, importing and shipping need Linux or macOS.
+    """
+
+
 class StoreError(LoopscribeError, OSError):
     """A session store (an fsspec URL) cannot be used: no backend, unreachable, or not a store.
 

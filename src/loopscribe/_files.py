@@ -26,15 +26,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import logging
 import os
 from collections.abc import Iterator
 from contextvars import ContextVar
+import threading
 from pathlib import Path
 from typing import Protocol
 
 from ._errors import WriteError
+from ._locks import HAVE_LOCKS, fcntl
 
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
@@ -152,31 +153,49 @@ def append_whole(fd: int, data: bytes, path: str | os.PathLike[str], *, sync: bo
         WriteError: Cutting, writing or syncing failed; the message names the
             file and, for a full disk or a size limit, what to do.
     """
+    with _appending(fd):
+        return _append_held(fd, data, path, sync=sync)
+
+
+@contextlib.contextmanager
+def _appending(fd: int) -> Iterator[None]:
+    """The exclusive append lock: ``flock`` across processes, else (no ``fcntl``:
+    Windows) a lock within this process only, where one exporter per file is the rule."""
+    if not HAVE_LOCKS:
+        with _PROCESS_APPEND_LOCK:
+            yield
+        return
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
-        end = _cut_torn_line(fd, path)
-        try:
-            _write_all(fd, data)
-        except OSError as exc:
-            # Half a line would make the next append a damaged complete line.
-            with contextlib.suppress(OSError):
-                if os.fstat(fd).st_size > end:
-                    os.ftruncate(fd, end)
-            raise WriteError(
-                exc.errno,
-                f"{path}: appending {len(data)} bytes at byte {end} failed "
-                f"({exc.strerror or exc}); nothing of it was kept{no_room_hint(exc)}",
-            ) from exc
-        if sync:
-            try:
-                os.fsync(fd)
-            except OSError as exc:
-                raise WriteError(
-                    exc.errno, f"{path}: fsync failed ({exc.strerror or exc})"
-                ) from exc
-        return end
+        yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+_PROCESS_APPEND_LOCK = threading.Lock()
+
+
+def _append_held(fd: int, data: bytes, path: str | os.PathLike[str], *, sync: bool) -> int:
+    """:func:`append_whole` with the lock held."""
+    end = _cut_torn_line(fd, path)
+    try:
+        _write_all(fd, data)
+    except OSError as exc:
+        # Half a line would make the next append a damaged complete line.
+        with contextlib.suppress(OSError):
+            if os.fstat(fd).st_size > end:
+                os.ftruncate(fd, end)
+        raise WriteError(
+            exc.errno,
+            f"{path}: appending {len(data)} bytes at byte {end} failed "
+            f"({exc.strerror or exc}); nothing of it was kept{no_room_hint(exc)}",
+        ) from exc
+    if sync:
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            raise WriteError(exc.errno, f"{path}: fsync failed ({exc.strerror or exc})") from exc
+    return end
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -277,7 +277,7 @@ COMMON_PATTERNS: tuple[str, ...] = tuple(shape.pattern for shape in _SHAPES)
 
 Provider keys and tokens (OpenAI, Anthropic, GitHub, GitLab, Slack, Stripe,
 Google, AWS, Hugging Face, npm, PyPI), JWTs, PEM private keys, Authorization,
-Bearer and Basic credentials, and passwords in URLs; the README lists each
+Bearer and Basic credentials, and passwords in URLs; docs/recording.md lists each
 shape. A pattern with a group named ``secret`` (a URL's password, the value
 after ``aws_secret_access_key=``) has only that group replaced.
 """

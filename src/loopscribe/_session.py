@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import errno
-import fcntl
 import hashlib
 import logging
 import os
@@ -68,6 +67,7 @@ from ._fields import typed_positions
 from ._files import sync_debt
 from ._format import FORMAT_VERSION, Scanner, format_ts, is_session_id
 from ._freeze import FrozenConfig, freeze_config
+from ._locks import fcntl, require_locks
 from ._model import Actor, CallRef, Event, Execution, Record, Transient, new_record
 from ._redact import LineRedactor
 
@@ -393,6 +393,7 @@ class Session:
         elif not is_session_id(session_id):
             raise ValueError(f"session_id must be 32 lowercase hex digits, got {session_id!r}")
         path = Path(path).absolute()
+        require_locks(path)
         try:
             fd = os.open(
                 path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600
@@ -477,6 +478,7 @@ class Session:
         """
         observers = _joined(observers, bus)
         path = Path(path).absolute()
+        require_locks(path)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
         try:
             _lock(fd, path)

@@ -66,6 +66,8 @@ class VerifyReport:
             with ``chain=True``, the ``chain_start`` record's for a chain
             started later; ``None`` when the file is not chained.
         start_line: The line where the chain begins (1-based), or ``None``.
+        lines: Complete lines read and found well-formed records (what can
+            be checked of a file without a chain, too).
     """
 
     path: Path | str
@@ -76,6 +78,7 @@ class VerifyReport:
     head: str | None
     start_seq: int | None = None
     start_line: int | None = None
+    lines: int = 0
 
     @property
     def ok(self) -> bool:
@@ -87,7 +90,8 @@ class VerifyReport:
         if not self.chained:
             return (
                 f"{self.path}: not hash-chained (created without chain=True, and no "
-                "chain_start record); nothing to verify"
+                f"chain_start record): its {self.lines} lines are well-formed records; "
+                "there is no chain to verify"
             )
         where = f"{self.path}: "
         if self.start_seq:
@@ -135,7 +139,7 @@ def verify(path: str | os.PathLike[str]) -> VerifyReport:
     def report(broken: BrokenLink | None = None, *, sealed: bool = False) -> VerifyReport:
         seq, line = start if start is not None else (None, None)
         chained = start is not None
-        return VerifyReport(where, records, chained, sealed, broken, prev, seq, line)
+        return VerifyReport(where, records, chained, sealed, broken, prev, seq, line, number)
 
     with open_binary(where, _BUFFER_BYTES) as stream:
         try:

@@ -36,7 +36,6 @@ import bisect
 import builtins
 import contextlib
 import errno
-import fcntl
 import itertools
 import mmap
 import os
@@ -63,6 +62,7 @@ from ._fields import plain, text, token_usage
 from ._files import append_whole, complete_end, make_private_dir, open_append, replace_file
 from ._format import Scanner, format_ts, parse_ts
 from ._gc import collector_paused
+from ._locks import HAVE_LOCKS, fcntl
 from ._messages import SystemMessage
 from ._reader import to_record
 from ._safeopen import open_session_fd, open_session_file
@@ -70,6 +70,7 @@ from ._session import Observer, Session, open_handle
 from ._source import is_url
 
 __all__ = [
+    "IMPORT_SETTLE_SECONDS",
     "Artifact",
     "Compaction",
     "MessagePage",
@@ -82,10 +83,18 @@ __all__ = [
 ]
 
 Status = Literal["running", "interrupted", "failed", "idle"]
-"""``running``: a run is open and its writer is alive. ``interrupted``: a run is
-open but no writer holds the file (the process died). ``failed``: the last run
-ended with an error (``agent_end`` with an error or ``stop_reason`` "error",
-or, without ``agent_end``, a failed last ``model_exec_end``). ``idle``: otherwise."""
+"""The one vocabulary of a session's state, in the CLI, ``--json``, the viewer and the docs.
+
+``running``: a run (an agent's turn) is open and its writer is alive; for an
+imported transcript, its turn is open and its own last record is less than
+:data:`IMPORT_SETTLE_SECONDS` old. ``interrupted``: a run is open but nothing
+writes it any more (the process died, or the transcript stopped mid-turn).
+``failed``: the last run ended with an error (``agent_end`` with an error or
+``stop_reason`` "error", or, without ``agent_end``, a failed last
+``model_exec_end``). ``idle``: otherwise (the last turn is over)."""
+
+IMPORT_SETTLE_SECONDS = 1800.0
+"""An imported transcript whose last timestamp is older than this has finished its turn."""
 
 METADATA_FIELDS = frozenset(
     {
@@ -572,6 +581,8 @@ def _is_locked(path: Path, st: os.stat_result, locked: _Locks | None) -> bool:
         return (st.st_dev, st.st_ino) in locked.writers
     if open_handle(path) is not None:
         return True
+    if not HAVE_LOCKS:
+        return False  # no file locks to probe (Windows): nothing here writes it
     # No /proc/locks (not Linux): probe with a shared lock, released at once.
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
@@ -620,6 +631,14 @@ def _list_names(folder: Path | int, key: tuple[int, int, int, int]) -> _Names:
                 sides.add(name[: -len(_SIDE_SUFFIX)])
     settled = max(key[2], key[3]) < started - _FOLDER_TRUST_NS
     return _Names(key, sessions, frozenset(sides), settled)
+
+
+def _imported_and_recent(fold: _Fold) -> bool:
+    """An imported transcript's open turn, its own last record recent: still being written."""
+    if not isinstance(fold.meta.get("import"), Mapping) or fold.updated is None:
+        return False
+    age = datetime.now(UTC) - fold.updated
+    return age.total_seconds() < IMPORT_SETTLE_SECONDS
 
 
 def session_status(path: str | os.PathLike[str]) -> Status:
@@ -1044,7 +1063,7 @@ class Workspace:
                 # or one a crashed writer left before this handle reopened the file.
                 status = "running" if handle.run is not None else "interrupted"
             elif not _is_locked(cached.path, st, locked):
-                status = "interrupted"
+                status = "running" if _imported_and_recent(fold) else "interrupted"
             elif locked is not None and (st.st_dev, st.st_ino) not in locked.runs:
                 # Its writer is alive but has no run open: it reopened the file
                 # after a crash, and the open run in the file is the dead writer's.

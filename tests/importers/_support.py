@@ -6,6 +6,7 @@ import functools
 import os
 import shutil
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -240,3 +241,20 @@ def source_line(path: str, number: int) -> bytes:
     found = _file_lines(path)
     assert 0 < number <= len(found), f"{path} has no line {number}"
     return found[number - 1]
+
+
+def freshen(path: Path) -> Path:
+    """Shift every ``timestamp`` of a transcript so its last one is a second ago: live."""
+    lines = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+    stamps = [
+        datetime.fromisoformat(o["timestamp"].replace("Z", "+00:00"))
+        for o in lines
+        if isinstance(o, dict) and isinstance(o.get("timestamp"), str)
+    ]
+    shift = datetime.now(UTC) - timedelta(seconds=1) - max(stamps)
+    for o in lines:
+        if isinstance(o, dict) and isinstance(o.get("timestamp"), str):
+            ts = datetime.fromisoformat(o["timestamp"].replace("Z", "+00:00")) + shift
+            o["timestamp"] = ts.isoformat().replace("+00:00", "Z")
+    path.write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in lines))
+    return path

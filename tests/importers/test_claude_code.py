@@ -28,6 +28,7 @@ from ._support import (
     attribute_text,
     body_strings,
     copy_transcript,
+    freshen,
     ids,
     line_offsets,
     lines,
@@ -861,8 +862,9 @@ def test_stopping_early_resumes_where_it_stopped(tmp_path: Path, whole: dict[str
 
 
 def test_a_turn_stays_open_until_the_transcript_settles(tmp_path: Path) -> None:
-    """Without finished=, a fresh transcript keeps its last run open; an old one closes it."""
-    source = copy_transcript(SHORT, tmp_path / "src")
+    """Without finished=, a transcript whose own last timestamp is recent keeps its last run
+    open; one untouched for the settle time closes it."""
+    source = freshen(copy_transcript(SHORT, tmp_path / "src"))
     report = claude_code.import_transcript(source, tmp_path / "out", settle_seconds=3600)
     assert not report.finished
     kinds = Counter(r.type for r in records(report.destination))
@@ -871,6 +873,16 @@ def test_a_turn_stays_open_until_the_transcript_settles(tmp_path: Path) -> None:
     os.utime(source, (old, old))
     later = claude_code.import_transcript(source, tmp_path / "out", settle_seconds=3600)
     assert later.finished
+    kinds = Counter(r.type for r in records(report.destination))
+    assert kinds["run_start"] == kinds["run_close"]
+
+
+def test_a_fresh_copy_of_an_old_transcript_is_finished(tmp_path: Path) -> None:
+    """A copy or clone refreshes the mtime, not the transcript's own clock: its turn is over."""
+    source = copy_transcript(SHORT, tmp_path / "src")
+    os.utime(source)  # just copied
+    report = claude_code.import_transcript(source, tmp_path / "out", settle_seconds=3600)
+    assert report.finished
     kinds = Counter(r.type for r in records(report.destination))
     assert kinds["run_start"] == kinds["run_close"]
 

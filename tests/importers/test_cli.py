@@ -16,7 +16,7 @@ from loopscribe import LoopscribeError
 from loopscribe.cli import CliError, Out, build_parser, main
 from loopscribe.cli._import import add_parsers, default_out
 
-from ._support import copy_transcript, lines, records, transcripts
+from ._support import copy_transcript, freshen, lines, records, transcripts
 
 CLAUDE = transcripts("claude-code")
 CODEX = transcripts("codex")
@@ -126,7 +126,7 @@ def test_export_sends_each_span_once(
         if name.startswith("OTEL_EXPORTER_OTLP"):
             monkeypatch.delenv(name)
     source_dir = tmp_path / "src"
-    source = copy_transcript(next(p for p in CLAUDE if p.stem == "short"), source_dir)
+    source = freshen(copy_transcript(next(p for p in CLAUDE if p.stem == "short"), source_dir))
     data = source.read_bytes()
     half = sum(len(line) for line in data.splitlines(keepends=True)[:12])  # both results in
     source.write_bytes(data[:half])
@@ -190,6 +190,8 @@ def test_default_folders_follow_the_agents_and_xdg(
     assert claude_code.default_dir() == tmp_path / "c" / "projects"
     assert codex.default_dir() == tmp_path / "x" / "sessions"
     assert default_out("codex") == tmp_path / "d" / "loopscribe" / "import" / "codex"
+    monkeypatch.setenv("LOOPSCRIBE_DIR", str(tmp_path / "home"))
+    assert default_out("codex") == tmp_path / "home" / "import" / "codex"
 
 
 def _claude(name: str) -> Path:
@@ -235,7 +237,8 @@ def test_imported_sessions_have_a_title_and_a_finished_status(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A Claude Code `summary` entry titles the session, else the first user message
-    (shortened, one line); ls says `finished` for a settled transcript, `open` otherwise."""
+    (shortened, one line); status is `idle` for a finished transcript, `running` for one
+    whose own last timestamp is recent (its turn is still open)."""
     source = tmp_path / "src"
     copy_transcript(_claude("hello-world-script"), source)
     summarized = source / "summarized.jsonl"
@@ -263,10 +266,11 @@ def test_imported_sessions_have_a_title_and_a_finished_status(
     assert titles["long"].endswith("…")
     assert len(titles["long"]) <= 73
     assert prompt.startswith(titles["long"].removesuffix("…"))
-    code, stdout, _ = run_cli(capsys, "ls", str(out))
-    assert stdout.count("finished") == 3
-    assert "claude-code" in stdout
-    # A transcript still being written (not settled) is `open`, not `interrupted`.
+    code, stdout, _ = run_cli(capsys, "--json", "ls", str(out))
+    assert {orjson.loads(line)["status"] for line in stdout.splitlines()} == {"idle"}
+    # A transcript still being written (its own last timestamp is recent) is `running`.
+    for path in source.glob("*.jsonl"):
+        freshen(path)
     code, _, _ = run_cli(
         capsys,
         "import",
@@ -277,9 +281,8 @@ def test_imported_sessions_have_a_title_and_a_finished_status(
         "--settle",
         "3600",
     )
-    code, stdout, _ = run_cli(capsys, "ls", str(tmp_path / "live"))
-    assert stdout.count(" open ") == 3
-    assert "interrupted" not in stdout
+    code, stdout, _ = run_cli(capsys, "--json", "ls", str(tmp_path / "live"))
+    assert [orjson.loads(line)["status"] for line in stdout.splitlines()] == ["running"] * 3
 
 
 def test_a_slash_command_titles_the_session_by_its_name_and_arguments(

@@ -75,12 +75,13 @@ def test_the_hook_without_a_span_records_nothing_and_never_raises(tmp_path: Path
 def test_the_hook_takes_its_folder_from_loopscribe_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """LOOPSCRIBE_DIR names the folder; without it, loopscribe-sessions in the current one."""
+    """LOOPSCRIBE_DIR names the folder; without it, the sessions home the CLI reads."""
     monkeypatch.setenv("LOOPSCRIBE_DIR", str(tmp_path / "x"))
     assert LoopscribeCompletionHook().book.directory == tmp_path / "x"
     monkeypatch.delenv("LOOPSCRIBE_DIR")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
-    assert LoopscribeCompletionHook().book.directory == tmp_path / "loopscribe-sessions"
+    assert LoopscribeCompletionHook().book.directory == tmp_path / "data" / "loopscribe"
 
 
 def test_the_otel_package_offers_the_processor_without_importing_the_intake() -> None:

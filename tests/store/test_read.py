@@ -136,7 +136,7 @@ def test_cli_ls_show_and_find_read_a_store(
     found = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(found) == sum(1 for r in read(local.path(sid)) if r.run_id) > 0
     assert all(f["file"] == f"{store_url}/sessions/{sid}" for f in found)
-    assert main(["find", store_url, "--trace-id", "1" * 32]) == 1
+    assert main(["find", store_url, "--trace-id", "1" * 32]) == 3  # not found
     assert "1 shipped sessions searched" in capsys.readouterr().err
 
 

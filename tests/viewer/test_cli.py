@@ -100,7 +100,7 @@ def test_stats_skips_what_is_not_a_session(
     assert code == 1
     assert "not a loopscribe session" in err
     code, _, err = run_cli(capsys, "stats", str(tmp_path / "missing"))
-    assert code == 1
+    assert code == 3  # not found
     assert "no such file" in err
 
 
@@ -129,7 +129,7 @@ def test_report_errors_are_one_clear_line(
     assert code == 1
     assert f"no run nope (its runs: {demo.run_id})" in err
     code, _, err = run_cli(capsys, "report", str(tmp_path / "missing.jsonl"))
-    assert (code, "no such file" in err) == (1, True)
+    assert (code, "no such file" in err) == (3, True)  # not found
     code, _, err = run_cli(capsys, "report", str(demo.path), "-o", str(demo.path))
     assert (code, "that is the session file" in err) == (1, True)
     # Into a folder that does not exist: that folder is named, not a temporary file.

@@ -89,7 +89,7 @@ def test_the_sync_thread_outlives_every_failure(tmp_path: Path) -> None:
 
 
 def serve_args(url: str) -> argparse.Namespace:
-    return argparse.Namespace(dir=url, sync_interval=3600.0, allow_host=[])
+    return argparse.Namespace(dir=url, interval=3600.0, allow_host=[])
 
 
 def test_serve_url_answers_before_the_first_sync_and_shows_its_problems(

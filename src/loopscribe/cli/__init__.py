@@ -21,10 +21,30 @@ from ._common import CliError, Out, command_parser, parse, run, share_options
 __all__ = ["CliError", "Out", "build_parser", "main"]
 
 
+NEWCOMER_ORDER = (
+    "import",
+    "ls",
+    "show",
+    "serve",
+    "find",
+    "tail",
+    "stats",
+    "report",
+    "export",
+    "span",
+    "verify",
+    "ship",
+)
+"""The order ``--help`` lists the commands in: what a newcomer runs first comes first."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = command_parser(
-        "loopscribe", "Record AI-agent sessions and bridge them to OpenTelemetry."
+        "loopscribe",
+        "Read, search and serve AI-agent sessions (recorded by loopscribe, or imported from "
+        "Claude Code and Codex), and bridge them to OpenTelemetry. Start with `loopscribe "
+        "import claude-code`, then `loopscribe ls`, `loopscribe show ID` and `loopscribe serve`.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _otel.add_parsers(sub)
@@ -32,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     _viewer.add_parsers(sub)
     _import.add_parsers(sub)
     _store.add_parsers(sub)  # after the others: it lets ls/show/find/verify take a URL
+    rank = {name: i for i, name in enumerate(NEWCOMER_ORDER)}
+    sub._choices_actions.sort(key=lambda action: rank.get(action.dest, len(rank)))
     share_options(parser)
     return parser
 

@@ -28,13 +28,18 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
 from .._errors import LoopscribeError
+from .._home import sessions_home
 from .._logsafe import install as install_log_filter
 from .._model import Record
 from .._safeopen import not_a_session_file
 from ._kinds import AGENT_LABELS, candidate_files, describe, file_kind
+from ._resolve import parse_reference
 from ._terminal import DescriptionColumn, PrintableFormatter, SafeConsole
 
-SESSION_HELP = "a session file, or a session ID or unique ID prefix (looked up under --dir)"
+SESSION_HELP = (
+    "a session ID or unique ID prefix (looked up in the sessions home, or --dir), a session "
+    "file, a record reference (file:///…#seq=N), a viewer link or TRACE_ID/SPAN_ID"
+)
 
 REF_BASE_HELP = (
     "where span references point instead of the local file: the store URL sessions are "
@@ -47,6 +52,20 @@ PROGRESS_MIN_BYTES = 8 << 20
 
 class CliError(LoopscribeError):
     """A failure to report as one line on stderr, with exit status 1."""
+
+    exit_status = 1
+
+
+class NotFoundError(CliError):
+    """No such file, session, record or span: exit status 3."""
+
+    exit_status = 3
+
+
+class UsageError(CliError):
+    """The arguments do not make sense together: exit status 2, as a parsing error."""
+
+    exit_status = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +151,10 @@ def find_sessions(root: Path, found: Found | None = None) -> Found:
         found.sessions.append(root)
         return found
     if not root.is_dir():
-        missing = f"{root}: no such file or folder"
-        raise CliError(not_a_session_file(root) if root.exists() else missing)
+        if root.exists():
+            raise CliError(not_a_session_file(root))
+        raise NotFoundError(f"{root}: no such file or folder")
+    refuse_whole_tree(root)
     errors: list[OSError] = []
     for path in candidate_files(root, errors):
         try:
@@ -151,6 +172,24 @@ def find_sessions(root: Path, found: Found | None = None) -> Found:
     return found
 
 
+def refuse_whole_tree(root: Path) -> None:
+    """Refuse to search ``/`` or the home folder for sessions: it reads every file there.
+
+    Raises:
+        CliError: ``root`` is one of them (and not the sessions home itself).
+    """
+    resolved = root.resolve()
+    home = Path.home().resolve()
+    if resolved in (resolved.parent, home):
+        if resolved == sessions_home().resolve():
+            return
+        what = "the whole file system" if resolved == resolved.parent else "your home folder"
+        raise CliError(
+            f"{root}: is {what}; searching every file below it for sessions takes minutes. "
+            f"Name the folder that holds them (the sessions home is {sessions_home()})"
+        )
+
+
 def session_files(root: Path) -> list[Path]:
     """The session files named by ``root`` (see :func:`find_sessions`)."""
     return find_sessions(root).sessions
@@ -161,42 +200,115 @@ def looks_like_id(text: str) -> bool:
     return 0 < len(text) <= 32 and all(c in "0123456789abcdef" for c in text.lower())
 
 
-def resolve_session(target: str, base: Path) -> Path:
-    """The session file named by ``target``: a path, a session ID or a unique ID prefix.
+def home_of(args: argparse.Namespace) -> Path:
+    """The sessions home of a command: ``--dir``, else :func:`loopscribe.sessions_home`."""
+    given = getattr(args, "home", None)
+    return Path(given) if given else sessions_home()
 
-    IDs are looked up in the session files below ``base``.
+
+def resolve_session(target: str, base: Path) -> Path:
+    """The session file ``target`` names, in any form :mod:`._resolve` knows.
+
+    IDs, prefixes and spans are looked up in the session files below ``base``.
 
     Raises:
-        CliError: No such file or session, an ambiguous prefix, or not a session.
+        CliError: Not a session, or an ambiguous prefix.
+        NotFoundError: No such file, session or span.
     """
-    path = Path(target)
+    return resolve_record(target, base)[0]
+
+
+def resolve_record(target: str, base: Path) -> tuple[Path, int | None]:
+    """The session file ``target`` names, and the record (seq) it points at, if any.
+
+    Raises:
+        CliError: Not a session, or an ambiguous prefix.
+        NotFoundError: No such file, session or span.
+    """
+    try:
+        ref = parse_reference(target)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if ref.url is not None:
+        raise CliError(
+            f"{target}: a store URL; this command reads local sessions (`loopscribe ls URL`, "
+            "`show`, `find` and `verify` read a store)"
+        )
+    if ref.is_span:
+        assert ref.trace_id is not None
+        return locate_span(base, ref.trace_id, ref.span_id, target)
+    if ref.session is not None:
+        path = _by_id(ref.session, target, base)
+        if ref.span_id is not None and ref.seq is None:
+            return locate_span(path, None, ref.span_id, target)
+        return path, ref.seq
+    assert ref.path is not None
+    path = ref.path
     if path.exists() and not path.is_file() and not path.is_dir():
         raise CliError(not_a_session_file(path))  # a FIFO, a device, a socket
     if path.is_file():
         kind = file_kind(path)
         if not kind.is_session:
             raise CliError(describe(path, kind))
-        return path
-    folder = path.is_dir()
-    if folder and not (looks_like_id(target) and base.is_dir()):
+        return path, ref.seq
+    if path.is_dir():
+        if looks_like_id(target) and base.is_dir():
+            try:  # a folder named like a prefix ("a3", "0b") in the current one
+                return _by_id(target.lower(), target, base), None
+            except CliError:
+                pass
         raise _is_a_folder(path, target)
-    if not looks_like_id(target):
-        raise CliError(f"{target}: no such file, and not a session ID")
+    if ref.seq is not None:
+        raise NotFoundError(f"{path}: no such session file (the reference {target!r} names it)")
+    named = _by_name(target, base)
+    if named is not None:
+        return named, None
+    raise NotFoundError(
+        f"{target}: no such file, and not a session ID, a record reference "
+        "(file:///…#seq=N, a viewer link) or TRACE_ID/SPAN_ID"
+    )
+
+
+def _by_name(name: str, base: Path) -> Path | None:
+    """The one session file named ``name`` (or ``name.jsonl``) below ``base``, if any."""
+    if not name or "/" in name or os.sep in name or not base.is_dir():
+        return None
+    wanted = {name, f"{name}.jsonl"}
+    found = [p for p in candidate_files(base) if p.name in wanted]
+    if len(found) > 1:
+        listed = ", ".join(str(p) for p in found[:5])
+        raise CliError(f"{name}: {len(found)} session files have that name ({listed}); give one")
+    if found and file_kind(found[0]).is_session:
+        return found[0]
+    return None
+
+
+def _by_id(prefix: str, target: str, base: Path) -> Path:
+    """The session whose ID (or imported transcript's ID) starts with ``prefix``, below ``base``."""
     if not base.is_dir():
-        raise CliError(f"{target}: no such file; looked for a session ID in {base}: no such folder")
-    prefix = target.lower()
+        raise NotFoundError(
+            f"{target}: no such file; looked for a session ID in {base}: no such folder "
+            "(import or record sessions there first, or give --dir)"
+        )
     matches: dict[str, list[Path]] = {}
     for candidate in candidate_files(base):
         try:
             kind = file_kind(candidate)
         except OSError:
             continue
-        if kind.session_id is not None and kind.session_id.startswith(prefix):
+        if kind.session_id is None:
+            continue
+        source = kind.source_id or ""
+        if kind.session_id.startswith(prefix) or (
+            len(prefix) >= 4
+            and (
+                source.startswith(prefix)
+                or source.replace("-", "").startswith(prefix.replace("-", ""))
+            )
+        ):
             matches.setdefault(kind.session_id, []).append(candidate)
-    if folder and len(matches) != 1:
-        raise _is_a_folder(path, target)  # a folder named like a prefix ("a", "0b"): not an ID
     if not matches:
-        raise CliError(
+        raise NotFoundError(
             f"{target}: no such file, and no session ID starting with it in {base} "
             "(--dir says where to look)"
         )
@@ -212,6 +324,38 @@ def resolve_session(target: str, base: Path) -> Path:
         listed = ", ".join(str(p) for p in paths)
         raise CliError(f"{target}: session {session_id} is in {len(paths)} files: {listed}")
     return paths[0]
+
+
+def locate_span(
+    where: Path, trace: int | None, span: int | None, target: str
+) -> tuple[Path, int | None]:
+    """The session file (below ``where``, or ``where`` itself) and first record of a span.
+
+    ``trace`` ``None`` matches any trace (a span ID within one session).
+
+    Raises:
+        NotFoundError: No session below ``where`` has it.
+    """
+    from .._reader import read
+    from ._otel import record_span, run_trace_id
+
+    files = [where] if where.is_file() else find_sessions(where).sessions
+    for path in files:
+        runs: dict[str, int] = {}
+        try:
+            for record in read(path, decode=False):
+                if record.type == "run_start":
+                    runs[record.run_id or ""] = run_trace_id(record)
+                run_trace = runs.get(record.run_id or "")
+                if run_trace is None or (trace is not None and run_trace != trace):
+                    continue
+                if span is None or (
+                    (ids := record_span(record, run_trace)) is not None and ids[1] == span
+                ):
+                    return path, record.seq
+        except (LoopscribeError, OSError):
+            continue
+    raise NotFoundError(f"{target}: no session below {where} holds that span")
 
 
 def _is_a_folder(path: Path, target: str) -> CliError:
@@ -319,17 +463,32 @@ def seconds(text: str) -> float:
     return number
 
 
-def add_dir_option(parser: argparse.ArgumentParser) -> None:
-    """``--dir``: where session IDs are looked up."""
+_OLD_INTERVAL_NAMES = ("--poll-interval", "--sync-interval")
+"""What ``--interval`` was called by some commands: accepted, not listed (for one release)."""
+
+
+def add_interval_option(parser: argparse.ArgumentParser, default: float, what: str) -> None:
+    """``--interval SECONDS``: the one name of every polling period (old names hidden)."""
     parser.add_argument(
-        "--dir",
-        default=".",
-        metavar="DIR",
-        help="where to look up a session ID or ID prefix (default: the current folder)",
+        "--interval",
+        type=seconds,
+        default=default,
+        metavar="SECONDS",
+        help=f"{what} (default {default:g})",
     )
+    parser.add_argument(*_OLD_INTERVAL_NAMES, dest="interval", type=seconds, help=argparse.SUPPRESS)
 
 
 def _add_shared(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument(
+        "--dir",
+        dest="home",
+        default=None if default is False else default,
+        metavar="DIR",
+        help="the sessions home: where session IDs, prefixes and spans are looked up and "
+        "what ls, serve and find read by default (default $LOOPSCRIBE_DIR, else "
+        "$XDG_DATA_HOME/loopscribe or ~/.local/share/loopscribe)",
+    )
     parser.add_argument(
         "--json", action="store_true", default=default, help="machine-readable JSON lines output"
     )
@@ -345,7 +504,7 @@ def _add_shared(parser: argparse.ArgumentParser, default: Any) -> None:
 
 
 def share_options(parser: argparse.ArgumentParser) -> None:
-    """Accept ``--json``, ``-v`` and ``--debug`` after every subcommand too, not only before it."""
+    """Accept ``--dir``, ``--json``, ``-v`` and ``--debug`` after every subcommand too."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in dict.fromkeys(action.choices.values()):
@@ -355,7 +514,7 @@ def share_options(parser: argparse.ArgumentParser) -> None:
 
 
 def command_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """A parser with the shared options: ``--json``, ``-v``, ``--debug`` and ``--version``.
+    """A parser with the shared options: ``--dir``, ``--json``, ``-v``, ``--debug``, ``--version``.
 
     Call :func:`share_options` once its subcommands are added.
     """
@@ -436,7 +595,9 @@ def run(args: argparse.Namespace) -> int:
         out.stderr.print(
             f"loopscribe: error: {error_line(exc)}", highlight=False, markup=False, style="red"
         )
-        return 1
+        if isinstance(exc, CliError):
+            return exc.exit_status
+        return 3 if isinstance(exc, FileNotFoundError) else 1
 
 
 def error_line(exc: BaseException) -> str:

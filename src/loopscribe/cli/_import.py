@@ -16,15 +16,15 @@ from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
 
-from rich.table import Table
-
 from .._errors import LoopscribeError
+from .._home import sessions_home
 from .._redact import LineRedactor, Redactor
 from ..importers import claude_code, codex
 from ..importers._common import DEFAULT_SETTLE_SECONDS, Cursor, ImportReport, cursor_path
 from ..importers._pool import Outcome, default_jobs, import_many
-from ._common import REF_BASE_HELP, CliError, Out, seconds
+from ._common import REF_BASE_HELP, CliError, Out, home_of, seconds
 from ._kinds import AGENT_LABELS, file_kind
+from ._tables import fitted_table
 
 _NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 """Why a write fails for every transcript alike: the destination has no room."""
@@ -36,10 +36,8 @@ AGENTS: dict[str, tuple[ModuleType, str]] = {
 
 
 def default_out(agent: str) -> Path:
-    """Where imported sessions go by default: ``$XDG_DATA_HOME/loopscribe/import/<agent>``."""
-    base = os.environ.get("XDG_DATA_HOME")
-    root = Path(base) if base else Path.home() / ".local" / "share"
-    return root / "loopscribe" / "import" / agent
+    """Where imported sessions go by default: ``import/<agent>`` in the sessions home."""
+    return sessions_home() / "import" / agent
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -273,7 +271,7 @@ def cmd_import(args: argparse.Namespace, out: Out) -> int:
         raise CliError(
             f"{root}: no such file or folder; give the folder of your {label} transcripts"
         )
-    out_dir = Path(args.out) if args.out else default_out(args.agent)
+    out_dir = Path(args.out) if args.out else home_of(args) / "import" / args.agent
     redact = _redactor(args)
     files = _transcripts(module.find_transcripts(root), args.agent, root, out)
     work = [(path, _new_bytes(path, out_dir)) for path in files]
@@ -405,14 +403,11 @@ def _print_summary(
     out_dir: Path,
 ) -> None:
     changed = [r for r in reports if not r.up_to_date]
-    table = Table(title=f"imported into {out_dir}", title_justify="left")
-    table.add_column("session", overflow="fold")
-    for name in ("records", "model calls", "tool results/calls", "tokens in", "tokens out"):
-        table.add_column(name, justify="right")
-    table.add_column("unknown", justify="right")
-    table.add_column("open calls", justify="right")
+    headers = ["session", "records", "model\ncalls", "tool\nresults/calls"]
+    headers += ["tokens\nin", "tokens\nout", "unknown", "open\ncalls"]
     if exported:
-        table.add_column("spans sent", justify="right")
+        headers.append("spans\nsent")
+    rows: list[list[str]] = []
     totals: Counter[str] = Counter()
     for r in changed:
         unknown = sum(r.unknown.values()) + r.invalid_lines
@@ -429,16 +424,20 @@ def _print_summary(
             sent=sent,
         )
         totals.update(counts)
-        table.add_row(*_row(r.source.stem, counts, exported=bool(exported)))
+        rows.append(_row(r.source.stem, counts, exported=bool(exported)))
     if len(changed) > 1:
-        table.add_section()
-        table.add_row(*_row("total", totals, exported=bool(exported)), style="bold")
+        rows.append(_row("total", totals, exported=bool(exported)))
     if changed:
-        out.stdout.print(table)
+        out.stdout.print(
+            fitted_table(
+                headers, rows, out.stdout.width, flexible=[0], title=f"imported into {out_dir}"
+            )
+        )
     current = len(reports) - len(changed)
     out.stdout.print(
         f"{len(changed)} of {found} transcripts had new lines; {current} were up to date",
         highlight=False,
+        soft_wrap=False,
     )
     unknown_types: Counter[str] = Counter()
     for r in reports:
@@ -450,10 +449,12 @@ def _print_summary(
         out.stdout.print(
             f"kept as source_event records (types the importer does not map): {listed}",
             highlight=False,
+            soft_wrap=False,  # wrapped at words to the terminal's width
         )
     unpaired = sum(r.unpaired_calls for r in reports)
     if unpaired:
         out.stdout.print(
             f"{unpaired} tool calls ended without a result (their turn ended first)",
             highlight=False,
+            soft_wrap=False,  # wrapped at words to the terminal's width
         )

@@ -53,6 +53,8 @@ class FileKind:
     kind: Kind
     session_id: str | None = None
     """The session's ID, for a loopscribe session."""
+    source_id: str | None = None
+    """For an imported session: the agent's own ID of the transcript (lower case)."""
 
     @property
     def is_session(self) -> bool:
@@ -163,7 +165,7 @@ def file_kind(path: Path) -> FileKind:
         and first.get("seq") == 0
         and isinstance(first.get("session_id"), str)
     ):
-        return FileKind("session", first["session_id"])
+        return FileKind("session", first["session_id"], _source_id(first))
     for line in lines:
         try:
             obj = orjson.loads(line)
@@ -172,6 +174,20 @@ def file_kind(path: Path) -> FileKind:
         if isinstance(obj, dict) and (foreign := _foreign(obj)) is not None:
             return FileKind(foreign)
     return FileKind("json")
+
+
+def _source_id(first: Mapping[str, Any]) -> str | None:
+    """The agent's transcript ID an imported session's ``session_start`` names."""
+    data = first.get("data")
+    metadata = data.get("metadata") if isinstance(data, dict) else None
+    imported = metadata.get("import") if isinstance(metadata, dict) else None
+    if not isinstance(imported, dict):
+        return None
+    for key in ("session_id", "id"):
+        value = imported.get(key)
+        if isinstance(value, str) and value:
+            return value.lower()
+    return None
 
 
 def candidate_files(root: Path, errors: list[OSError] | None = None) -> list[Path]:

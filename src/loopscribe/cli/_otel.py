@@ -7,9 +7,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-from rich import box
 from rich.markup import escape
-from rich.table import Table
 
 from .._errors import FormatError, LoopscribeError
 from .._model import Record
@@ -19,17 +17,22 @@ from ._common import (
     REF_BASE_HELP,
     SESSION_HELP,
     CliError,
+    NotFoundError,
     Out,
     StopFlag,
-    add_dir_option,
+    UsageError,
+    add_interval_option,
     count,
     find_sessions,
+    home_of,
     parse_hex,
     record_json,
+    resolve_record,
     resolve_session,
     resolve_targets,
-    seconds,
 )
+from ._resolve import parse_reference
+from ._tables import fitted_table
 from ._terminal import printable_json
 
 
@@ -53,13 +56,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "cursors and other files in a folder or glob are skipped",
     )
     p.add_argument("--follow", "-f", action="store_true", help="keep sending as files grow")
-    p.add_argument(
-        "--poll-interval",
-        type=seconds,
-        default=0.2,
-        metavar="SECONDS",
-        help="how often --follow looks for new records (default 0.2)",
-    )
+    add_interval_option(p, 0.2, "with --follow: how often to look for new records")
     p.add_argument("--ref-base", metavar="URL", help=REF_BASE_HELP)
     p.add_argument(
         "--metrics",
@@ -67,19 +64,26 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="send the sessions' GenAI metrics (tokens, latency, tools, agents) at their "
         "recorded times instead of spans; without an endpoint, FILE.metrics.otlp.jsonl",
     )
-    add_dir_option(p)
     p.set_defaults(handler=cmd_export)
 
     p = sub.add_parser(
         "find",
-        help="print the records behind a trace or span",
-        description="Search session files for the records behind a trace ID and span ID.",
+        help="print the records behind a span reference, a trace or a span",
+        description=(
+            "Print the records a reference copied from a span or the viewer points at "
+            "(file:///…#seq=N, a viewer link, TRACE_ID/SPAN_ID), or search session files "
+            "for the records behind --trace-id (and --span-id). Searches the sessions home "
+            "unless REF names a folder, a file or a store URL."
+        ),
     )
     p.add_argument(
         "dir",
-        metavar="DIR",
-        help="a folder of sessions (searched recursively), or one file; "
-        "with --genai-json also a gen_ai.*_ref",
+        nargs="?",
+        default=None,
+        metavar="REF",
+        help="a record reference (file:///…#seq=N, a gen_ai.*_ref), a viewer link, "
+        "TRACE_ID/SPAN_ID, a session ID, or a folder, file or store URL to search "
+        "(default: the sessions home)",
     )
     p.add_argument("--trace-id", metavar="HEX", help="the trace ID (32 hex digits)")
     p.add_argument("--span-id", metavar="HEX", help="only the records of this span (16 hex digits)")
@@ -99,7 +103,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument(
         "--seq", type=count, required=True, metavar="N", help="the record's sequence number"
     )
-    add_dir_option(p)
     p.set_defaults(handler=cmd_span)
 
 
@@ -125,7 +128,7 @@ def run_trace_id(record: Record) -> int:
 
 def cmd_span(args: argparse.Namespace, out: Out) -> int:
     """Print the trace and span ID of one record."""
-    path = resolve_session(args.session, Path(args.dir))
+    path = resolve_session(args.session, home_of(args))
     traces: dict[str, int] = {}
     for record in read(path, decode=False):
         if record.type == "run_start":
@@ -178,19 +181,44 @@ def find_records(
 
 
 def cmd_find(args: argparse.Namespace, out: Out) -> int:
-    """Print the records behind a trace or span, bodies included."""
+    """Print the records behind a reference, a trace or a span, bodies included."""
+    home = home_of(args)
     if args.genai_json:
         from ._genai import cmd_find_genai
 
+        if args.dir is None:
+            args.dir = str(home)
         return cmd_find_genai(args, out)
-    if args.trace_id is None:
-        raise CliError("--trace-id is required (or follow a reference with --genai-json)")
-    trace = parse_hex(args.trace_id, 128, "trace id")
+    where: Path = home
+    trace = None if args.trace_id is None else parse_hex(args.trace_id, 128, "trace id")
     span = None if args.span_id is None else parse_hex(args.span_id, 64, "span id")
-    searched = find_sessions(Path(args.dir))
+    if args.dir is not None:
+        try:
+            ref = parse_reference(args.dir)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        if ref.is_span:
+            trace, span = ref.trace_id, ref.span_id if ref.span_id is not None else span
+        elif ref.seq is not None or ref.span_id is not None:
+            path, seq = resolve_record(args.dir, home)
+            return _show_one(path, seq, ref.span_id, args, out)
+        elif ref.session is not None:
+            where = resolve_session(args.dir, home)
+        else:
+            assert ref.path is not None
+            where = ref.path
+    if trace is None:
+        raise UsageError(
+            "give a reference (file:///…#seq=N, a viewer link, TRACE_ID/SPAN_ID) or "
+            "--trace-id (and --span-id)"
+        )
+    args.trace_id = f"{trace:032x}"
+    args.span_id = None if span is None else f"{span:016x}"
+    searched = find_sessions(where)
     files = searched.sessions
     if not files:
-        raise searched.error(args.dir)
+        raise searched.error(str(where))
+    args.dir = str(where)
     return show_found(
         find_records(files, trace, span, out),
         args,
@@ -198,6 +226,30 @@ def cmd_find(args: argparse.Namespace, out: Out) -> int:
         heading=lambda path, record: (path.name, f"session {record.session_id}"),
         searched=f"{len(files)} session files searched",
     )
+
+
+def _show_one(
+    path: Path, seq: int | None, span: int | None, args: argparse.Namespace, out: Out
+) -> int:
+    """Print the record a reference names (or, for a session's span, the span's records)."""
+    args.dir = str(path)
+    if span is not None:
+        found = [
+            (path, r)
+            for r in read(path, decode=False)
+            if (ids := record_span(r, 0)) is not None and ids[1] == span
+        ]
+        args.trace_id, args.span_id = "-", f"{span:016x}"
+        return show_found(found, args, out, heading=_heading, searched="1 session file searched")
+    records = [(path, r) for r in read(path, decode=False) if r.seq == seq]
+    if not records:
+        raise NotFoundError(f"{path}: no record with seq {seq}")
+    args.trace_id, args.span_id = "-", None
+    return show_found(records, args, out, heading=_heading, searched="1 session file searched")
+
+
+def _heading(path: Path, record: Record) -> tuple[str, str]:
+    return path.name, f"session {record.session_id}"
 
 
 def show_found(
@@ -234,7 +286,7 @@ def show_found(
             if args.span_id is not None
             else f"trace {args.trace_id}"
         )
-        raise CliError(f"no records for {target} in {args.dir} ({searched})")
+        raise NotFoundError(f"no records for {target} in {args.dir} ({searched})")
     return 0
 
 
@@ -247,7 +299,7 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
 
     stop = StopFlag()
     stop.install()  # also without --follow: Ctrl-C saves the cursor and prints no traceback
-    paths = resolve_targets(args.files, Path(args.dir)).sessions
+    paths = resolve_targets(args.files, home_of(args)).sessions
     if not paths:
         raise CliError(
             f"no loopscribe sessions in {' '.join(args.files)} (span files, cursors and "
@@ -272,7 +324,7 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
                 result = shipper.run(
                     follow=args.follow,
                     stop=stop.event,
-                    poll_interval=args.poll_interval,
+                    poll_interval=args.interval,
                     on_progress=advance,
                 )
         except (LoopscribeError, OSError) as exc:
@@ -296,19 +348,12 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
         for result in ordered:
             out.emit(result.to_json())
     else:
-        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-        table.add_column("file", overflow="fold", ratio=2)
-        for column in ("spans\nsent", "already\nsent", "not\nsent"):
-            table.add_column(column, justify="right", no_wrap=True)
-        table.add_column("destination", overflow="fold", ratio=2)
-        for r in ordered:
-            table.add_row(
-                escape(str(r.path)),
-                str(r.sent),
-                str(r.skipped),
-                str(r.failed),
-                escape(r.destination),
-            )
+        headers = ["file", "spans\nsent", "already\nsent", "not\nsent", "destination"]
+        rows = [
+            [str(r.path), str(r.sent), str(r.skipped), str(r.failed), r.destination]
+            for r in ordered
+        ]
+        table = fitted_table(headers, rows, out.stdout.width, flexible=[0, 4], paths=[0, 4])
         out.stdout.print(table)
     for i in sorted(errors):
         out.stderr.print(

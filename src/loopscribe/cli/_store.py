@@ -18,8 +18,9 @@ from .._format import is_session_id
 from .._logsafe import display_url
 from .._source import is_url
 from ..store import SEGMENT_BYTES, Shipper, ShipResult, Store, parse_session_url
-from ._common import CliError, Out, StopFlag, parse_hex
+from ._common import CliError, Out, StopFlag, UsageError, add_interval_option, parse_hex
 from ._otel import find_records, show_found
+from ._resolve import parse_reference
 from ._sessions import show_page, show_verify_report
 from ._sessions import summary_json as _summary_json
 
@@ -47,9 +48,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("dir", metavar="DIR", help="a folder of session files, or one file")
     p.add_argument("--to", required=True, metavar="URL", help="the store (an fsspec URL)")
     p.add_argument("--follow", "-f", action="store_true", help="keep shipping as files grow")
-    p.add_argument(
-        "--interval", type=float, default=5.0, metavar="SECONDS", help="pause between passes"
-    )
+    add_interval_option(p, 5.0, "with --follow: the pause between passes")
     p.add_argument("--workers", type=int, default=8, metavar="N", help="sessions in parallel")
     p.add_argument(
         "--segment-mib",
@@ -77,10 +76,20 @@ def _either(local: Handler, store: Handler) -> Handler:
         target = _target(args)
         if getattr(args, "genai_json", False):
             return local(args, out)  # follows a gen_ai.*_ref (file://...#seq=N) itself
-        return store(args, out) if is_url(target) else local(args, out)
+        return store(args, out) if _is_store(target) else local(args, out)
 
     handler.__doc__ = local.__doc__
     return handler
+
+
+def _is_store(target: Any) -> bool:
+    """A store URL, not a local file's reference or a viewer link."""
+    if not is_url(target):
+        return False
+    try:
+        return parse_reference(target).url is not None
+    except ValueError:
+        return False  # a malformed viewer link: the local handler says what is wrong
 
 
 def _target(args: argparse.Namespace) -> Any:
@@ -185,8 +194,9 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     store_url, sid, _seq = _session(_target(args))
     workspace = _workspace(store_url)
     summary = workspace.get(sid)
-    page = workspace.messages(sid, last=args.last)
-    return show_page(summary, page, f"{summary.status} (when shipped)", out)
+    page = workspace.messages(sid, last=args.last or 1_000_000_000)
+    source = Store(store_url).session_url(sid)
+    return show_page(summary, page, f"{summary.status} (when shipped)", out, source, args.last)
 
 
 def _session(url: str) -> tuple[str, str, int | None]:
@@ -201,6 +211,8 @@ def cmd_find(args: argparse.Namespace, out: Out) -> int:
 
     Only the sessions whose manifest lists a run of the trace are read.
     """
+    if args.trace_id is None:
+        raise UsageError("find in a store needs --trace-id (and --span-id)")
     trace = parse_hex(args.trace_id, 128, "trace id")
     span = None if args.span_id is None else parse_hex(args.span_id, 64, "span id")
     url = args.dir.split("#", 1)[0].rstrip("/")

@@ -30,16 +30,17 @@ from .._stats import DEFAULT_TOP, SessionStats, many_stats, stats_size
 from ._common import (
     SESSION_HELP,
     CliError,
+    NotFoundError,
     Out,
-    add_dir_option,
+    add_interval_option,
     command_parser,
     count,
     extra_hint,
+    home_of,
     parse,
     resolve_session,
     resolve_targets,
     run,
-    seconds,
     share_options,
 )
 
@@ -81,8 +82,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument(
         "dir",
+        nargs="?",
+        default=None,
         metavar="DIR",
-        help="a folder of sessions (searched recursively), one file, or a store URL",
+        help="a folder of sessions (searched recursively), one file, or a store URL "
+        "(default: the sessions home)",
     )
     p.add_argument(
         "--host",
@@ -107,13 +111,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         ),
     )
     p.add_argument("--open", action="store_true", help="open the viewer in a web browser")
-    p.add_argument(
-        "--sync-interval",
-        type=seconds,
-        default=10.0,
-        metavar="SECONDS",
-        help="with a store URL: how often to fetch newly shipped records",
-    )
+    add_interval_option(p, 10.0, "with a store URL: how often to fetch newly shipped records")
     p.set_defaults(handler=cmd_serve)
 
     p = sub.add_parser(
@@ -142,7 +140,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument(
         "--full", action="store_true", help="keep every body whole (default: cut long strings)"
     )
-    add_dir_option(p)
     p.set_defaults(handler=cmd_report)
 
     p = sub.add_parser(
@@ -155,9 +152,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument(
         "paths",
-        nargs="+",
+        nargs="*",
         metavar="SESSION",
-        help="session files, folders (searched recursively) or session IDs, shown in this order",
+        help="session files, folders (searched recursively) or session IDs, shown in this order "
+        "(default: the sessions home)",
     )
     p.add_argument(
         "--top",
@@ -166,7 +164,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="N",
         help=f"slowest executions shown per run (default {DEFAULT_TOP})",
     )
-    add_dir_option(p)
     p.set_defaults(handler=cmd_stats)
 
 
@@ -181,11 +178,23 @@ def duration(us: int) -> str:
         return f"{us / 1000:.1f} ms"
     if us < 60_000_000:
         return f"{us / 1e6:.2f} s"
-    minutes, rest = divmod(us, 60_000_000)
-    return f"{minutes} m {rest / 1e6:.0f} s"
+    if us < 3_600_000_000:
+        minutes, rest = divmod(us, 60_000_000)
+        return f"{minutes} m {rest // 1_000_000} s"
+    hours, rest = divmod(us, 3_600_000_000)
+    return f"{hours} h {rest // 60_000_000} m"
 
 
 _STATE_STYLE = {"ok": "green", "error": "red", "open": "yellow", "incomplete": "yellow"}
+
+
+def _tokens(n: int) -> str:
+    """A token count short enough for a table column: 950, 12.4k, 1.39M."""
+    if n < 10_000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1_000_000:.2f}M"
 
 
 def _count(n: int, bad: bool = False) -> str:
@@ -335,7 +344,7 @@ def serve_app(args: argparse.Namespace, out: Out, bound: str) -> tuple[Starlette
         mirror = Mirror(args.dir)
         store = store_name(mirror, args.dir)
         root = mirror.cache
-        sync = StoreSync(mirror, args.sync_interval, threading.Event(), url=args.dir)
+        sync = StoreSync(mirror, args.interval, threading.Event(), url=args.dir)
     else:
         root = Path(args.dir)
     try:
@@ -349,7 +358,7 @@ def serve_app(args: argparse.Namespace, out: Out, bound: str) -> tuple[Starlette
         sync.start()
         out.stderr.print(
             f"fetching the sessions of {store} into {root} in the background "
-            f"(every {args.sync_interval:g} s)",
+            f"(every {args.interval:g} s)",
             style="dim",
             highlight=False,
             markup=False,
@@ -373,6 +382,9 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
         )
     import uvicorn
 
+    if args.dir is None:
+        args.dir = str(home_of(args))
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
     if not is_url(args.dir) and not Path(args.dir).exists():
         raise CliError(f"{Path(args.dir).absolute()}: no such folder or session file")
     loopback = _is_loopback(args.host)
@@ -424,15 +436,14 @@ def cmd_report(args: argparse.Namespace, out: Out) -> int:
     """Write a self-contained HTML report of a session file."""
     from ..viewer._report import write_report
 
-    path = resolve_session(args.session, Path(args.dir))
+    path = resolve_session(args.session, home_of(args))
     target = Path(args.output) if args.output else Path(path.name).with_suffix(".report.html")
+    if not target.parent.is_dir():
+        raise NotFoundError(
+            f"{target}: the folder {target.parent} does not exist; create it, or give another -o"
+        )
     if target.resolve() == path.resolve():
         raise CliError(f"{target}: that is the session file; choose another --output")
-    if not target.parent.is_dir():
-        raise CliError(
-            f"{target}: no folder {target.parent} to write the report in; "
-            "create it, or choose another --output"
-        )
     total = stats_size(path)
     with out.progress(total) as bar:
         task = bar.add_task(path.name, total=total)
@@ -461,7 +472,7 @@ def cmd_report(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_stats(args: argparse.Namespace, out: Out) -> int:
     """Print per-session and per-run statistics."""
-    found = resolve_targets(args.paths, Path(args.dir))
+    found = resolve_targets(args.paths or [str(home_of(args))], home_of(args))
     files = found.sessions
     if not files:
         raise found.error(", ".join(args.paths))
@@ -509,9 +520,9 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
             console.print("no runs", style="dim")
             continue
         runs = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-        runs.add_column("run", no_wrap=True)
-        runs.add_column("agent", min_width=8, overflow="ellipsis", no_wrap=True)
-        runs.add_column("state", no_wrap=True)
+        runs.add_column("run", no_wrap=True, min_width=8)
+        runs.add_column("agent", overflow="ellipsis", no_wrap=True)
+        runs.add_column("state", no_wrap=True, min_width=5)
         runs.add_column("duration", justify="right", no_wrap=True)
         for column in (
             "model\ncalls",
@@ -532,7 +543,7 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
                 str(r.tool_calls),
                 _count(r.errors, bad=True),
                 _count(r.retries, bad=True),
-                f"{r.input_tokens:,}/{r.output_tokens:,}",
+                f"{_tokens(r.input_tokens)}/{_tokens(r.output_tokens)}",
                 r.cost.text(),
             )
         console.print(runs)
@@ -589,6 +600,7 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
                 "are counted above, not ranked",
                 style="dim",
                 highlight=False,
+                soft_wrap=False,  # wrapped at words to the terminal's width
             )
 
 

@@ -30,7 +30,6 @@ Cursor file ``<destination>.import-cursor`` (JSON)::
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -52,11 +51,13 @@ from .._errors import LoopscribeError
 from .._files import make_private_dir
 from .._format import format_ts as format_record_ts
 from .._freeze import FrozenConfig, freeze_config
+from .._locks import fcntl
 from .._model import Event, Execution, Record
 from .._reader import read
 from .._redact import LineRedactor, Redactor
 from .._session import Observer, Run, Session
 from ._batch import save_or_owe
+from ..workspace import IMPORT_SETTLE_SECONDS
 
 logger = logging.getLogger("loopscribe.importers")
 
@@ -64,7 +65,7 @@ CURSOR_SUFFIX = ".import-cursor"
 CURSOR_VERSION = 1
 SOURCE_EVENT = "source_event"
 """Record type of a source line the importer keeps as it is (an unknown type)."""
-DEFAULT_SETTLE_SECONDS = 1800.0
+DEFAULT_SETTLE_SECONDS = IMPORT_SETTLE_SECONDS
 """A transcript unchanged for this long is taken as finished (see ``finished=``)."""
 _LOOK_AHEAD_BYTES = 16 << 20
 """How far :meth:`Importer.first_ts` reads for a first timestamp before giving up."""
@@ -1002,9 +1003,9 @@ class Importer(Mapper):
         self.dest = Destination(
             self.destination, cursor, self.metadata, self.report, redact=self._redact
         )
-        finished = self._decide_finished(size)
         try:
             offset, line, new_lines = self._read(offset, line)
+            finished = self._decide_finished(size)
             reopened = cursor is not None and not cursor.finished
             if finished and not self.report.stopped and (new_lines or reopened):
                 self.finish()
@@ -1102,12 +1103,21 @@ class Importer(Mapper):
             )
 
     def _decide_finished(self, size: int) -> bool:
+        """Is the transcript's last turn over? By its own clock, not the file's mtime.
+
+        The last timestamp the transcript holds older than the settle time
+        closes the turn: a copy or a clone refreshes the mtime, never the
+        content. A file left untouched for that long is finished too.
+        """
         if self._finished is not None:
             return self._finished
         if size == 0:
             return False
-        age = time.time() - self.source.stat().st_mtime
-        return age >= self._settle_seconds
+        now = time.time()
+        if now - self.source.stat().st_mtime >= self._settle_seconds:
+            return True
+        last = self.last_ts
+        return last is not None and now - last.timestamp() >= self._settle_seconds
 
     def _read(self, offset: int, line: int) -> tuple[int, int, bool]:
         """Feed every new complete line to :meth:`handle`; returns the new position."""

@@ -28,9 +28,11 @@ source line                       records
 ``function_call``,                ``tool_exec_start`` under the model call (arguments
 ``custom_tool_call``,             parsed from their JSON string)
 ``local_shell_call``
-``function_call_output``,         ``tool_exec_end``; ``is_error`` when the output says
-``custom_tool_call_output``       ``success: false``, a shell exit code is not 0, or
-                                  a shell command could not run
+``function_call_output``,         ``tool_exec_end``; ``is_error`` true when the output
+``custom_tool_call_output``       says ``success: false``, a shell exit code is not 0,
+                                  or its text says a shell command could not run;
+                                  false on success or exit code 0; ``null`` (unknown)
+                                  when the output holds no such evidence
 ``web_search_call`` and other      ``tool_exec_start`` and ``tool_exec_end`` at once
 ``*_call`` items without a        (the provider ran the tool; ``result``, ``status``)
 ``call_id``
@@ -53,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -206,8 +209,19 @@ SHELL_TOOLS = frozenset(
 _EXEC_HEADERS = ("Chunk ID: ", "Wall time: ", "Process exited with code ", "Process running with")
 
 
-def _output(value: Any, shell: bool) -> tuple[Any, bool, Any]:
+_ERROR_TEXT = re.compile(
+    r"\b(failed|failure|error|denied|rejected|timed out|timeout|not allowed|aborted|"
+    r"refused|cannot|could not|no such)\b|SandboxErr",
+    re.IGNORECASE,
+)
+"""Words that say a shell command could not run, in the first line of Codex's plain text."""
+
+
+def _output(value: Any, shell: bool) -> tuple[Any, bool | None, Any]:
     """``(result, is_error, details)`` of a tool output in the shapes Codex has written.
+
+    ``is_error`` is ``None`` (unknown) where the output carries no evidence:
+    no success flag, no exit code, no error text (a redacted output, say).
 
     A shell command that ran reports ``{"output", "metadata": {"exit_code"}}``
     (Codex 0.40), ``Exit code: N`` text (``shell``, later versions) or, from
@@ -217,9 +231,11 @@ def _output(value: Any, shell: bool) -> tuple[Any, bool, Any]:
     rejection, timeout) gets a plain error message instead.
     """
     if isinstance(value, dict):
-        return value.get("content", value), value.get("success") is False, None
+        success = value.get("success")
+        flag = (success is False) if isinstance(success, bool) else None
+        return value.get("content", value), flag, None
     if not isinstance(value, str):
-        return value, False, None
+        return value, None, None
     if value.startswith("{"):
         try:
             parsed = orjson.loads(value)
@@ -228,7 +244,7 @@ def _output(value: Any, shell: bool) -> tuple[Any, bool, Any]:
         if isinstance(parsed, dict) and "output" in parsed:
             meta = parsed.get("metadata")
             code = meta.get("exit_code") if isinstance(meta, dict) else None
-            failed = type(code) is int and code != 0
+            failed = (code != 0) if type(code) is int else None
             return parsed["output"], failed, meta if isinstance(meta, dict) else None
     if value.startswith("Exit code: "):
         first = value[11 : value.find("\n") if "\n" in value else None]
@@ -238,8 +254,12 @@ def _output(value: Any, shell: bool) -> tuple[Any, bool, Any]:
         details = _exec_headers(value)
         if details is not None:
             code = details.get("exit_code")
-            return value, type(code) is int and code != 0, details
-    return value, shell, None
+            if type(code) is int:
+                return value, code != 0, details
+            return value, False if details.get("running") else None, details
+    if shell and _ERROR_TEXT.search(value.split("\n", 1)[0]) is not None:
+        return value, True, None  # "exec_command failed: SandboxErr ...": it could not run
+    return value, None, None
 
 
 def _exec_headers(value: str) -> dict[str, Any] | None:
@@ -509,7 +529,10 @@ class CodexImporter(Importer):
         else:  # a newer kind of output item: what it holds besides its ids
             output = {k: v for k, v in item.items() if k not in ("type", "id", "call_id")}
         result, failed, details = _output(output, shell)
-        failed = failed or item.get("status") == "failed"
+        if item.get("status") == "failed":
+            failed = True
+        elif item.get("status") == "completed" and failed is None:
+            failed = False
         data["result"] = result
         data["is_error"] = failed
         if details is not None:

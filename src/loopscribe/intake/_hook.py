@@ -29,6 +29,7 @@ from typing import Any, Final
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from .._errors import LoopscribeError
+from .._home import HOME_ENV, sessions_home
 from .._redact import LineRedactor
 from ..otel import span_record_data
 from ._book import Book, SpanRef, book_for
@@ -38,10 +39,10 @@ from ._records import exception_error, kind_of, labels, plan
 
 logger = logging.getLogger("loopscribe.intake")
 
-DIR_ENV: Final = "LOOPSCRIBE_DIR"
-"""Environment variable: the sessions folder of the completion hook."""
+DIR_ENV: Final = HOME_ENV
+"""Environment variable: the sessions folder of the completion hook (the sessions home)."""
 DEFAULT_DIR: Final = "loopscribe-sessions"
-"""The hook's sessions folder without ``LOOPSCRIBE_DIR``: in the current folder."""
+"""Kept for one release: the hook's folder is now :func:`loopscribe.sessions_home`."""
 
 
 class _SpanEnds(SpanProcessor):
@@ -80,8 +81,9 @@ class LoopscribeCompletionHook:
     completion_hook=LoopscribeCompletionHook("sessions"))``.
 
     Args:
-        directory: The sessions folder; default ``LOOPSCRIBE_DIR``, else
-            ``loopscribe-sessions`` in the current folder.
+        directory: The sessions folder; default the sessions home
+            (:func:`loopscribe.sessions_home`: ``LOOPSCRIBE_DIR``, else
+            ``$XDG_DATA_HOME/loopscribe``), which the command line reads too.
         redact: As for :class:`~loopscribe.otel.OffloadingProcessor`.
     """
 
@@ -92,7 +94,7 @@ class LoopscribeCompletionHook:
         redact: LineRedactor | None = None,
     ) -> None:
         if directory is None:
-            directory = os.environ.get(DIR_ENV) or DEFAULT_DIR
+            directory = sessions_home()
         self.book: Book = book_for(directory, redact=redact)
         self._ends = _SpanEnds(self.book)
         self._joined: weakref.WeakSet[Any] = weakref.WeakSet()

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import ftplib
 import os
 import socket
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import LoopscribeError, StoreError
+from .._locks import fcntl
 from .._logsafe import hide
 from ._layout import is_stale_temp, temp_name
 

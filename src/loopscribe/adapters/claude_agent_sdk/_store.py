@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import fcntl
 import json
 import logging
 import os
@@ -34,6 +33,8 @@ from opentelemetry.sdk.trace import SpanProcessor
 from ... import events as ev
 from ..._codec import snapshot_error
 from ..._errors import FormatError, LoopscribeError, SessionLockedError
+from ..._home import sessions_home
+from ..._locks import fcntl
 from ..._reader import read
 from ..._redact import LineRedactor
 from ..._safeopen import open_session_file
@@ -610,7 +611,8 @@ class LoopscribeSessionStore:
     Args:
         directory: The folder of session files (created if missing, with its
             missing parents, readable by the owner only; the files in it are
-            too).
+            too). Default: ``claude-agent-sdk`` in the sessions home
+            (:func:`loopscribe.sessions_home`), where ``loopscribe ls`` looks.
         observers: Called with every record of every session, on the worker
             thread that writes it (``loopscribe.live.Bus`` is thread-safe).
         span_processor: Receives the spans of every session through a
@@ -639,7 +641,7 @@ class LoopscribeSessionStore:
 
     def __init__(
         self,
-        directory: str | os.PathLike[str],
+        directory: str | os.PathLike[str] | None = None,
         *,
         observers: Iterable[Observer] = (),
         span_processor: SpanProcessor | None = None,
@@ -648,6 +650,8 @@ class LoopscribeSessionStore:
         max_workers: int = 4,
         redact: LineRedactor | bool | None = True,
     ) -> None:
+        if directory is None:
+            directory = sessions_home() / "claude-agent-sdk"
         self.directory = Path(directory).expanduser().absolute()
         _private_dirs(self.directory)
         self._redact = import_redactor(redact)
