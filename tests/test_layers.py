@@ -36,6 +36,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_safeopen",
                 "summary",
                 "_gc",
+                "_home",
+                "_locks",
             }
         ),
     ),
@@ -97,7 +99,6 @@ ALLOWED_EDGES: frozenset[tuple[str, str]] = frozenset(
     {
         ("loopscribe.workspace", "loopscribe.store._workspace"),
         ("loopscribe.otel", "loopscribe.intake"),
-        ("loopscribe.cli._otel", "loopscribe.cli._genai"),
     }
 )
 

@@ -28,9 +28,9 @@ import contextlib
 import errno
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from contextvars import ContextVar
-import threading
 from pathlib import Path
 from typing import Protocol
 

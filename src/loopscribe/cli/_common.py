@@ -337,7 +337,7 @@ def locate_span(
         NotFoundError: No session below ``where`` has it.
     """
     from .._reader import read
-    from ._otel import record_span, run_trace_id
+    from ..otel._ids import record_span, run_trace_id
 
     files = [where] if where.is_file() else find_sessions(where).sessions
     for path in files:
@@ -670,3 +670,29 @@ def _logging(*, verbose: bool, debug: bool = False) -> Iterator[None]:
     finally:
         root.removeHandler(stderr)
         root.setLevel(level)
+
+
+def find_records(
+    files: Sequence[Path], trace: int, span: int | None, out: Out
+) -> Iterator[tuple[Path, Record]]:
+    """The records of ``files`` behind a trace (and span), in file order."""
+    from .._errors import FormatError
+    from .._reader import read
+    from ..otel._ids import record_span, run_trace_id
+
+    for path in files:
+        runs: dict[str, int] = {}
+        try:
+            for record in read(path, decode=False):
+                if record.type == "run_start":
+                    runs[record.run_id or ""] = run_trace_id(record)
+                run_trace = runs.get(record.run_id or "")
+                if run_trace != trace:
+                    continue
+                if span is None or record_span(record, trace) == (trace, span):
+                    yield path, record
+        except FormatError as exc:
+            if not out.json:
+                out.stderr.print(
+                    f"skipped {path}: {exc}", highlight=False, markup=False, style="yellow"
+                )

@@ -22,7 +22,7 @@ _REFERENCED = frozenset({ev.MODEL_REQUEST, ev.MODEL_EXEC_END})
 
 def cmd_find_genai(args: argparse.Namespace, out: Out) -> int:
     """Print the conventions' message JSON of a reference, or of a span's model calls."""
-    from ._otel import find_records
+    from ._common import find_records
 
     if "#" in args.dir:
         try:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rich.markup import escape
 
-from .._errors import FormatError, LoopscribeError
+from .._errors import LoopscribeError
 from .._model import Record
 from .._reader import read
-from ..otel._ids import parse_traceparent, run_span_id, span_id, trace_id
+from ..otel._ids import record_span, run_trace_id
 from ._common import (
     REF_BASE_HELP,
     SESSION_HELP,
@@ -23,6 +23,7 @@ from ._common import (
     UsageError,
     add_interval_option,
     count,
+    find_records,
     find_sessions,
     home_of,
     parse_hex,
@@ -106,23 +107,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.set_defaults(handler=cmd_span)
 
 
-def record_span(record: Record, run_trace: int) -> tuple[int, int] | None:
-    """The (trace ID, span ID) a record belongs to, or ``None`` for session_start."""
-    if record.run_id is None:
-        return None
-    if record.execution is None:
-        return run_trace, run_span_id(record.session_id, record.run_id)
-    ex = record.execution
-    return run_trace, span_id(record.session_id, record.run_id, ex.id, ex.attempt)
-
-
-def run_trace_id(record: Record) -> int:
-    """The trace ID of the run a ``run_start`` record opens (the host's, if it had one)."""
-    assert record.run_id is not None
-    parent = parse_traceparent(record.data.get("traceparent"))
-    return parent.trace_id if parent is not None else trace_id(record.session_id, record.run_id)
-
-
 # -- loopscribe span -----------------------------------------------------------
 
 
@@ -156,28 +140,6 @@ def cmd_span(args: argparse.Namespace, out: Out) -> int:
 
 
 # -- loopscribe find -------------------------------------------------------------
-
-
-def find_records(
-    files: Sequence[Path], trace: int, span: int | None, out: Out
-) -> Iterator[tuple[Path, Record]]:
-    """The records of ``files`` behind a trace (and span), in file order."""
-    for path in files:
-        runs: dict[str, int] = {}
-        try:
-            for record in read(path, decode=False):
-                if record.type == "run_start":
-                    runs[record.run_id or ""] = run_trace_id(record)
-                run_trace = runs.get(record.run_id or "")
-                if run_trace != trace:
-                    continue
-                if span is None or record_span(record, trace) == (trace, span):
-                    yield path, record
-        except FormatError as exc:
-            if not out.json:
-                out.stderr.print(
-                    f"skipped {path}: {exc}", highlight=False, markup=False, style="yellow"
-                )
 
 
 def cmd_find(args: argparse.Namespace, out: Out) -> int:

@@ -56,8 +56,8 @@ from .._model import Event, Execution, Record
 from .._reader import read
 from .._redact import LineRedactor, Redactor
 from .._session import Observer, Run, Session
-from ._batch import save_or_owe
 from ..workspace import IMPORT_SETTLE_SECONDS
+from ._batch import save_or_owe
 
 logger = logging.getLogger("loopscribe.importers")
 

@@ -16,7 +16,7 @@ inside a run made current with ``with session.begin_run() as run:`` is
 recorded into that run (threads started with ``contextvars.copy_context()``
 and asyncio tasks see it too); a call outside any run goes to one session
 per process in the folder given to :func:`configure` (default:
-``LOOPSCRIBE_DIR``, else ``./loopscribe-sessions``).
+the sessions home: ``LOOPSCRIBE_DIR``, else the XDG data folder).
 
 What a model call records: every HTTP attempt the SDK's retry loop makes,
 as an attempt of one execution (``retry_scheduled`` between), each with the

@@ -3,8 +3,8 @@
 A host that makes a run current (``with session.begin_run() as run:``) gets
 every call made inside it, in that run. Calls made outside any run go to
 one session per process, created at the first such call under a folder
-named once with :func:`configure` (default: ``LOOPSCRIBE_DIR``, else
-``./loopscribe-sessions``), in one run per process that is closed when the
+named once with :func:`configure` (default: the sessions home,
+:func:`loopscribe.sessions_home`), in one run per process that is closed when the
 process exits. A process forked from one that opened it starts its own.
 """
 
@@ -18,14 +18,15 @@ import threading
 from pathlib import Path
 from typing import Final
 
+from .._home import HOME_ENV, sessions_home
 from .._session import Run, Session, current_run
 
 logger = logging.getLogger("loopscribe.instrument")
 
-DIR_ENV: Final = "LOOPSCRIBE_DIR"
-"""Environment variable: the folder of the per-process session (as for the span intake)."""
+DIR_ENV: Final = HOME_ENV
+"""Environment variable: the folder of the per-process session (the sessions home)."""
 DEFAULT_DIR: Final = "loopscribe-sessions"
-"""The per-process session's folder without ``LOOPSCRIBE_DIR``: in the current folder."""
+"""Kept for one release: the per-process session's folder is now the sessions home."""
 
 
 class _State:
@@ -46,8 +47,8 @@ def configure(directory: str | os.PathLike[str] | None = None) -> None:
 
     Call it once, before the first call; a session already opened for this
     process is closed, and the next call outside a run opens one in the new
-    folder. ``None`` goes back to the default (``LOOPSCRIBE_DIR``, else
-    ``./loopscribe-sessions``).
+    folder. ``None`` goes back to the default, the sessions home
+    (``LOOPSCRIBE_DIR``, else the XDG data folder).
     """
     with _state.lock:
         _state.directory = None if directory is None else Path(directory)
@@ -86,7 +87,7 @@ def _default_run() -> Run | None:
             return _state.default.run
         if _state.failed:
             return None
-        folder = _state.directory or Path(os.environ.get(DIR_ENV) or DEFAULT_DIR)
+        folder = _state.directory or sessions_home()
         try:
             folder.mkdir(parents=True, exist_ok=True)
             session_id = secrets.token_hex(16)

@@ -30,7 +30,7 @@ import re
 
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from .._model import CallRef
+from .._model import CallRef, Record
 
 _PREFIX = "loopscribe/v1"
 _HOST_PREFIX = "otel:"
@@ -179,3 +179,20 @@ def parse_traceparent(value: object) -> SpanContext | None:
     if not tid or not sid:
         return None
     return SpanContext(tid, sid, is_remote=True, trace_flags=TraceFlags(int(match[3], 16)))
+
+
+def record_span(record: Record, run_trace: int) -> tuple[int, int] | None:
+    """The (trace ID, span ID) a record belongs to, or ``None`` for session_start."""
+    if record.run_id is None:
+        return None
+    if record.execution is None:
+        return run_trace, run_span_id(record.session_id, record.run_id)
+    ex = record.execution
+    return run_trace, span_id(record.session_id, record.run_id, ex.id, ex.attempt)
+
+
+def run_trace_id(record: Record) -> int:
+    """The trace ID of the run a ``run_start`` record opens (the host's, if it had one)."""
+    assert record.run_id is not None
+    parent = parse_traceparent(record.data.get("traceparent"))
+    return parent.trace_id if parent is not None else trace_id(record.session_id, record.run_id)

@@ -53,7 +53,6 @@ from .. import events as ev
 from .._codec import DEFAULT_CODEC
 from .._errors import FormatError, LoopscribeError, StoreError
 from .._format import Scanner, is_session_id
-from .._format import Scanner
 from .._locks import fcntl
 from .._logsafe import display_url, scrub
 from ..otel._ids import parse_traceparent, trace_id
