@@ -17,6 +17,7 @@ working for code that does not know loopscribe::
     │   └── UnknownTypeError                    a typed value has no codec entry
     ├── DecodeError(ValueError)                 a stored typed value cannot be decoded
     ├── WriteError(OSError)                     write, truncate or fsync failed
+    ├── UnsupportedPlatformError(OSError)       writing needs fcntl locks (not on Windows)
     ├── StoreError(OSError)                     a session store (fsspec URL) cannot be used
     │   └── ManifestError                       a shipped session's manifest is damaged
     ├── SessionNotFoundError(FileNotFoundError) no session has this id (workspace, store)

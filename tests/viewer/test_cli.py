@@ -135,8 +135,8 @@ def test_report_errors_are_one_clear_line(
     # Into a folder that does not exist: that folder is named, not a temporary file.
     missing = tmp_path / "no-such-folder" / "r.html"
     code, _, err = run_cli(capsys, "report", str(demo.path), "-o", str(missing))
-    assert code == 1
-    assert f"no folder {missing.parent} to write the report in" in err
+    assert code == 3  # not found
+    assert f"the folder {missing.parent} does not exist" in err
     assert ".partial" not in err
 
 

@@ -527,8 +527,7 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
         for column in (
             "model\ncalls",
             "tool\ncalls",
-            "errors",
-            "retries",
+            "errors/\nretries",
             "tokens\nin/out",
             "cost",
         ):
@@ -541,8 +540,7 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
                 duration(r.duration_us) if r.duration_us else "-",
                 str(r.model_calls),
                 str(r.tool_calls),
-                _count(r.errors, bad=True),
-                _count(r.retries, bad=True),
+                f"{_count(r.errors, bad=True)}/{_count(r.retries, bad=True)}",
                 f"{_tokens(r.input_tokens)}/{_tokens(r.output_tokens)}",
                 r.cost.text(),
             )
