@@ -346,7 +346,9 @@ def test_many_followers_share_one_reader_and_each_gets_every_record(session_path
         t.join(10)
     total = 6 + 1 + 50 + 1  # the first file, run_start, the turns, run_close
     assert all(r == list(range(total)) for r in results)
-    time.sleep(0.05)
+    deadline = time.monotonic() + 10  # the last follower to leave retires the reader
+    while readers() and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert not readers()
 
 
@@ -404,7 +406,8 @@ def test_a_follower_wakes_on_change_well_before_its_poll_interval(
 
     def joined() -> bool:
         with live_module._readers_lock:
-            return any(r.path == session_path and r.channels for r in live_module._readers.values())
+            readers = live_module._readers.values()
+            return any(r.path == session_path.absolute() and r.channels for r in readers)
 
     thread = threading.Thread(target=follower, daemon=True)
     thread.start()
