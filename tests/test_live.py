@@ -177,16 +177,31 @@ def test_bus_replays_from_an_offset_then_streams_without_duplicates(session_path
 
 
 def test_slow_subscriber_drops_and_never_delays_recording(session_path: Path) -> None:
-    """A subscriber that never reads loses records (counted) while record() stays fast."""
+    """A subscriber that never reads loses records (counted) while record() never waits for it."""
     bus = Bus(queue_size=10)
-    with Session.create(session_path, observers=[bus]) as s, s.begin_run() as run:
-        slow = bus.subscribe(s.id)
-        started = time.perf_counter()
-        for i in range(500):
-            run.record(Event("turn_start", Execution(f"t{i}", "turn")))
-        elapsed = time.perf_counter() - started
+    recorded = threading.Event()
+    s = Session.create(session_path, observers=[bus])
+    run = s.begin_run()
+    slow = bus.subscribe(s.id)  # nobody reads it until every record() has returned
+
+    def record_all() -> None:
+        with run:
+            for i in range(500):
+                run.record(Event("turn_start", Execution(f"t{i}", "turn")))
+        recorded.set()
+
+    writer = threading.Thread(target=record_all, daemon=True)
+    writer.start()
+    try:
+        # A writer that waited for room in the full queue would never get it, as nothing
+        # reads; one that waited a little per record (60 ms or more) misses this too.
+        assert recorded.wait(30), "record() waited for a subscriber that does not read"
+    finally:
+        if not recorded.is_set():  # let a waiting writer finish, so the session can close
+            threading.Thread(target=lambda: [None for _ in slow], daemon=True).start()
+        writer.join(30)
+        s.close()
     assert slow.dropped == 500 + 1 - 10  # run_close included; the queue holds 10
-    assert elapsed < 2.0
     slow.close()
     delivered = [r.seq for r in slow if isinstance(r, Record)]  # what was queued before it closed
     assert delivered == list(range(12))  # 2 replayed from the buffer, then the 10 queued
@@ -331,7 +346,9 @@ def test_many_followers_share_one_reader_and_each_gets_every_record(session_path
         t.join(10)
     total = 6 + 1 + 50 + 1  # the first file, run_start, the turns, run_close
     assert all(r == list(range(total)) for r in results)
-    time.sleep(0.05)
+    deadline = time.monotonic() + 10  # the last follower to leave retires the reader
+    while readers() and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert not readers()
 
 
@@ -365,33 +382,45 @@ def test_a_follower_joining_late_resumes_exactly_where_it_asked(session_path: Pa
     assert second == list(range(20, last + 1))
 
 
-def test_a_follower_wakes_on_change_well_before_its_poll_interval(session_path: Path) -> None:
-    """With inotify, a record is delivered long before a one-second poll would find it."""
-    from loopscribe.live import watch_mode
+def test_a_follower_wakes_on_change_well_before_its_poll_interval(
+    session_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With inotify, the change itself wakes the shared reader: no poll timer is involved."""
+    import loopscribe.live as live_module
 
-    if watch_mode() != "inotify":
+    if live_module.watch_mode() != "inotify":
         pytest.skip("inotify is only available on Linux")
+    # No timer may wake the reader while the test runs: neither the poll interval nor the
+    # safety look inotify takes every second. Only the file's change event can deliver.
+    monkeypatch.setattr(live_module._Waker, "_SAFETY_SECONDS", 3600.0)
     write_session(session_path, 1)
     s = Session.open(session_path)
     run = s.begin_run()
     got = threading.Event()
-    stop = threading.Event()
 
     def follower() -> None:
-        for record in follow(session_path, poll_interval=2.0, stop=stop):
+        for record in follow(session_path, poll_interval=3600.0):
             if record.type == "turn_end":
                 got.set()
+                return  # leaves the shared reader
 
-    thread = threading.Thread(target=follower)
+    def joined() -> bool:
+        with live_module._readers_lock:
+            readers = live_module._readers.values()
+            return any(r.path == session_path.absolute() and r.channels for r in readers)
+
+    thread = threading.Thread(target=follower, daemon=True)
     thread.start()
-    time.sleep(0.3)  # joined the shared reader, which now sleeps on inotify
-    started = time.monotonic()
+    # Wait until the follower caught up and waits in the shared reader; a record written
+    # before that would be read on the way in, proving nothing about wake-ups.
+    deadline = time.monotonic() + 10
+    while not joined() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert joined(), "the follower never joined the shared reader"
     run.record(Event("turn_end", Execution("x", "turn")))
-    assert got.wait(1.5)
-    assert time.monotonic() - started < 0.5
-    stop.set()
-    s.close()
-    thread.join(5)
+    assert got.wait(30), "the change did not wake the shared reader"
+    thread.join(10)
+    s.close()  # its last record wakes the retired reader, which then ends
 
 
 def test_polling_fallback_delivers_in_a_separate_process(tmp_path: Path) -> None:

@@ -6,25 +6,25 @@ import contextlib
 import logging
 import os
 import socket
-import statistics
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from loopscribe import Execution, Run, Session
+from loopscribe import Execution, Run, Session, read
 from loopscribe import events as ev
-from loopscribe.otel import SpanBridge, default_processor, span_id
+from loopscribe.otel import SpanBridge, _export, default_processor, span_id
 
 from ..otlp_receiver import Received, closed_port, http_receiver
 
 EXPORT_TIMEOUT_S = 1.0
 CALLS_PER_ROUND = 1000  # two records each
 ROUNDS = 3
-MAX_P99_RISE_NS = 1_000_000
 THREADS_SETTLE_S = 5.0
 
 
@@ -38,24 +38,12 @@ def otlp_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", str(int(EXPORT_TIMEOUT_S)))
 
 
-def record_calls(run: Run, prefix: str, count: int) -> list[int]:
-    """Record ``count`` tool calls (start and end); return each record's latency in ns."""
-    latencies: list[int] = []
+def record_calls(run: Run, prefix: str, count: int) -> None:
+    """Record ``count`` tool calls (start and end)."""
     for i in range(count):
         ex = Execution(f"{prefix}{i}", "tool")
-        for event in (
-            ev.tool_exec_start(ex, "grep", {"q": i}),
-            ev.tool_exec_end(ex, "grep", "no match"),
-        ):
-            began = time.perf_counter_ns()
-            run.record(event)
-            latencies.append(time.perf_counter_ns() - began)
-    return latencies
-
-
-def p99(latencies: list[int]) -> float:
-    """The 99th percentile."""
-    return statistics.quantiles(latencies, n=100)[98]
+        run.record(ev.tool_exec_start(ex, "grep", {"q": i}))
+        run.record(ev.tool_exec_end(ex, "grep", "no match"))
 
 
 def settled_thread_count(baseline: int) -> int:
@@ -67,23 +55,18 @@ def settled_thread_count(baseline: int) -> int:
 
 
 def measure(path: Path, endpoint: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """Record ROUNDS runs through a bridge to ``endpoint``; report p99, close time and counts."""
+    """Record ROUNDS runs through a bridge to ``endpoint``; report the counts."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
     baseline = threading.active_count()
     processor: Any = default_processor(path)
     bridge = SpanBridge(processor, file_uri=path)
     session = Session.create(path, observers=[bridge])
-    p99s = []
     for round_ in range(ROUNDS):
         with session.begin_run() as run:
-            p99s.append(p99(record_calls(run, f"r{round_}-", CALLS_PER_ROUND)))
-    began = time.monotonic()
+            record_calls(run, f"r{round_}-", CALLS_PER_ROUND)
     session.close()
     processor.shutdown()
-    close_s = time.monotonic() - began
     return {
-        "p99_ns": min(p99s),
-        "close_s": close_s,
         "baseline": baseline,
         "threads": settled_thread_count(baseline),
         "accepted": processor.accepted_spans,
@@ -137,7 +120,11 @@ def unreachable(kind: str) -> Iterator[str]:
 def test_unreachable_collector_costs_the_recorder_nothing(
     kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """No answering collector: p99 within 1 ms, bounded close, drops counted, threads flat."""
+    """No answering collector: everything recorded, drops counted and logged, threads flat.
+
+    That recording and closing never wait on the export is proven with an exporter
+    blocked on an event below; ``benchmarks/collector_down.py`` measures the latency.
+    """
     with http_receiver() as received:
         up = measure(tmp_path / "up.jsonl", received.endpoint, monkeypatch)
     assert up["dropped"] == 0
@@ -148,8 +135,7 @@ def test_unreachable_collector_costs_the_recorder_nothing(
     with unreachable(kind) as endpoint:
         down = measure(tmp_path / "down.jsonl", endpoint, monkeypatch)
         assert down["threads"] <= down["baseline"], "exporter threads outlived shutdown"
-    assert down["p99_ns"] - up["p99_ns"] < MAX_P99_RISE_NS, (down["p99_ns"], up["p99_ns"])
-    assert down["close_s"] < EXPORT_TIMEOUT_S + 1.0
+    assert len(list(read(tmp_path / "down.jsonl"))) == len(list(read(tmp_path / "up.jsonl")))
     assert down["exported"] == 0
     assert down["bridge_dropped"] == 0  # the processor never raised into the bridge
     assert down["dropped"] == down["accepted"] == ROUNDS * (CALLS_PER_ROUND + 1)
@@ -158,6 +144,76 @@ def test_unreachable_collector_costs_the_recorder_nothing(
         f"{down['dropped']} of {down['accepted']} spans were not exported" in m for m in warnings
     )
     assert not any(endpoint in m for m in warnings)
+
+
+class BlockedExporter(SpanExporter):
+    """An exporter whose every export hangs until the test sets ``release``."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.returned = threading.Event()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.entered.set()
+        self.release.wait()
+        self.returned.set()
+        return SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        """Nothing to close; an export in progress stays blocked."""
+
+
+def test_recording_and_closing_never_wait_on_a_blocked_export(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With the exporter stuck in an export, record() returns and shutdown gives up in time.
+
+    The exporter stays blocked until the end of the test: every call that returns
+    while ``release`` is unset did not wait for the export. Shutdown must give up
+    after the configured timeout (0.1 s). The 5 s it is given here is no latency
+    target: it only tells that from a shutdown that waits 10 s (the default
+    timeout), 60 s (the environment's, here overridden by the argument) or 30 s
+    (the stock processor's).
+    """
+    exporter = BlockedExporter()
+    monkeypatch.setattr(_export, "default_exporter", lambda *args, **kwargs: exporter)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "60")  # the argument below must win
+    caplog.set_level(logging.WARNING, logger="loopscribe.otel")
+    path = tmp_path / "blocked.jsonl"
+    processor: Any = default_processor(
+        path, export_timeout_millis=100, schedule_delay_millis=10, max_export_batch_size=8
+    )
+    session = Session.create(path, observers=[SpanBridge(processor, file_uri=path)])
+    recorded, closed = threading.Event(), threading.Event()
+
+    def record_then_close() -> None:
+        with session.begin_run() as run:
+            record_calls(run, "first-", 1)
+            assert exporter.entered.wait(10), "the batch worker never exported"
+            record_calls(run, "blocked-", CALLS_PER_ROUND)
+        recorded.set()
+        session.close()
+        processor.shutdown()
+        closed.set()
+
+    worker = threading.Thread(target=record_then_close, daemon=True)
+    worker.start()
+    try:
+        assert recorded.wait(30), "record() waited for the blocked export"
+        assert closed.wait(5), "shutdown waited for the blocked export"
+        assert not exporter.returned.is_set()
+    finally:
+        exporter.release.set()
+        worker.join(30)
+    assert processor.exported_spans == 0
+    assert processor.dropped_spans == processor.accepted_spans == CALLS_PER_ROUND + 2
+    assert any(
+        f"{CALLS_PER_ROUND + 2} of {CALLS_PER_ROUND + 2} spans were not exported" in r.getMessage()
+        for r in caplog.records
+        if r.name == "loopscribe.otel"
+    )
+    assert len(list(read(path))) == 2 * (CALLS_PER_ROUND + 1) + 3
 
 
 class RestartableReceiver:
@@ -224,10 +280,8 @@ def test_export_resumes_after_the_collector_comes_back(
         record_calls(run, "after-", count)
         assert wait_for(span_ids(session, run, "after-", count), receiver.received, processor)
 
-        began = time.monotonic()
         session.close()
         processor.shutdown()
-        assert time.monotonic() - began < EXPORT_TIMEOUT_S + 1.0
         assert processor.dropped_spans == count
         assert processor.exported_spans == 2 * count + 1  # and the run's root span
         arrived = {s.span_id.hex() for s in receiver.received.spans()}

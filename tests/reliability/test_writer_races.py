@@ -171,9 +171,9 @@ def test_a_sigkilled_writer_mid_burst_frees_the_lock_at_once(fast_dir: Path) -> 
             time.sleep(0.02 + 0.03 * round_)
             os.kill(holder.pid, signal.SIGKILL)
             holder.wait()
-            started = time.monotonic()
-            session = Session.open(path)  # no retry: the lock must be free already
-            elapsed = time.monotonic() - started
+            # The lock is taken without waiting (LOCK_NB) and never retried: this open
+            # succeeds only if the kill freed the lock by the time the holder was reaped.
+            session = Session.open(path)
         finally:
             stop([holder])
             for stream in (holder.stdout, holder.stderr):
@@ -182,7 +182,6 @@ def test_a_sigkilled_writer_mid_burst_frees_the_lock_at_once(fast_dir: Path) -> 
         assert holder.returncode == -signal.SIGKILL
         with session, session.begin_run() as run:
             run.record(Event("after_kill", None, {"round": round_}))
-        assert elapsed < 5.0
         records = list(read(path))
         assert [r.seq for r in records] == list(range(len(records)))
         assert records[-2].type == "after_kill"

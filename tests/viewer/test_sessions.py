@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 from starlette.testclient import TestClient
@@ -96,11 +95,12 @@ def test_requests_about_other_sessions_do_not_wait(tmp_path: Path) -> None:
         reader.start()
         try:
             assert held.wait(10)
-            started = time.monotonic()
             assert client.get(f"/session/{ids['release notes']}").status_code == 200
             listed = client.get("/api/sessions").json()["sessions"]
-            elapsed = time.monotonic() - started
-            assert elapsed < 5, f"other requests waited {elapsed:.1f} s for a held session"
+            # Answered while the long read still holds its session (release is never set
+            # before this point): a request that waited for it would get its answer only
+            # once the read gave up, and the reader would be gone by now.
+            assert reader.is_alive(), "the request waited for the held session"
             # The held session is still listed, as last seen.
             assert ids["research demo"] in {s["id"] for s in listed}
         finally:
