@@ -1,6 +1,6 @@
 module loopscribe.local/jaeger-build
 
-go 1.26.8
+go 1.25.0
 
 tool github.com/jaegertracing/jaeger/cmd/jaeger
 

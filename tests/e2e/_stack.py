@@ -226,7 +226,6 @@ def start_jaeger(workdir: Path) -> Jaeger:
         {
             "JAEGER_LISTEN_HOST": host,
             "JAEGER_UI_CONFIG": str(CONFIG_DIR / "jaeger-ui.json"),
-            "JAEGER_METRICS_HOST": host,
         }
     )
     program = Program(
@@ -299,7 +298,6 @@ def start_collector(
     env = _environment(
         {
             "OTELCOL_LISTEN_HOST": host,
-            "OTELCOL_METRICS_HOST": host,
             "OTELCOL_STORAGE_DIR": str(storage),
             "JAEGER_OTLP_ENDPOINT": jaeger.otlp_grpc,
             "LOOPSCRIBE_OTLP_FILES": files,
