@@ -21,8 +21,14 @@ BUILDER_VERSION=v0.165.0
 CACHE="${LOOPSCRIBE_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/loopscribe-e2e}"
 BIN="$CACHE/bin"
 
+GET_GO="install Go 1.25 or later from https://go.dev/dl/ (make e2e builds Jaeger and the OpenTelemetry Collector with it) and run make e2e again"
 if ! command -v go >/dev/null 2>&1; then
-  echo "build-otel-programs: 'go' is not on PATH; install Go 1.25 or later from https://go.dev/dl/ (or your package manager, e.g. 'apt-get install golang-go') and run make e2e again" >&2
+  echo "build-otel-programs: 'go' is not on PATH; $GET_GO" >&2
+  exit 1
+fi
+go_version=$(go env GOVERSION)
+if [[ ! "$go_version" =~ ^go1\.([0-9]+) ]] || ((BASH_REMATCH[1] < 25)); then
+  echo "build-otel-programs: $(command -v go) is $go_version; $GET_GO" >&2
   exit 1
 fi
 

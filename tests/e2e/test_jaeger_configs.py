@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from ._stack import CONFIG_DIR, JAEGER_ENV, OTELCOL_ENV, Jaeger, executable
+from ._stack import CONFIG_DIR, JAEGER_ENV, OTELCOL_ENV, ROOT, Jaeger, executable
 
 VALIDATE_TIMEOUT_S = 120.0
 
@@ -88,3 +89,29 @@ def test_compose_pins_are_the_tested_versions_or_the_readme_says_so() -> None:
         assert said, f"collector-config/README.md does not say {service} {version} was tested"
     assert "tempo" in images["tempo"]
     assert re.search(r"Tempo[^.]*not run", readme, re.S), "README: say that Tempo is not run"
+
+
+@pytest.mark.parametrize("go", [None, "go1.22.1"], ids=["no go", "old go"])
+def test_the_build_fails_saying_how_to_get_go(go: str | None, tmp_path: Path) -> None:
+    """Without Go 1.25 or later, the build (and so ``make e2e``) fails and says what to install."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "sha256sum", "cut", "mkdir", "dirname", "env", "nice"):
+        found = shutil.which(tool)
+        assert found, tool
+        (bin_dir / tool).symlink_to(found)
+    if go is not None:
+        fake = bin_dir / "go"
+        fake.write_text(f"#!/bin/sh\necho {go}\n")
+        fake.chmod(0o755)
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "build-otel-programs.sh")],
+        env={"PATH": str(bin_dir), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=VALIDATE_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "install Go 1.25 or later from https://go.dev/dl/" in done.stderr
+    assert not (tmp_path / ".cache").exists(), "it started building anyway"
