@@ -226,6 +226,11 @@ def start_jaeger(workdir: Path) -> Jaeger:
         {
             "JAEGER_LISTEN_HOST": host,
             "JAEGER_UI_CONFIG": str(CONFIG_DIR / "jaeger-ui.json"),
+            # Jaeger traces its own queries over OTLP, to localhost:4317 unless told;
+            # in its container that is itself, and so it is here. Its last export,
+            # at shutdown, finds its receiver stopped already: a second, not ten.
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{host}:4317",
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "1000",
         }
     )
     program = Program(
