@@ -176,6 +176,9 @@ def test_every_span_of_the_files_arrives_once_with_its_tree_name_and_kind(
     assert {"invoke_agent weather-bot", "chat demo-model-1", "execute_tool get_weather"} <= names
     assert len(sessions.expected) > 100, "the import wrote fewer spans than its transcripts hold"
     assert_same_spans(stored, sessions.expected)
+    # The file receiver names the file each span was read from.
+    files = {s.span_id: path.name for path in sessions.span_files for s in spans_of_file(path)}
+    assert {s.span_id: s.attributes.get("log.file.name") for s in stored} == files
     roots = [s for s in stored if s.parent_id is None]
     assert len(roots) == len({s.trace_id for s in stored}), "one root span per trace (the run)"
 
