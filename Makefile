@@ -57,10 +57,18 @@ coverage: $(STAMP)
 test: $(STAMP) browser
 	@$(MAKE) --no-print-directory --output-sync=target -j3 lint typecheck unit
 
-# End to end against a real trace backend (Arize Phoenix, in its own venv).
+# End to end against real trace backends: Arize Phoenix (in its own venv), and
+# Jaeger v2 fed by the OpenTelemetry Collector running collector-config/, both
+# built from their Go modules (needs Go; cached outside the repository, so only
+# the first run builds).
 e2e: $(STAMP)
 	PYTHON=$(PYTHON) bash scripts/e2e-setup.sh $(PHOENIX_VENV)
-	LOOPSCRIBE_PHOENIX=$(PHOENIX_VENV)/bin/phoenix $(BIN)/pytest tests/e2e
+	@set -e; programs="$$(bash scripts/build-otel-programs.sh)"; \
+	echo "e2e: Jaeger and Collector: $$(echo $$programs)"; \
+	LOOPSCRIBE_PHOENIX=$(PHOENIX_VENV)/bin/phoenix \
+	LOOPSCRIBE_JAEGER="$$(echo "$$programs" | sed -n 1p)" \
+	LOOPSCRIBE_OTELCOL="$$(echo "$$programs" | sed -n 2p)" \
+	$(BIN)/pytest tests/e2e
 
 # Speed and memory targets (not tests): each prints ratios against a baseline
 # measured in the same run.

@@ -1,11 +1,14 @@
-"""A real Arize Phoenix server on loopback, started and stopped by the tests.
+"""Real trace backends on loopback, started and stopped by the tests.
 
-The end-to-end tests run only when ``LOOPSCRIBE_PHOENIX`` names a ``phoenix``
+The Phoenix tests run only when ``LOOPSCRIBE_PHOENIX`` names a ``phoenix``
 executable: ``make e2e`` installs Phoenix into its own virtualenv (so its
-dependency pins never touch the project's) and sets the variable. Without it
-this folder is not collected, so ``make test`` stays offline and fast. With
-it, a missing or broken Phoenix is an error, never a skip: a green ``make e2e``
-always means the spans went through a real backend.
+dependency pins never touch the project's) and sets the variable. The Jaeger
+and Collector tests (``test_jaeger*.py``) run when ``LOOPSCRIBE_JAEGER`` and
+``LOOPSCRIBE_OTELCOL`` are set: ``make e2e`` builds both programs from their
+Go modules first (see ``_stack.py``). Without the variables these files are
+not collected, so ``make test`` stays offline and fast. With them, a missing
+or broken program is an error, never a skip: a green ``make e2e`` always
+means the spans went through a real backend.
 
 Phoenix is bound to 127.0.0.1 on free ports, keeps its SQLite database in a
 temporary folder, and has telemetry, external resources and its agent
@@ -31,6 +34,8 @@ from typing import Any
 
 import pytest
 
+from . import _stack
+
 PHOENIX_ENV = "LOOPSCRIBE_PHOENIX"
 """Path of the ``phoenix`` executable; unset means: do not collect these tests."""
 
@@ -40,7 +45,9 @@ STARTUP_TIMEOUT_S = 300.0  # a fresh database migrates first: minutes on a loade
 STOP_TIMEOUT_S = 15.0
 REQUEST_TIMEOUT_S = 10.0
 
-collect_ignore_glob: list[str] = [] if os.environ.get(PHOENIX_ENV) else ["test_*.py"]
+collect_ignore_glob: list[str] = [] if os.environ.get(PHOENIX_ENV) else ["test_phoenix*.py"]
+if not (os.environ.get(_stack.JAEGER_ENV) or os.environ.get(_stack.OTELCOL_ENV)):
+    collect_ignore_glob.append("test_jaeger*.py")
 
 # Settings from the caller's environment that would change what Phoenix does
 # (another database, exporting its own traces, auth) are dropped.
@@ -190,3 +197,13 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
         yield server
     finally:
         _stop(process)
+
+
+@pytest.fixture(scope="session")
+def jaeger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_stack.Jaeger]:
+    """Jaeger v2 running collector-config/jaeger-config.yaml, stopped after the tests."""
+    server = _stack.start_jaeger(tmp_path_factory.mktemp("jaeger"))
+    try:
+        yield server
+    finally:
+        server.program.stop()
