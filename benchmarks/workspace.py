@@ -66,8 +66,9 @@ from loopscribe import (
     events,
     read,
 )
+from loopscribe._backread import count_visible, tail_offset
 from loopscribe.live import follow
-from loopscribe.workspace import MessagePage, _count_visible, tail_offset
+from loopscribe.workspace import MessagePage
 
 TARGET_MESSAGES_RATIO = 100.0
 TARGET_LIST_RATIO = 2.0
@@ -179,7 +180,7 @@ def bench_messages(size_mib: int, reps: int, profile: bool) -> bool:
             counted: list[int] = []
             for _ in range(reps):
                 took, (_visible, counted_total) = _timed(
-                    lambda: _count_visible(path, None, ws.codec)
+                    lambda: count_visible(path, None, ws.codec)
                 )
                 counted.append(took)
             warm_ws = Workspace(root)

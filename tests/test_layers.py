@@ -59,7 +59,19 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     (
         "services",
         frozenset(
-            {"workspace", "live", "_stats", "_cost", "_span_shipper", "otel", "store", "testing"}
+            {
+                "workspace",
+                "_fold",
+                "_sidelog",
+                "_backread",
+                "live",
+                "_stats",
+                "_cost",
+                "_span_shipper",
+                "otel",
+                "store",
+                "testing",
+            }
         ),
     ),
     ("ways in", frozenset({"adapters", "importers", "intake", "instrument"})),
@@ -74,24 +86,6 @@ ALLOWED: frozenset[tuple[str, str]] = frozenset(
         ("loopscribe._stats", "loopscribe.viewer._timeline"),
         # loopscribe.otel.OffloadingProcessor, kept importable, lives in the intake.
         ("loopscribe.otel", "loopscribe.intake"),
-        ("loopscribe.adapters.claude_agent_sdk._live", "loopscribe.importers.claude_code._Context"),
-        # The store's workspace and shipper share the folder workspace's side-log helpers.
-        *(
-            ("loopscribe.store._shipper", f"loopscribe.workspace.{name}")
-            for name in (
-                "_Fold",
-                "_is_locked",
-                "_locked_inodes",
-                "_Locks",
-                "_read_side",
-                "_side_path",
-                "_with_side",
-            )
-        ),
-        *(
-            ("loopscribe.store._workspace", f"loopscribe.workspace.{name}")
-            for name in ("_ByteSource", "_parse_side", "_SideFact")
-        ),
     }
 )
 # Imports that close a circle, dropped before looking for circles (same rule as above).

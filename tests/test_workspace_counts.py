@@ -30,6 +30,7 @@ from loopscribe import (
     TextContent,
     UserMessage,
     Workspace,
+    _backread,
     read,
 )
 from loopscribe import events as ev
@@ -56,7 +57,7 @@ def text_of(message: object) -> str:
     return message.text
 
 
-class _Counting(workspace_module._FileSource):
+class _Counting(_backread.FileSource):
     """A session file read by range, counting the bytes read."""
 
     read_bytes = 0
@@ -70,7 +71,7 @@ class _Counting(workspace_module._FileSource):
 class CountingWorkspace(Workspace):
     """A Workspace that counts the bytes its pages read from session files."""
 
-    def _open_source(self, path: Path) -> workspace_module._ByteSource:
+    def _open_source(self, path: Path) -> _backread.ByteSource:
         return _Counting(path)
 
 
@@ -83,7 +84,7 @@ def no_scan(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
         counted.append(path)
         raise AssertionError(f"{path}: the whole file was counted for the total")
 
-    monkeypatch.setattr(workspace_module, "_count_visible", refuse)
+    monkeypatch.setattr(workspace_module, "count_visible", refuse)
     return counted
 
 

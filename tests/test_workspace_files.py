@@ -23,10 +23,11 @@ from loopscribe import (
     UserMessage,
     Workspace,
     WriteError,
+    _backread,
 )
 from loopscribe import events as ev
 from loopscribe import workspace as workspace_module
-from loopscribe.workspace import _reverse_lines, tail_offset
+from loopscribe._backread import reverse_lines, tail_offset
 
 from .scripted import held_to_file_modes, scripted
 
@@ -162,7 +163,7 @@ def meter(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The bytes read from session files by range, plus every look at them, counted."""
     meter = [0]
 
-    class MeteredSource(workspace_module._FileSource):
+    class MeteredSource(_backread.FileSource):
         __slots__ = ()
 
         def pread(self, size: int, offset: int) -> bytes:
@@ -171,7 +172,7 @@ def meter(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             meter[0] += len(block)
             return block
 
-    monkeypatch.setattr(workspace_module, "_FileSource", MeteredSource)
+    monkeypatch.setattr(workspace_module, "FileSource", MeteredSource)
     return meter
 
 
@@ -227,13 +228,13 @@ def test_reverse_lines_gives_every_line_and_offset_at_any_block_size(
     monkeypatch: pytest.MonkeyPatch, block: int
 ) -> None:
     """Lines shorter, as long as, and longer than a block, empty lines too: all back, in order."""
-    monkeypatch.setattr(workspace_module, "_BLOCK_BYTES", block)
+    monkeypatch.setattr(_backread, "BLOCK_BYTES", block)
     lines = [b"a\n", b"\n", b"bcdefgh\n", b"x" * 150 + b"\n", b"ij\n", b"\n", b"k" * 7 + b"\n"]
     data = b"".join(lines)
     offsets = [sum(map(len, lines[:i])) for i in range(len(lines))]
-    got = list(_reverse_lines(_Bytes(data), len(data)))
+    got = list(reverse_lines(_Bytes(data), len(data)))
     assert got == list(zip(offsets, lines, strict=True))[::-1]
-    assert list(_reverse_lines(_Bytes(data), offsets[3])) == got[-3:]
+    assert list(reverse_lines(_Bytes(data), offsets[3])) == got[-3:]
 
 
 # -- artifacts --------------------------------------------------------------------------------

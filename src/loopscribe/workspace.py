@@ -32,41 +32,53 @@ artifacts in ``<root>/<session_id>.artifacts/``.
 
 from __future__ import annotations
 
-import bisect
 import builtins
 import contextlib
 import errno
-import itertools
-import mmap
 import os
-import re
 import secrets
 import shutil
 import stat
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any
 
 import orjson
 
 from . import events as ev
+from ._backread import (
+    BLOCK_BYTES,
+    ByteSource,
+    FileSource,
+    count_visible,
+    line_at,
+    reverse_lines,
+)
 from ._codec import DEFAULT_CODEC, Codec
-from ._cost import ZERO, Cost, call_cost
 from ._errors import FormatError, LoopscribeError, SessionLockedError
-from ._fields import field as get_field
-from ._fields import plain, text, token_usage
-from ._files import append_whole, complete_end, make_private_dir, open_append, replace_file
-from ._format import Scanner, format_ts, parse_ts
+from ._files import make_private_dir, replace_file
+from ._fold import Compaction, SessionFold, SessionSummary, Status, positive_int, stored_count
+from ._format import Scanner
 from ._gc import collector_paused
-from ._locks import HAVE_LOCKS, fcntl
 from ._messages import SystemMessage
 from ._reader import to_record
-from ._safeopen import open_session_fd, open_session_file
+from ._safeopen import open_session_file
 from ._session import Observer, Session, open_handle
+from ._sidelog import (
+    SIDE_SUFFIX,
+    Locks,
+    SideFact,
+    append_side,
+    is_locked,
+    locked_inodes,
+    read_side,
+    side_path,
+    with_side,
+)
 from ._source import is_url
 
 __all__ = [
@@ -81,17 +93,6 @@ __all__ = [
     "Workspace",
     "session_status",
 ]
-
-Status = Literal["running", "interrupted", "failed", "idle"]
-"""The one vocabulary of a session's state, in the CLI, ``--json``, the viewer and the docs.
-
-``running``: a run (an agent's turn) is open and its writer is alive; for an
-imported transcript, its turn is open and its own last record is less than
-:data:`IMPORT_SETTLE_SECONDS` old. ``interrupted``: a run is open but nothing
-writes it any more (the process died, or the transcript stopped mid-turn).
-``failed``: the last run ended with an error (``agent_end`` with an error or
-``stop_reason`` "error", or, without ``agent_end``, a failed last
-``model_exec_end``). ``idle``: otherwise (the last turn is over)."""
 
 IMPORT_SETTLE_SECONDS = 1800.0
 """An imported transcript whose last timestamp is older than this has finished its turn."""
@@ -114,7 +115,6 @@ METADATA_FIELDS = frozenset(
 )
 """Session metadata a workspace stores (``state`` is the host's own label, e.g. 'done')."""
 
-_BLOCK_BYTES = 1 << 16
 _TYPE_WINDOW = 120  # the record's "type" key comes within this many bytes of a line's start
 _TYPE_KEY = b'"type":"'
 
@@ -135,7 +135,6 @@ class NotASessionError(FormatError):
     """A workspace file's first line is not a loopscribe session header."""
 
 
-_SIDE_SUFFIX = ".meta"
 _HEADER_PROBE = b'"type":"session_start"'
 
 
@@ -145,7 +144,7 @@ def _check_header(path: Path, fd: int | None = None) -> None:
     if fd is None:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        head = os.pread(fd, _BLOCK_BYTES, 0)
+        head = os.pread(fd, BLOCK_BYTES, 0)
     finally:
         if own:
             os.close(fd)
@@ -167,64 +166,6 @@ def _check_header(path: Path, fd: int | None = None) -> None:
             line=1,
             offset=0,
         )
-
-
-@dataclass(frozen=True, slots=True)
-class Compaction:
-    """The latest compaction: the conversation before it is replaced by a summary.
-
-    Attributes:
-        at: When it was recorded.
-        seq: Its record's seq (``-1`` when it came from the side log).
-        messages_before: Messages committed before it.
-        summary: The summary's text (a message's text when it is a message).
-        keep_last: Messages before it kept verbatim after the summary.
-    """
-
-    at: datetime
-    seq: int
-    messages_before: int
-    summary: str | None = None
-    keep_last: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class SessionSummary:
-    """What a session list shows, folded from a session file's records.
-
-    ``path`` is the session's URL (``<store>/sessions/<id>``) when it was read
-    from a store.
-    """
-
-    id: str
-    path: Path | str
-    created: datetime
-    updated: datetime
-    status: Status
-    title: str | None = None
-    model: str | None = None
-    provider: str | None = None
-    mode: str | None = None
-    role: str | None = None
-    agent_name: str | None = None
-    color: str | None = None
-    skills: tuple[str, ...] = ()
-    parent_id: str | None = None
-    source: str | None = None
-    result: str | None = None
-    state: str | None = None
-    message_count: int = 0
-    """Messages a reader sees now: after a compaction, the summary, the kept ones and later."""
-    messages_total: int = 0
-    """Messages ever committed, compacted away or not."""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    runs: int = 0
-    records: int = 0
-    todos: tuple[Mapping[str, Any], ...] = ()
-    compaction: Compaction | None = None
-    cost: Cost = ZERO
-    """What the model calls cost, priced from their usage when folded (``docs/cost.md``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,194 +199,11 @@ class Artifact:
 
 
 @dataclass(slots=True)
-class _Fold:
-    """The running summary of one file, advanced record by record."""
-
-    id: str = ""
-    created: datetime | None = None
-    updated: datetime | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    seen_model: str | None = None
-    seen_provider: str | None = None
-    cost: Cost = ZERO
-    messages: int = 0
-    visible_from: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    runs: int = 0
-    run_open: bool = False
-    records: int = 0
-    todos: tuple[Mapping[str, Any], ...] = ()
-    todos_at: datetime | None = None
-    meta_at: dict[str, datetime] = field(default_factory=dict)
-    compaction: Compaction | None = None
-    first_user_text: str | None = None
-    run_error: bool = False
-    run_agent_end: bool = False
-    last_run_failed: bool = False
-
-    def feed(
-        self,
-        kind: str,
-        seq: int,
-        ts: datetime,
-        data: Mapping[str, Any],
-        sid: str,
-        top: bool = True,
-    ) -> None:
-        self.records += 1
-        self.updated = ts
-        if kind == ev.SESSION_START:
-            self.id, self.created = sid, ts
-            self.meta.update(data.get("metadata") or {})
-        elif kind in _FACTS:
-            self.fact(kind, seq, ts, data)
-        elif kind == ev.MESSAGE_END:
-            self.messages += 1
-            if self.first_user_text is None:
-                self.first_user_text = _user_text(plain(data.get("message")))
-        elif kind in (ev.MODEL_EXEC_START, ev.MODEL_REQUEST):
-            self.seen_model = text(plain(data.get("model"))) or self.seen_model
-            self.seen_provider = text(plain(data.get("provider"))) or self.seen_provider
-        elif kind == ev.MODEL_EXEC_END:
-            message = plain(data.get("message"))
-            usage = token_usage(plain(data.get("usage")))
-            if usage is None:
-                usage = token_usage(get_field(message, "usage"))
-            if usage is not None:
-                self.input_tokens += usage.input_tokens or 0
-                self.output_tokens += usage.output_tokens or 0
-                model = text(get_field(message, "model")) or self.seen_model
-                self.cost += call_cost(model, self.seen_provider, usage, ts)
-            if not self.run_agent_end:
-                # A standalone call: its outcome is the run's, unless an agent_end says.
-                self.run_error = data.get("error") is not None
-        elif kind == ev.AGENT_END and top:
-            # The top-level agent decides the run's outcome; nested agents end inside it.
-            self.run_agent_end = True
-            self.run_error = data.get("error") is not None or data.get("stop_reason") == "error"
-        elif kind == ev.RUN_START:
-            self.runs += 1
-            self.run_open = True
-            self.run_error = self.run_agent_end = False
-        elif kind == ev.RUN_CLOSE:
-            self.run_open = False
-            self.last_run_failed = self.run_error
-
-    def fact(self, kind: str, seq: int, ts: datetime, data: Mapping[str, Any]) -> None:
-        """A session-level fact, from the file or the side log; the newer one wins."""
-        if kind == ev.SESSION_UPDATE:
-            for name, value in (data.get("fields") or {}).items():
-                at = self.meta_at.get(name)
-                if at is None or at <= ts:
-                    self.meta[name] = value
-                    self.meta_at[name] = ts
-        elif kind == ev.TODOS:
-            if self.todos_at is None or self.todos_at <= ts:
-                self.todos = tuple(data.get("todos") or ())
-                self.todos_at = ts
-        elif kind == ev.COMPACTION and (self.compaction is None or self.compaction.at <= ts):
-            summary = plain(data.get("summary"))
-            before = data.get("messages_before")
-            self.compaction = Compaction(
-                ts,
-                seq,
-                before if isinstance(before, int) else self.messages,
-                summary if isinstance(summary, str) else _message_text(summary),
-                _keep(data.get("keep_last")),
-            )
-
-    def summary(self, path: Path, status: Status) -> SessionSummary:
-        meta = self.meta
-        created = self.created or datetime.fromtimestamp(0, UTC)
-        skills = meta.get("skills") or ()
-        visible = self.messages
-        if self.compaction is not None:
-            c = self.compaction
-            visible = 1 + min(c.keep_last, c.messages_before) + self.messages - c.messages_before
-        return SessionSummary(
-            id=self.id,
-            path=path,
-            created=created,
-            updated=self.updated or created,
-            status=status,
-            title=_opt_str(meta.get("title")) or _title_from(self.first_user_text),
-            model=_opt_str(meta.get("model")) or self.seen_model,
-            provider=_opt_str(meta.get("provider")),
-            mode=_opt_str(meta.get("mode")),
-            role=_opt_str(meta.get("role")),
-            agent_name=_opt_str(meta.get("agent_name")),
-            color=_opt_str(meta.get("color")),
-            skills=tuple(str(s) for s in skills) if isinstance(skills, list | tuple) else (),
-            parent_id=_opt_str(meta.get("parent_id")),
-            source=_opt_str(meta.get("source")),
-            result=_opt_str(meta.get("result")),
-            state=_opt_str(meta.get("state")),
-            message_count=visible,
-            messages_total=self.messages,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            runs=self.runs,
-            records=self.records,
-            todos=self.todos,
-            compaction=self.compaction,
-            cost=self.cost,
-        )
-
-
-def _opt_str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-_FACTS = frozenset({ev.SESSION_UPDATE, ev.TODOS, ev.COMPACTION})
-_TITLE_CHARS = 80
-
-
-def _keep(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def _count(value: Any) -> int | None:
-    """A stored message count, or ``None`` if it is missing or not a count."""
-    return value if type(value) is int and value >= 0 else None
-
-
-def _message_text(message: Any) -> str | None:
-    """The text parts of a message (stored form or object), joined; ``None`` if none."""
-    if message is None:
-        return None
-    content = get_field(message, "content")
-    if isinstance(content, str):
-        return content or None
-    if isinstance(content, list | tuple):
-        parts = [get_field(part, "text") for part in content]
-        joined = "".join(p for p in parts if isinstance(p, str))
-        return joined or None
-    return None
-
-
-def _user_text(message: Any) -> str | None:
-    if get_field(message, "role") != "user":
-        return None
-    return _message_text(message)
-
-
-def _title_from(first_user_text: str | None) -> str | None:
-    """A title derived from the first user message: its first line, shortened."""
-    if not first_user_text:
-        return None
-    line = " ".join(first_user_text.split())
-    if len(line) <= _TITLE_CHARS:
-        return line or None
-    return line[: _TITLE_CHARS - 1].rstrip() + "…"
-
-
-@dataclass(slots=True)
 class _Cached:
     """A file's fold and where it stopped: enough to skip or extend the file."""
 
     path: Path
-    fold: _Fold
+    fold: SessionFold
     scanner: Scanner
     offset: int
     lines: int
@@ -454,7 +212,7 @@ class _Cached:
     inode: int
     summary: SessionSummary | None = None
     side_key: tuple[int, int] | None = None
-    side: list[_SideFact] = field(default_factory=list)
+    side: list[SideFact] = field(default_factory=list)
     steady: SessionSummary | None = None
     """The summary while the file stays as it is: set when its status cannot change
     without the file changing (no run open, or one left by a writer that is gone;
@@ -465,133 +223,6 @@ class _Cached:
         return (
             self.inode == st.st_ino and self.size == st.st_size and self.mtime_ns == st.st_mtime_ns
         )
-
-
-@dataclass(frozen=True, slots=True)
-class _SideFact:
-    """One line of a side log: a session-level fact written while another process records."""
-
-    kind: str
-    ts: datetime
-    data: Mapping[str, Any]
-    offset: int  # the session file's complete end when it was written
-
-
-def _side_path(path: Path) -> Path:
-    return path.with_name(path.name + _SIDE_SUFFIX)
-
-
-def _read_side(path: Path, codec: Codec) -> list[_SideFact]:
-    """The complete lines of a side log (an unfinished last line is left out)."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return []
-    return _parse_side(raw, path, codec)
-
-
-def _parse_side(raw: bytes, path: Path, codec: Codec) -> list[_SideFact]:
-    """The facts in a side log's bytes (``path`` names it in errors)."""
-    out: list[_SideFact] = []
-    end = raw.rfind(b"\n") + 1
-    for number, line in enumerate(raw[:end].splitlines(), 1):
-        try:
-            obj = codec.loads(line)
-            out.append(_SideFact(obj["type"], parse_ts(obj["ts"]), obj["data"], int(obj["offset"])))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise FormatError(
-                f"{path}:{number}: not a side-log line ({exc}); the file was changed "
-                "outside loopscribe. Remove the damaged line",
-                path=path,
-                line=number,
-            ) from None
-    return out
-
-
-def _with_side(fold: _Fold, side: list[_SideFact]) -> _Fold:
-    """``fold`` with a side log's facts folded in (a copy; ``fold`` itself when none)."""
-    if not side:
-        return fold
-    fold = replace(fold, meta=dict(fold.meta), meta_at=dict(fold.meta_at))
-    for fact in side:
-        fold.fact(fact.kind, -1, fact.ts, fact.data)
-    fold.updated = max(fold.updated or fold.created or side[-1].ts, side[-1].ts)
-    return fold
-
-
-def _append_side(path: Path, codec: Codec, kind: str, data: Mapping[str, Any], offset: int) -> None:
-    """Append one fact to a side log, whole or not at all (see ``loopscribe._files``).
-
-    Writers in many processes take the side log's ``flock`` in turn; an
-    unfinished line a failed write left is removed before the fact is added.
-    """
-    ts = format_ts(None)[1]
-    line = codec.dumps({"type": kind, "ts": ts, "offset": offset, "data": data}, newline=True)
-    fd = open_append(path)
-    try:
-        append_whole(fd, line, path, sync=True)
-    finally:
-        os.close(fd)
-
-
-class _Locks(NamedTuple):
-    """(device, inode) of the files with a writer, and of those with a run open by it."""
-
-    writers: set[tuple[int, int]]
-    runs: set[tuple[int, int]]
-
-
-def _locked_inodes() -> _Locks | None:
-    """Every flock-ed file and every run lock, from /proc/locks; ``None`` if unavailable.
-
-    A writer holds an exclusive ``flock`` on its file, and while a run is
-    open an OFD lock on its first byte (see ``loopscribe._session``).
-    Reading /proc/locks has no side effect. Probing by taking the lock
-    would, for an instant, make a writer's ``Session.open`` fail.
-    """
-    try:
-        with open("/proc/locks", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    locks = _Locks(set(), set())
-    for line in raw.splitlines():
-        parts = line.split()
-        # "1: FLOCK  ADVISORY  WRITE 1234 fe:00:2147158 0 EOF"; waiters read "1: -> FLOCK".
-        if len(parts) < 6:
-            continue
-        kind = parts[1]
-        if kind == b"FLOCK":
-            into = locks.writers
-        elif kind == b"OFDLCK":
-            into = locks.runs
-        else:
-            continue
-        try:
-            major, minor, inode = parts[5].split(b":")
-            into.add((os.makedev(int(major, 16), int(minor, 16)), int(inode)))
-        except ValueError:
-            continue
-    return locks
-
-
-def _is_locked(path: Path, st: os.stat_result, locked: _Locks | None) -> bool:
-    if locked is not None:
-        # /proc/locks lists this process's own writers too.
-        return (st.st_dev, st.st_ino) in locked.writers
-    if open_handle(path) is not None:
-        return True
-    if not HAVE_LOCKS:
-        return False  # no file locks to probe (Windows): nothing here writes it
-    # No /proc/locks (not Linux): probe with a shared lock, released at once.
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 _FOLDER_TRUST_NS = 2_000_000_000
@@ -627,13 +258,13 @@ def _list_names(folder: Path | int, key: tuple[int, int, int, int]) -> _Names:
             if name.endswith(".jsonl"):
                 if not name.endswith(".otlp.jsonl"):
                     sessions.append(name)
-            elif name.endswith(_SIDE_SUFFIX):
-                sides.add(name[: -len(_SIDE_SUFFIX)])
+            elif name.endswith(SIDE_SUFFIX):
+                sides.add(name[: -len(SIDE_SUFFIX)])
     settled = max(key[2], key[3]) < started - _FOLDER_TRUST_NS
     return _Names(key, sessions, frozenset(sides), settled)
 
 
-def _imported_and_recent(fold: _Fold) -> bool:
+def _imported_and_recent(fold: SessionFold) -> bool:
     """An imported transcript's open turn, its own last record recent: still being written."""
     if not isinstance(fold.meta.get("import"), Mapping) or fold.updated is None:
         return False
@@ -644,161 +275,6 @@ def _imported_and_recent(fold: _Fold) -> bool:
 def session_status(path: str | os.PathLike[str]) -> Status:
     """``running``, ``interrupted``, ``failed`` or ``idle`` for one session file."""
     return Workspace(Path(path).parent).summary_of_path(Path(path)).status
-
-
-class _FileSource:
-    """A local session file as a byte-range source (a store's shipped session is another)."""
-
-    __slots__ = ("fd",)
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.fd = open_session_fd(path)
-
-    def pread(self, size: int, offset: int) -> bytes:
-        return os.pread(self.fd, size, offset)
-
-    def complete_end(self) -> int:
-        """The offset just after the last ``\\n``: an unfinished final line is left out."""
-        return complete_end(self.fd)
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-
-class _ByteSource(Protocol):
-    """Where a session's bytes are read by range: ``pread``, ``complete_end``, ``close``."""
-
-    def pread(self, size: int, offset: int) -> bytes: ...
-    def complete_end(self) -> int: ...
-    def close(self) -> None: ...
-
-
-def _line_at(source: _ByteSource, offset: int) -> bytes | None:
-    """The complete line starting at ``offset`` (> 0); ``None`` if no line starts there."""
-    head = source.pread(_BLOCK_BYTES, offset - 1)
-    if head[:1] != b"\n":
-        return None  # the byte before a line's start ends the line before
-    parts = [head[1:]]
-    pos = offset - 1 + len(head)
-    while b"\n" not in parts[-1]:
-        more = source.pread(_BLOCK_BYTES, pos)
-        if not more:
-            return None
-        parts.append(more)
-        pos += len(more)
-    line = b"".join(parts)
-    return line[: line.index(b"\n") + 1]
-
-
-def _reverse_lines(source: _ByteSource, end: int) -> Iterator[tuple[int, bytes]]:
-    """Complete lines before byte ``end`` (a line boundary), last first, with offsets.
-
-    Each block is read and split once, and a line longer than a block is
-    joined once from its blocks, so the cost is linear in the bytes read
-    even for one line of hundreds of megabytes.
-    """
-    pos = end
-    # The line that ends where the blocks read so far begin, its last part first.
-    carry: list[bytes] = []
-    while pos > 0:
-        size = min(_BLOCK_BYTES, pos)
-        pos -= size
-        block = source.pread(size, pos)
-        if b"\n" not in block:
-            carry.append(block)  # the middle of a long line
-            continue
-        pieces = block.split(b"\n")
-        # The last piece begins the line whose rest was read before (none at ``end``).
-        cursor = pos + len(block) - len(pieces[-1])
-        if carry:
-            carry.append(pieces[-1])
-            carry.reverse()
-            yield cursor, b"".join(carry)
-        for piece in reversed(pieces[1:-1]):
-            cursor -= len(piece) + 1
-            yield cursor, piece + b"\n"
-        # The first piece ends a line that starts in a block before (or starts the file).
-        carry = [pieces[0] + b"\n"]
-    if carry:
-        carry.reverse()
-        yield 0, b"".join(carry)
-
-
-# A record line's start: nothing inside a JSON line can hold a raw newline.
-_LINE_HEAD = re.compile(rb'\n\{"session_id":"[0-9a-f]{32}","seq":\d+,')
-_HEAD_MAX = 80  # a line's start to its "type" key: 15 + 32 + 8 + up to 20 digits + 1
-_MESSAGE_END = b'"type":"message_end",'
-_COMPACTION = b'"type":"compaction",'
-
-
-def _record_starts(data: mmap.mmap, pattern: bytes, end: int) -> list[int]:
-    """Offsets of the lines before ``end`` whose record type is ``pattern``'s.
-
-    ``find`` jumps between candidates; each is kept only if it sits right
-    after a line's ``session_id`` and ``seq``, so a nested value that looks
-    like a record type is never counted.
-    """
-    out: list[int] = []
-    find, rfind, head = data.find, data.rfind, _LINE_HEAD.fullmatch
-    i = find(pattern, 0, end)
-    while i >= 0:
-        j = rfind(b"\n", max(0, i - _HEAD_MAX), i)
-        if j >= 0 and head(data[j:i]) is not None:
-            out.append(j + 1)
-        i = find(pattern, i + 1, end)
-    return out
-
-
-def _count_visible(path: Path, side: _SideFact | None, codec: Codec) -> tuple[int, int]:
-    """Visible and committed messages, counted from the record types at line starts.
-
-    For files whose lines carry no counts (written before they did): a
-    fresh Workspace uses it for ``MessagePage.total``, because a byte search
-    of the mapped file (no JSON parsing) costs a fraction of folding every
-    record into a summary.
-    """
-    compaction: tuple[int, int] | None = None  # (offset, messages before it)
-    source = _FileSource(path)
-    fd = source.fd
-    try:
-        end = source.complete_end()
-        if end == 0:
-            return 0, 0
-        with mmap.mmap(fd, end, access=mmap.ACCESS_READ) as data:
-            ends = _record_starts(data, _MESSAGE_END, end)
-            cuts = _record_starts(data, _COMPACTION, end)
-            messages = len(ends)
-            if cuts:
-                last = cuts[-1]
-                compaction = (last, bisect.bisect_left(ends, last))
-        keep, before = 0, messages
-        if side is not None and (compaction is None or compaction[0] < side.offset):
-            keep = _keep(side.data.get("keep_last"))
-            stored = side.data.get("messages_before")
-            before = stored if isinstance(stored, int) else messages
-        elif compaction is not None:
-            offset, before = compaction
-            line = os.pread(fd, _BLOCK_BYTES, offset)
-            newline = line.find(b"\n")
-            if newline >= 0:
-                record = codec.loads(line[: newline + 1]).get("data") or {}
-                keep = _keep(record.get("keep_last"))
-        else:
-            return messages, messages
-    finally:
-        os.close(fd)
-    return 1 + min(keep, before) + messages - before, messages
-
-
-def tail_offset(path: str | os.PathLike[str], lines: int) -> int:
-    """The byte offset where the last ``lines`` complete records start (read backwards)."""
-    source = _FileSource(path)
-    try:
-        end = source.complete_end()
-        starts = [offset for offset, _raw in itertools.islice(_reverse_lines(source, end), lines)]
-        return starts[-1] if starts else end
-    finally:
-        source.close()
 
 
 class Workspace:
@@ -929,7 +405,7 @@ class Workspace:
         unreadable: list[tuple[Path, OSError]] = []
         keep, skip, is_reg = summaries.append, skipped.append, stat.S_ISREG
         summarize = self._summary_locked
-        locks: builtins.list[_Locks | None] = []
+        locks: builtins.list[Locks | None] = []
         # A cold scan builds a summary and a fold per file, which all live on:
         # collections during it would walk all those built before (superlinear).
         with self._lock, collector_paused(), self._folder() as (names, fd):
@@ -960,7 +436,7 @@ class Workspace:
                         continue
                     if not locks:
                         # Read once, and only when a status has to be worked out.
-                        locks.append(_locked_inodes())
+                        locks.append(locked_inodes())
                     try:
                         summary = summarize(name, st, locks[0], name in sides)
                     except FileNotFoundError:
@@ -1026,7 +502,7 @@ class Workspace:
             CorruptRecordError: Its file is damaged.
         """
         path = self._existing(session_id)
-        return self._summary(path.name, path.stat(), _locked_inodes())
+        return self._summary(path.name, path.stat(), locked_inodes())
 
     def status(self, session_id: str) -> Status:
         """``running``, ``interrupted``, ``failed`` or ``idle``: see :data:`Status`."""
@@ -1034,10 +510,10 @@ class Workspace:
 
     def summary_of_path(self, path: Path) -> SessionSummary:
         """The summary of a session file given by path (in this workspace's folder)."""
-        return self._summary(path.name, (self.root / path.name).stat(), _locked_inodes())
+        return self._summary(path.name, (self.root / path.name).stat(), locked_inodes())
 
-    def _summary(self, name: str, st: os.stat_result, locked: _Locks | None) -> SessionSummary:
-        side = (self.root / name).with_name(name + _SIDE_SUFFIX).exists()
+    def _summary(self, name: str, st: os.stat_result, locked: Locks | None) -> SessionSummary:
+        side = (self.root / name).with_name(name + SIDE_SUFFIX).exists()
         with self._lock:
             return self._summary_locked(name, st, locked, side)
 
@@ -1045,7 +521,7 @@ class Workspace:
         self,
         name: str,
         st: os.stat_result,
-        locked: _Locks | None,
+        locked: Locks | None,
         side: bool = False,
     ) -> SessionSummary:
         """:meth:`_summary` with the lock held: the file read only if new or changed."""
@@ -1062,7 +538,7 @@ class Workspace:
                 # This process writes the file: it knows whether the open run is its own
                 # or one a crashed writer left before this handle reopened the file.
                 status = "running" if handle.run is not None else "interrupted"
-            elif not _is_locked(cached.path, st, locked):
+            elif not is_locked(cached.path, st, locked):
                 status = "running" if _imported_and_recent(fold) else "interrupted"
             elif locked is not None and (st.st_dev, st.st_ino) not in locked.runs:
                 # Its writer is alive but has no run open: it reopened the file
@@ -1073,7 +549,7 @@ class Workspace:
         else:
             status = "failed" if fold.last_run_failed else "idle"
         if cached.summary is None or cached.summary.status != status:
-            fold = _with_side(fold, cached.side)
+            fold = with_side(fold, cached.side)
             cached.summary = fold.summary(cached.path, status)
         # A file's status can change while the file does not only from running to
         # interrupted (its writer dies or detaches the run): a run is begun or
@@ -1087,18 +563,18 @@ class Workspace:
 
     def _advance_side(self, cached: _Cached, exists: bool) -> None:
         """Re-read the side log if it changed since it was last folded."""
-        side_path = _side_path(cached.path)
+        side_file = side_path(cached.path)
         key: tuple[int, int] | None = None
         if exists:
             try:
-                st = side_path.stat()
+                st = side_file.stat()
                 key = (st.st_size, st.st_mtime_ns)
             except FileNotFoundError:
                 key = None
         if key == cached.side_key:
             return
         cached.side_key = key
-        cached.side = _read_side(side_path, self.codec) if key is not None else []
+        cached.side = read_side(side_file, self.codec) if key is not None else []
         cached.summary = None
 
     def _advance(self, path: Path, st: os.stat_result, cached: _Cached | None) -> _Cached:
@@ -1106,11 +582,11 @@ class Workspace:
         grew = cached is not None and cached.inode == st.st_ino and st.st_size > cached.offset
         if cached is None or not grew:
             _check_header(path)
-            cached = _Cached(path, _Fold(), Scanner(path), 0, 0, 0, 0, st.st_ino)
+            cached = _Cached(path, SessionFold(), Scanner(path), 0, 0, 0, 0, st.st_ino)
         cached.summary = None
         self.files_read += 1
         fold, scanner = cached.fold, cached.scanner
-        with open_session_file(path, _BLOCK_BYTES) as stream:
+        with open_session_file(path, BLOCK_BYTES) as stream:
             stream.seek(cached.offset)
             for number, _offset, _raw, obj in scanner.lines(
                 stream, offset=cached.offset, first_line=cached.lines + 1
@@ -1170,13 +646,14 @@ class Workspace:
         reached_start = False
         source = self._open_source(path)
         try:
-            if isinstance(source, _FileSource):
+            if isinstance(source, FileSource):
                 _check_header(path, source.fd)  # a store's sessions were checked when shipped
-            for offset, raw in _reverse_lines(source, source.complete_end()):
+            for offset, raw in reverse_lines(source, source.complete_end()):
                 if keep < 0 and side is not None and offset < side.offset:
                     # The side log's compaction is newer than every record from here back.
-                    summary, keep = side.data.get("summary"), _keep(side.data.get("keep_last"))
-                    before = _count(side.data.get("messages_before"))
+                    summary = side.data.get("summary")
+                    keep = positive_int(side.data.get("keep_last"))
+                    before = stored_count(side.data.get("messages_before"))
                     if keep == 0:
                         reached_start = True
                         break
@@ -1192,7 +669,7 @@ class Workspace:
                     else:
                         if not kept and before is None:
                             # The last message before the compaction counts those before it.
-                            before = _count(line.get("messages"))
+                            before = stored_count(line.get("messages"))
                         kept.append(record)
                         if len(kept) >= keep:
                             reached_start = True
@@ -1200,8 +677,8 @@ class Workspace:
                 elif kind == b"compaction" and keep < 0:
                     record, line = self._decode_line(path, offset, raw)
                     data = record.data
-                    summary, keep = data.get("summary"), _keep(data.get("keep_last"))
-                    before = _count(line.get("messages"))
+                    summary, keep = data.get("summary"), positive_int(data.get("keep_last"))
+                    before = stored_count(line.get("messages"))
                     if keep == 0:
                         reached_start = True
                         break
@@ -1218,12 +695,12 @@ class Workspace:
             else:
                 if before is None and after:
                     # The newest message's count, less those after the compaction.
-                    newest_count = _count(newest.get("messages")) if newest else None
+                    newest_count = stored_count(newest.get("messages")) if newest else None
                     if newest_count is not None and newest_count >= len(after):
                         before = newest_count - len(after)
                 visible = 1 + len(kept) + len(after)
                 totals = None if before is None else (visible, before + len(after))
-            local = isinstance(source, _FileSource)
+            local = isinstance(source, FileSource)
         finally:
             source.close()
         visible_messages = [r.data.get("message") for r in after]
@@ -1252,9 +729,9 @@ class Workspace:
 
     def _totals_from_end(
         self,
-        source: _ByteSource,
+        source: ByteSource,
         path: Path,
-        side: _SideFact | None,
+        side: SideFact | None,
         newest: Mapping[str, Any] | None,
     ) -> tuple[int, int] | None:
         """Visible and committed messages from the newest ``message_end`` line's counts.
@@ -1265,7 +742,7 @@ class Workspace:
         compaction, if any. ``None`` when a count is missing (an older
         file) or does not check out: then the file is counted instead.
         """
-        committed = None if newest is None else _count(newest.get("messages"))
+        committed = None if newest is None else stored_count(newest.get("messages"))
         if committed is None or newest is None:
             return None
         at = newest.get("compaction")
@@ -1274,29 +751,29 @@ class Workspace:
         if file_cut is not None and (side is None or file_cut >= side.offset):
             # The file's own compaction is the latest: one line, read at its offset
             # (with the byte before it, which must end the line before).
-            raw = _line_at(source, file_cut)
+            raw = line_at(source, file_cut)
             if raw is None or _record_type(raw) != b"compaction":
                 return None
             _record, line = self._decode_line(path, file_cut, raw)
             if line.get("type") != ev.COMPACTION:
                 return None
-            before = _count(line.get("messages"))
+            before = stored_count(line.get("messages"))
             data = line.get("data")
-            keep = _keep(data.get("keep_last")) if isinstance(data, dict) else 0
+            keep = positive_int(data.get("keep_last")) if isinstance(data, dict) else 0
         elif side is not None:
-            before = _count(side.data.get("messages_before"))
-            keep = _keep(side.data.get("keep_last"))
+            before = stored_count(side.data.get("messages_before"))
+            keep = positive_int(side.data.get("keep_last"))
         else:
             return committed, committed
         if before is None or before > committed:
             return None
         return 1 + min(keep, before) + committed - before, committed
 
-    def _open_source(self, path: Path) -> _ByteSource:
+    def _open_source(self, path: Path) -> ByteSource:
         """The bytes of a session file, read by range."""
-        return _FileSource(path)
+        return FileSource(path)
 
-    def _totals(self, path: Path, side: _SideFact | None) -> tuple[int, int]:
+    def _totals(self, path: Path, side: SideFact | None) -> tuple[int, int]:
         """Visible and committed messages of a file whose lines carry no counts."""
         with self._lock:
             cached = self._cache.get(path.name)
@@ -1304,15 +781,15 @@ class Workspace:
                 fold = cached.fold
                 if not cached.side:
                     return fold.summary(path, "idle").message_count, fold.messages
-        return _count_visible(path, side, self.codec)
+        return count_visible(path, side, self.codec)
 
-    def _visible_total(self, path: Path, side: _SideFact | None) -> int:
+    def _visible_total(self, path: Path, side: SideFact | None) -> int:
         """The visible message count: the cached summary's, or counted without parsing."""
         return self._totals(path, side)[0]
 
-    def _side_compaction(self, path: Path) -> _SideFact | None:
+    def _side_compaction(self, path: Path) -> SideFact | None:
         """The latest compaction in the session's side log, if any."""
-        facts = [f for f in _read_side(_side_path(path), self.codec) if f.kind == ev.COMPACTION]
+        facts = [f for f in read_side(side_path(path), self.codec) if f.kind == ev.COMPACTION]
         return facts[-1] if facts else None
 
     def _decode_line(self, path: Path, offset: int, raw: bytes) -> tuple[Any, dict[str, Any]]:
@@ -1391,7 +868,7 @@ class Workspace:
             offset, messages = cached.offset, cached.fold.messages
         if kind == ev.COMPACTION:
             data = {**data, "messages_before": messages}
-        _append_side(_side_path(path), self.codec, kind, data, offset)
+        append_side(side_path(path), self.codec, kind, data, offset)
 
     # -- removal and artifacts -------------------------------------------------------
 
@@ -1403,7 +880,7 @@ class Workspace:
         """
         path = self._existing(session_id)
         _check_header(path)
-        if _is_locked(path, path.stat(), _locked_inodes()):
+        if is_locked(path, path.stat(), locked_inodes()):
             raise SessionLockedError(
                 errno.EBUSY,
                 f"session {session_id} is open for writing, i.e. running or between "
@@ -1413,7 +890,7 @@ class Workspace:
             path.with_name(path.name + ".otlp.jsonl"),
             path.with_name(path.name + ".export-cursor"),
             path.with_name(path.name + ".ship-cursor"),
-            _side_path(path),
+            side_path(path),
         ):
             extra.unlink(missing_ok=True)
         shutil.rmtree(self.artifact_dir(session_id), ignore_errors=True)

@@ -276,8 +276,8 @@ def show_page(
 
 def cmd_tail(args: argparse.Namespace, out: Out) -> int:
     """Print the last records of a session file, and with -f every new one."""
+    from .._backread import tail_offset
     from ..live import follow
-    from ..workspace import tail_offset
 
     path = resolve_session(args.session, home_of(args))
     stop = StopFlag()

@@ -242,7 +242,7 @@ class _Response:
 
 
 @dataclass(slots=True)
-class _Context:
+class AgentContext:
     """The agent a line belongs to: the main agent, or a subagent (an ``agent`` execution)."""
 
     agent: str | None = None
@@ -270,7 +270,7 @@ class _Context:
         }
 
     @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> _Context:
+    def from_json(cls, obj: Mapping[str, Any]) -> AgentContext:
         response = obj.get("response")
         return cls(
             agent=obj.get("agent"),
@@ -326,8 +326,8 @@ class ClaudeCodeMapping(Mapper):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.main = _Context()
-        self.subs: dict[str, _Context] = {}
+        self.main = AgentContext()
+        self.subs: dict[str, AgentContext] = {}
         self.calls: dict[str, _Call] = {}
         self.agent_files: dict[str, list[int]] = {}
         """Per subagent: ``[offset, line, times mapped]`` of its own lines."""
@@ -380,8 +380,8 @@ class ClaudeCodeMapping(Mapper):
         """Restore what :meth:`dump_state` saved."""
         if not state:
             return
-        self.main = _Context.from_json(state.get("main") or {})
-        self.subs = {k: _Context.from_json(v) for k, v in (state.get("subs") or {}).items()}
+        self.main = AgentContext.from_json(state.get("main") or {})
+        self.subs = {k: AgentContext.from_json(v) for k, v in (state.get("subs") or {}).items()}
         self.calls = {k: _Call(*v) for k, v in (state.get("calls") or {}).items()}
         self.chains = dict(state.get("chains") or {})
         self.agent_files = {k: list(v) for k, v in (state.get("agent_files") or {}).items()}
@@ -430,7 +430,7 @@ class ClaudeCodeMapping(Mapper):
                 self.offer_title(obj.get("summary"), source, ts, summary=True)
             self.source_event(str(kind), obj, source, ts)
 
-    def _handle_in(self, ctx: _Context, obj: Any, source: Source, ts: datetime | None) -> None:
+    def _handle_in(self, ctx: AgentContext, obj: Any, source: Source, ts: datetime | None) -> None:
         """Map one line of a subagent (from its file or an ``agent_progress`` line)."""
         if type(obj) is not dict:
             self.source_event("non_object", obj, source, ts, ctx.execution)
@@ -456,7 +456,7 @@ class ClaudeCodeMapping(Mapper):
     # -- messages, model calls, tool calls ---------------------------------------
 
     def _assistant(
-        self, ctx: _Context, obj: dict[str, Any], source: Source, ts: datetime | None
+        self, ctx: AgentContext, obj: dict[str, Any], source: Source, ts: datetime | None
     ) -> None:
         self.context_run = False
         msg = obj.get("message")
@@ -546,7 +546,7 @@ class ClaudeCodeMapping(Mapper):
             )
             self.report.tool_calls += 1
 
-    def _end_response(self, ctx: _Context) -> None:
+    def _end_response(self, ctx: AgentContext) -> None:
         resp = ctx.response
         if resp is None:
             return
@@ -574,7 +574,7 @@ class ClaudeCodeMapping(Mapper):
         self.report.add_usage(resp.usage, anthropic=True)
 
     def _user(
-        self, ctx: _Context, obj: dict[str, Any], source: Source, ts: datetime | None
+        self, ctx: AgentContext, obj: dict[str, Any], source: Source, ts: datetime | None
     ) -> None:
         msg = obj.get("message")
         if not isinstance(msg, dict):
@@ -639,7 +639,7 @@ class ClaudeCodeMapping(Mapper):
 
     def _tool_result(
         self,
-        ctx: _Context,
+        ctx: AgentContext,
         block: dict[str, Any],
         details: Any,
         source: Source,
@@ -738,7 +738,7 @@ class ClaudeCodeMapping(Mapper):
         if sub is None:
             exec_id = f"agent-{agent_id or tool_id}"
             name = call.agent_type if call is not None else None
-            sub = _Context(exec_id, tool_id, agent_id, name or "subagent")
+            sub = AgentContext(exec_id, tool_id, agent_id, name or "subagent")
             self.subs[tool_id] = sub
             self._agent_record(ev.AGENT_START, sub, source, ts)
             self.report.subagents += 1
@@ -765,7 +765,9 @@ class ClaudeCodeMapping(Mapper):
             agent_id = agent_id if isinstance(agent_id, str) and agent_id else None
             name = call.agent_type if call is not None else None
             parent_call = found if call is not None else None
-            sub = _Context(f"agent-{agent_id or found}", parent_call, agent_id, name or "subagent")
+            sub = AgentContext(
+                f"agent-{agent_id or found}", parent_call, agent_id, name or "subagent"
+            )
             self.subs[found] = sub
             self._agent_record(ev.AGENT_START, sub, source, ts)
             self.report.subagents += 1
@@ -792,14 +794,16 @@ class ClaudeCodeMapping(Mapper):
         if self.chains:
             self.chains = {k: v for k, v in self.chains.items() if v != key}
 
-    def _agent_record(self, kind: str, ctx: _Context, source: Source, ts: datetime | None) -> None:
+    def _agent_record(
+        self, kind: str, ctx: AgentContext, source: Source, ts: datetime | None
+    ) -> None:
         data: dict[str, Any] = {"agent": ctx.name}
         if ctx.agent_id is not None:
             data["agent_id"] = ctx.agent_id
         data["source"] = source
         self.emit(kind, ctx.execution, data, ts)
 
-    def _end_subagent(self, sub: _Context, source: Source, ts: datetime | None) -> None:
+    def _end_subagent(self, sub: AgentContext, source: Source, ts: datetime | None) -> None:
         self._end_response(sub)
         self._agent_record(ev.AGENT_END, sub, source, ts)
 
@@ -810,7 +814,7 @@ class ClaudeCodeMapping(Mapper):
         name: str | None,
         source: Source,
         started: datetime | None,
-    ) -> _Context:
+    ) -> AgentContext:
         """Start mapping a subagent's own lines: ``agent_start`` of a new ``agent`` execution.
 
         A subagent mapped again (its file grew after it was mapped) is another
@@ -818,14 +822,14 @@ class ClaudeCodeMapping(Mapper):
         """
         runs = self.agent_files.get(agent_id, [0, 0, 0])[2]
         exec_id = f"agent-{agent_id}" if runs == 0 else f"agent-{agent_id}.{runs + 1}"
-        ctx = _Context(exec_id, parent, agent_id, name or "subagent")
+        ctx = AgentContext(exec_id, parent, agent_id, name or "subagent")
         self._agent_record(ev.AGENT_START, ctx, source, started)
         self.report.subagents += 1
         return ctx
 
     def _finish_agent(
         self,
-        ctx: _Context,
+        ctx: AgentContext,
         position: tuple[int, int],
         source: Source,
         ts: datetime | None,
@@ -908,7 +912,7 @@ class ClaudeCodeImporter(ClaudeCodeMapping, Importer):
         offset, line, _runs = self.agent_files.get(agent_id, [0, 0, 0])
         file = str(path)
         report = self.report
-        ctx: _Context | None = None
+        ctx: AgentContext | None = None
         last_source: Source | None = None
         last_ts: datetime | None = None
         started = _start_ts(path, offset)

@@ -21,7 +21,7 @@ import orjson
 
 from .._cost import Cost
 from .._errors import StoreError
-from ..workspace import Compaction, SessionSummary, Status
+from .._fold import Compaction, SessionSummary, Status
 from ._layout import (
     LAYOUT_VERSION,
     MAX_ARTIFACTS,

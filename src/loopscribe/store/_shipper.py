@@ -52,21 +52,13 @@ import orjson
 from .. import events as ev
 from .._codec import DEFAULT_CODEC
 from .._errors import FormatError, LoopscribeError, StoreError
+from .._fold import SessionFold, Status
 from .._format import Scanner, is_session_id
 from .._locks import fcntl
 from .._logsafe import display_url, scrub
+from .._sidelog import Locks, is_locked, locked_inodes, read_side, side_path, with_side
 from ..otel._ids import parse_traceparent, trace_id
-from ..workspace import (
-    SessionNotFoundError,
-    Status,
-    _Fold,
-    _is_locked,
-    _locked_inodes,
-    _Locks,
-    _read_side,
-    _side_path,
-    _with_side,
-)
+from ..workspace import SessionNotFoundError
 from ._backend import Conflict, TooLarge
 from ._layout import (
     LAYOUT_VERSION,
@@ -172,7 +164,7 @@ class _State:
 
     manifest: Manifest
     version: str | None
-    fold: _Fold
+    fold: SessionFold
     scanner: Scanner
     lines: int
 
@@ -253,7 +245,7 @@ class Shipper:
         """One pass over every session file; errors of one file do not stop the others."""
         self._mark_store()
         files = self.files()
-        locked = _locked_inodes()
+        locked = locked_inodes()
         with ThreadPoolExecutor(self.workers, thread_name_prefix="loopscribe-ship") as pool:
             tallies = list(pool.map(lambda p: self._ship_file(p, locked), files))
         out = ShipResult(sessions=len(files))
@@ -324,7 +316,7 @@ class Shipper:
 
     # -- one file -----------------------------------------------------------------
 
-    def _ship_file(self, path: Path, locked: _Locks | None) -> _Tally:
+    def _ship_file(self, path: Path, locked: Locks | None) -> _Tally:
         tally = _Tally()
         try:
             with _cursor_lock(path) as cursor_fd:
@@ -350,11 +342,9 @@ class Shipper:
             self._reported.add(line)
             tally.errors.append(line)
 
-    def _ship_locked(
-        self, path: Path, cursor_fd: int, locked: _Locks | None, tally: _Tally
-    ) -> None:
+    def _ship_locked(self, path: Path, cursor_fd: int, locked: Locks | None, tally: _Tally) -> None:
         st = os.stat(path)
-        running = _is_locked(path, st, locked)
+        running = is_locked(path, st, locked)
         artifacts, refused = _local_artifacts(path)
         for line in refused:
             self._report(tally, line)
@@ -439,7 +429,7 @@ class Shipper:
             dirty = True
         if side is not None and manifest.side_log != side:
             # Facts a UI wrote while the writer held the file: small, put whole.
-            data = _side_path(path).read_bytes()
+            data = side_path(path).read_bytes()
             data = data[: data.rfind(b"\n") + 1]
             self.backend.put(side_log_key(sid), data)
             manifest.side_log = side
@@ -529,7 +519,7 @@ class Shipper:
         self, path: Path, session_id: str, end: int, wanted: set[int]
     ) -> tuple[_State, dict[int, int]]:
         """Fold the first ``end`` bytes of the file; the offsets of the ``wanted`` seqs."""
-        state = _State(Manifest(session_id), None, _Fold(), Scanner(path), 0)
+        state = _State(Manifest(session_id), None, SessionFold(), Scanner(path), 0)
         offsets: dict[int, int] = {}
         with open(path, "rb") as stream:
             offset = 0
@@ -733,7 +723,7 @@ class Shipper:
             Conflict: Another shipper committed first.
         """
         manifest = state.manifest
-        fold = _with_side(state.fold, _read_side(_side_path(path), DEFAULT_CODEC))
+        fold = with_side(state.fold, read_side(side_path(path), DEFAULT_CODEC))
         summary = fold.summary(path, _status(state, running))
         manifest.summary = summary_to_json(summary)
         manifest.origin = {"host": self._host, "file": scrub(str(path.absolute()))}
@@ -797,7 +787,7 @@ def _status(state: _State, running: bool) -> Status:
 def _side_signature(path: Path) -> dict[str, int] | None:
     """Size and mtime of a session's side log, or ``None`` when it has none."""
     try:
-        st = _side_path(path).stat()
+        st = side_path(path).stat()
     except FileNotFoundError:
         return None
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}

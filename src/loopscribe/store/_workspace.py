@@ -16,19 +16,13 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .. import events as ev
+from .._backread import ByteSource
 from .._codec import DEFAULT_CODEC, Codec
 from .._errors import StoreError
+from .._fold import SessionSummary, Status
 from .._format import is_session_id
-from ..workspace import (
-    Artifact,
-    SessionNotFoundError,
-    SessionSummary,
-    Status,
-    Workspace,
-    _ByteSource,
-    _parse_side,
-    _SideFact,
-)
+from .._sidelog import SideFact, parse_side
+from ..workspace import Artifact, SessionNotFoundError, Workspace
 from ._manifest import Manifest, summary_from_json
 from ._read import ShippedSession, Store, parse_session_url
 
@@ -147,15 +141,15 @@ class StoreWorkspace(Workspace):
             self._existing(sid)
         return super().messages_of_path(url, last, skip)  # type: ignore[arg-type]
 
-    def _side_compaction(self, path: Path) -> _SideFact | None:
+    def _side_compaction(self, path: Path) -> SideFact | None:
         """The latest compaction in the session's shipped side log, if any."""
         with self._views_lock:
             view = self._views[str(path)]
-        facts = _parse_side(view.side_log(), path, self.codec)
+        facts = parse_side(view.side_log(), path, self.codec)
         compactions = [f for f in facts if f.kind == ev.COMPACTION]
         return compactions[-1] if compactions else None
 
-    def _open_source(self, path: Path) -> _ByteSource:
+    def _open_source(self, path: Path) -> ByteSource:
         with self._views_lock:
             return self._views[str(path)]
 

@@ -35,7 +35,7 @@ from datetime import datetime
 from typing import Any
 
 from ...importers._common import Destination, ImportReport, Source, parse_ts
-from ...importers.claude_code import ClaudeCodeMapping, _Context, start_ts
+from ...importers.claude_code import AgentContext, ClaudeCodeMapping, start_ts
 
 __all__ = ["LiveClaudeCode", "agent_id_of"]
 
@@ -61,7 +61,7 @@ class _Agent:
     """The parent is a tool call: its result ends the subagent."""
     ended: bool = False
     """What started it has ended: map what comes and end it at the end of the batch."""
-    ctx: _Context | None = None
+    ctx: AgentContext | None = None
     line: int = 0
     last_source: Source | None = None
     last_ts: datetime | None = None
