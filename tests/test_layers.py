@@ -64,6 +64,9 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_fold",
                 "_sidelog",
                 "_backread",
+                "_timeline",
+                "_runnames",
+                "_preview",
                 "live",
                 "_stats",
                 "_cost",
@@ -82,8 +85,6 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
 # (and on an entry here that no longer happens, so the list only shrinks).
 ALLOWED: frozenset[tuple[str, str]] = frozenset(
     {
-        # stats folds the viewer's timeline: the attempt fold belongs below both.
-        ("loopscribe._stats", "loopscribe.viewer._timeline"),
         # loopscribe.otel.OffloadingProcessor, kept importable, lives in the intake.
         ("loopscribe.otel", "loopscribe.intake"),
     }

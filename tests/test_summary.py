@@ -12,8 +12,8 @@ import pytest
 
 import loopscribe
 from loopscribe import AssistantMessage, TextContent, ToolCall, UserMessage, summarize
+from loopscribe._preview import preview
 from loopscribe.summary import SUMMARY_CHARS
-from loopscribe.viewer._preview import preview
 
 UNSAFE = {"Cc", "Cf", "Cs", "Zl", "Zp"}
 

@@ -30,7 +30,7 @@ from ._cost import ZERO, Cost, call_cost
 from ._errors import FormatError
 
 if TYPE_CHECKING:
-    from .viewer._timeline import RunTimeline, SessionTimeline
+    from ._timeline import RunTimeline, SessionTimeline
 
 # loopscribe.viewer re-exports this module's API, and its timeline is what
 # this module folds: importing the timeline when it is first used, not at
@@ -117,7 +117,7 @@ class RunStats:
 
     def to_json(self) -> dict[str, Any]:
         """The run's numbers as JSON."""
-        from .viewer._timeline import iso
+        from ._timeline import iso
 
         return {
             "run_id": self.run_id,
@@ -287,7 +287,7 @@ class _LateRecord(Exception):
 def _streamed(path: str | os.PathLike[str], top: int, cost: bool) -> SessionStats:
     """Fold ``path`` keeping only the open runs' bars; raises :class:`_LateRecord`."""
     from . import events as ev
-    from .viewer._timeline import SessionTimeline
+    from ._timeline import SessionTimeline
 
     class Fold(SessionTimeline):
         done: dict[str, RunStats]
@@ -336,7 +336,7 @@ def session_stats(
         FormatError: The file is not a session file.
         OSError: The file cannot be read.
     """
-    from .viewer._timeline import load_timeline
+    from ._timeline import load_timeline
 
     try:
         return _streamed(path, top, cost)

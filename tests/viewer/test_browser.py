@@ -457,9 +457,9 @@ def test_an_imported_call_shows_the_context_derived_from_the_conversation(
     from selenium.webdriver.common.by import By
 
     from loopscribe import read
+    from loopscribe._timeline import load_timeline
     from loopscribe.importers.claude_code import import_transcript
     from loopscribe.otel import resolve_reference
-    from loopscribe.viewer._timeline import load_timeline
 
     folder = tmp_path / "sessions"
     transcript = Path(__file__).parents[1] / "data" / "transcripts" / "claude-code"

@@ -19,14 +19,14 @@ from starlette.testclient import TestClient
 
 from loopscribe import Execution, Session, UserMessage, read
 from loopscribe import events as ev
+from loopscribe._preview import snippet
+from loopscribe._timeline import load_timeline
 from loopscribe.importers import claude_code
 from loopscribe.otel import resolve_reference
 from loopscribe.otel._genai import input_messages
 from loopscribe.viewer import create_app
 from loopscribe.viewer._context import derived_context
-from loopscribe.viewer._preview import snippet
 from loopscribe.viewer._report import build_report
-from loopscribe.viewer._timeline import load_timeline
 
 from .test_report import records_of
 

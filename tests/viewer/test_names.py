@@ -6,9 +6,9 @@ from pathlib import Path
 
 from loopscribe import AssistantMessage, Execution, Session, TextContent, UserMessage
 from loopscribe import events as ev
+from loopscribe._preview import clean_error, error_text
+from loopscribe._runnames import PROMPT_CHARS, run_names
 from loopscribe.viewer import load_timeline
-from loopscribe.viewer._names import PROMPT_CHARS, run_names
-from loopscribe.viewer._preview import clean_error, error_text
 
 from .first_hour import PROMPT, record_fix
 

@@ -9,8 +9,8 @@ import orjson
 from loopscribe import Execution, Session, Usage
 from loopscribe import events as ev
 from loopscribe._stats import SessionStats, session_stats, timeline_stats
+from loopscribe._timeline import load_timeline
 from loopscribe.importers import claude_code, codex
-from loopscribe.viewer._timeline import load_timeline
 
 from ..importers._support import DATA
 from .conftest import Demo

@@ -9,10 +9,10 @@ import pytest
 
 from loopscribe import CorruptRecordError, Execution, FormatError, Session, UserMessage
 from loopscribe import events as ev
+from loopscribe._preview import PREVIEW_CHARS
 from loopscribe.otel import replay
 from loopscribe.testing import captured_spans
 from loopscribe.viewer import SessionTimeline, load_timeline
-from loopscribe.viewer._preview import PREVIEW_CHARS
 
 from .conftest import Demo, record_demo
 

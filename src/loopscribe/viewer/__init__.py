@@ -29,11 +29,11 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from .._stats import RunStats, SessionStats, session_stats
+from .._timeline import Bar, BarState, RunTimeline, SessionTimeline, load_timeline
 from ._index import IndexingError
 from ._page import LOOPBACK_HOSTS
 from ._report import build_report, stream_report, write_report
 from ._store import Catalog, NotFoundError
-from ._timeline import Bar, BarState, RunTimeline, SessionTimeline, load_timeline
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette

@@ -65,6 +65,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .. import events as ev
 from .._errors import FormatError
 from .._logsafe import scrub
+from .._timeline import Bar, RunTimeline, SessionTimeline
 from ..otel._genai import MessageReferenceError, resolve_reference
 from ._context import derived_context, has_messages
 from ._conversation import CONVERSATION_PAGE, conversation
@@ -80,7 +81,6 @@ from ._index import (
 )
 from ._page import LOOPBACK_HOSTS, render
 from ._store import Catalog, NotFoundError, parse_id, run_summary_json
-from ._timeline import Bar, RunTimeline, SessionTimeline
 
 __all__ = ["LOOPBACK_HOSTS", "Problems", "create_app", "problem_lines"]
 

@@ -31,9 +31,9 @@ from typing import Any
 import orjson
 
 from .. import events as ev
-from ._preview import error_text
+from .._preview import error_text
+from .._timeline import Bar, RunTimeline, SessionTimeline
 from ._store import BODY_BUDGET_CHARS, STRING_LIMIT_CHARS, Clipped, clip
-from ._timeline import Bar, RunTimeline, SessionTimeline
 
 __all__ = ["CONVERSATION_PAGE", "conversation"]
 

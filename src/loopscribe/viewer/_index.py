@@ -34,8 +34,8 @@ from typing import Any
 import orjson
 
 from .._errors import LoopscribeError
+from .._timeline import SessionTimeline, epoch_us, iso
 from ..workspace import SessionSummary
-from ._timeline import SessionTimeline, epoch_us, iso
 from ._usage import DayUsage, daily_usage, usage_json
 
 __all__ = [

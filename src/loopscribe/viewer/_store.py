@@ -27,11 +27,11 @@ from typing import Any, TypeVar
 import orjson
 
 from .._errors import FormatError, LoopscribeError
+from .._runnames import run_names
 from .._safeopen import open_session_fd
+from .._timeline import Bar, RunTimeline, SessionTimeline, iso
 from ..workspace import SessionSummary, Workspace
 from ._index import PAGE_SIZE, Busy, Entry, Filters, IndexingError, SessionIndex, entry_of
-from ._names import run_names
-from ._timeline import Bar, RunTimeline, SessionTimeline, iso
 
 __all__ = [
     "BODY_BUDGET_CHARS",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .._cost import ZERO, Cost
 
 if TYPE_CHECKING:
-    from ._timeline import SessionTimeline
+    from .._timeline import SessionTimeline
 
 __all__ = ["DayUsage", "daily_usage", "usage_json"]
 

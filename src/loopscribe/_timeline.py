@@ -36,19 +36,19 @@ from typing import Any, Literal
 
 import orjson
 
-from .. import events as ev
-from .._cost import ZERO, Cost, call_cost
-from .._errors import FormatError
-from .._fields import TokenUsage, node_name, plain, response_labels, span_name, text
-from .._format import Scanner
-from .._model import Execution, Record
-from .._reader import to_record
-from .._safeopen import open_session_file
-from .._scope import AgentScopes
-from ..otel._bridge import TERMINAL_TYPES, error_type
-from ..otel._ids import parse_traceparent, run_span_id, span_id, trace_id
-from ._names import run_names
+from . import events as ev
+from ._cost import ZERO, Cost, call_cost
+from ._errors import FormatError
+from ._fields import TokenUsage, node_name, plain, response_labels, span_name, text
+from ._format import Scanner
+from ._model import Execution, Record
 from ._preview import error_text, preview, snippet
+from ._reader import to_record
+from ._runnames import run_names
+from ._safeopen import open_session_file
+from ._scope import AgentScopes
+from .otel._bridge import TERMINAL_TYPES, error_type
+from .otel._ids import parse_traceparent, run_span_id, span_id, trace_id
 
 __all__ = ["Bar", "BarState", "RunTimeline", "SessionTimeline", "load_timeline"]
 

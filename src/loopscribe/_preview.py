@@ -16,8 +16,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..summary import SUMMARY_CHARS
-from ..summary import summarize as snippet
+from .summary import SUMMARY_CHARS
+from .summary import summarize as snippet
 
 __all__ = ["PREVIEW_CHARS", "clean_error", "error_text", "preview", "snippet"]
 

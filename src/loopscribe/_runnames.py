@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import events as ev
+from . import events as ev
 from ._preview import preview, snippet
 
 if TYPE_CHECKING:
