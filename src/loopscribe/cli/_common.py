@@ -336,22 +336,13 @@ def locate_span(
     Raises:
         NotFoundError: No session below ``where`` has it.
     """
-    from .._reader import read
-    from ..otel._ids import record_span, run_trace_id
-
     files = [where] if where.is_file() else find_sessions(where).sessions
     for path in files:
-        runs: dict[str, int] = {}
         try:
-            for record in read(path, decode=False):
-                if record.type == "run_start":
-                    runs[record.run_id or ""] = run_trace_id(record)
-                run_trace = runs.get(record.run_id or "")
-                if run_trace is None or (trace is not None and run_trace != trace):
+            for record, run_trace, ids in _spanned(path):
+                if trace is not None and run_trace != trace:
                     continue
-                if span is None or (
-                    (ids := record_span(record, run_trace)) is not None and ids[1] == span
-                ):
+                if span is None or (ids is not None and ids[1] == span):
                     return path, record.seq
         except (LoopscribeError, OSError):
             continue
@@ -677,22 +668,28 @@ def find_records(
 ) -> Iterator[tuple[Path, Record]]:
     """The records of ``files`` behind a trace (and span), in file order."""
     from .._errors import FormatError
-    from .._reader import read
-    from ..otel._ids import record_span, run_trace_id
 
     for path in files:
-        runs: dict[str, int] = {}
         try:
-            for record in read(path, decode=False):
-                if record.type == "run_start":
-                    runs[record.run_id or ""] = run_trace_id(record)
-                run_trace = runs.get(record.run_id or "")
-                if run_trace != trace:
-                    continue
-                if span is None or record_span(record, trace) == (trace, span):
+            for record, run_trace, ids in _spanned(path):
+                if run_trace == trace and (span is None or ids == (trace, span)):
                     yield path, record
         except FormatError as exc:
             if not out.json:
                 out.stderr.print(
                     f"skipped {path}: {exc}", highlight=False, markup=False, style="yellow"
                 )
+
+
+def _spanned(path: Path) -> Iterator[tuple[Record, int, tuple[int, int] | None]]:
+    """Each record of a run in ``path``: with its run's trace ID and its (trace, span) IDs."""
+    from .._reader import read
+    from ..otel._ids import record_span, run_trace_id
+
+    runs: dict[str, int] = {}
+    for record in read(path, decode=False):
+        if record.type == "run_start":
+            runs[record.run_id or ""] = run_trace_id(record)
+        run_trace = runs.get(record.run_id or "")
+        if run_trace is not None:
+            yield record, run_trace, record_span(record, run_trace)

@@ -27,6 +27,7 @@ import inspect
 import logging
 import secrets
 import threading
+import types
 import weakref
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
@@ -52,6 +53,7 @@ from ._body import (
     stream_base,
     tee_class,
 )
+from ._common import Instrumentation, patch
 from ._mcp import mcp_tools_of
 from ._target import target_run
 
@@ -554,3 +556,39 @@ def _open(scope: Scope, client: Any, args: tuple[Any, ...], kwargs: dict[str, An
     if found is None or found[1] is None:
         return None
     return open_call(found[0], found[1])
+
+
+def instrument_stainless(
+    name: str, base_client: Any, scope: Scope, patched: list[Instrumentation], client: Any
+) -> Instrumentation:
+    """Patch an SDK generated the same way (OpenAI's, Anthropic's): every client's
+    ``request`` on its sync and async base classes, or one ``client``'s alone.
+
+    ``patched`` holds the SDK-wide patch while it is in place, so instrumenting
+    twice returns the same handle.
+    """
+    if client is not None:
+        original = type(client).request
+        client.request = types.MethodType(wrap_request(original, scope), client)
+
+        def undo_one() -> None:
+            client.__dict__.pop("request", None)
+            http = getattr(client, "_client", None)
+            if http is not None:
+                http.__dict__.pop("send", None)
+
+        return Instrumentation(f"{name} client", undo_one)
+    if patched and patched[0].active:
+        return patched[0]
+    undos = [
+        patch(base_client.SyncAPIClient, "request", lambda f: wrap_request(f, scope)),
+        patch(base_client.AsyncAPIClient, "request", lambda f: wrap_request(f, scope)),
+    ]
+
+    def undo() -> None:
+        for step in reversed(undos):
+            step()
+        unwrap_http_clients(name)
+
+    patched[:] = [Instrumentation(name, undo)]
+    return patched[0]

@@ -13,7 +13,6 @@ provider state.
 
 from __future__ import annotations
 
-import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,7 +22,7 @@ from .._executor import TextDelta, ThinkingDelta
 from .._messages import AssistantMessage, TextContent, ThinkingContent
 from . import _http
 from ._body import Endpoint, Outcome, RequestParts
-from ._common import Instrumentation, count, get, patch, split_body, string, tool_call, usage
+from ._common import Instrumentation, count, get, split_body, string, tool_call, usage
 
 PROVIDER = "openai"
 
@@ -454,28 +453,4 @@ def instrument(client: Any = None) -> Instrumentation:
     """Record the calls of every OpenAI client (or of ``client`` alone)."""
     from openai import _base_client
 
-    if client is not None:
-        original = type(client).request
-        client.request = types.MethodType(_http.wrap_request(original, _SCOPE), client)
-
-        def undo_one() -> None:
-            client.__dict__.pop("request", None)
-            http = getattr(client, "_client", None)
-            if http is not None:
-                http.__dict__.pop("send", None)
-
-        return Instrumentation("openai client", undo_one)
-    if _patched and _patched[0].active:
-        return _patched[0]
-    undos = [
-        patch(_base_client.SyncAPIClient, "request", lambda f: _http.wrap_request(f, _SCOPE)),
-        patch(_base_client.AsyncAPIClient, "request", lambda f: _http.wrap_request(f, _SCOPE)),
-    ]
-
-    def undo() -> None:
-        for step in reversed(undos):
-            step()
-        _http.unwrap_http_clients(PROVIDER)
-
-    _patched[:] = [Instrumentation("openai", undo)]
-    return _patched[0]
+    return _http.instrument_stainless(PROVIDER, _base_client, _SCOPE, _patched, client)
