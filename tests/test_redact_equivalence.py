@@ -160,7 +160,7 @@ def test_bare_text_scrubs_to_the_same_bytes(text: str) -> None:
 
 def test_real_transcript_lines_scrub_to_the_same_bytes() -> None:
     """Every line of the test transcripts, as a record's data, with and without a leak in it."""
-    leak = 'key sk-proj-Zx9Kq2Lm7Np4Rt8Vw1YbQ3 via postgres://u:pw-4821@db/x Bearer abcdefghijklmnop'
+    leak = "key sk-proj-Zx9Kq2Lm7Np4Rt8Vw1YbQ3 via postgres://u:pw-4821@db/x Bearer abcdefghijklm"
     lines = 0
     for path in sorted(TRANSCRIPTS.rglob("*.jsonl")):
         for raw in path.read_bytes().splitlines():
