@@ -100,6 +100,9 @@ class _Shape:
     the second before each of the first."""
     check: Callable[[bytes], bool] | None = None
     """A last test of the matched secret (Basic credentials decode to ``user:password``)."""
+    needs: tuple[str, ...] = ()
+    """For an ``until`` shape: what a match begins with, one of them (``:/``); a line
+    without any is not searched back from each ``@``."""
 
 
 def _is_basic(token: bytes) -> bool:
@@ -242,6 +245,7 @@ _SHAPES: tuple[_Shape, ...] = (
         rf"(?<=[A-Za-z0-9]):{_SLASH}{{2}}{_URL_USER}:{_NOT_A_PLACEHOLDER}"
         r"(?P<secret>[^\s/@\"'\\]+)@",
         until=("@", ":"),
+        needs=(":/", ":\\", ":%2"),
     ),
     _Shape(
         "passwords in URL-encoded URLs: scheme%3A%2F%2Fuser%3APASSWORD%40host",
@@ -566,6 +570,7 @@ class Redactor:
         gated: list[tuple[bytes, _Tried]] = []
         starts: dict[bytes, list[_Tried]] = {}
         ends: dict[tuple[bytes, bytes], list[_Tried]] = {}
+        needs: dict[tuple[bytes, bytes], tuple[bytes, ...] | None] = {}
         own: list[re.Pattern[bytes]] = []
         for pattern in dict.fromkeys(patterns):
             compiled = re.compile(pattern.encode())
@@ -584,7 +589,11 @@ class Redactor:
                 starts.setdefault(needle.encode(), []).append(tried)
             if shape.until is not None:
                 end, begin = shape.until
-                ends.setdefault((end.encode(), begin.encode()), []).append(tried)
+                key = (end.encode(), begin.encode())
+                ends.setdefault(key, []).append(tried)
+                had = needs.get(key, ())
+                own = tuple(n.encode() for n in shape.needs)
+                needs[key] = None if had is None or not own else (*had, *own)
         self._heads = {k: tuple(v) for k, v in heads.items()}
         self._words = tuple(words)
         self._head_forms = frozenset(f for head in self._heads for f in _cases(head))
@@ -599,6 +608,7 @@ class Redactor:
         # Plain bytes are found with memchr; "%XX" ones from the line's "%" bytes.
         self._starts = {k: tuple(v) for k, v in starts.items() if len(k) == 1}
         self._ends = {k: tuple(v) for k, v in ends.items() if len(k[0]) == 1}
+        self._end_needs = needs
         self._encoded_starts = {k: tuple(v) for k, v in starts.items() if len(k) > 1}
         self._encoded_ends = {k: tuple(v) for k, v in ends.items() if len(k[0]) > 1}
         self._own = tuple(own)
@@ -739,6 +749,9 @@ class Redactor:
                 p = line.find(needle, p + 1)
         for (needle, begin), tried in self._ends.items():
             p = line.find(needle, lo)
+            gate = self._end_needs[needle, begin] if p >= 0 else None
+            if gate and all(line.find(n, lo) < 0 for n in gate):
+                continue  # no match can begin in this line
             while p >= 0:
                 _ending(line, lo, p, p + 1, (begin,), tried, found)
                 p = line.find(needle, p + 1)
