@@ -592,8 +592,8 @@ class Redactor:
                 key = (end.encode(), begin.encode())
                 ends.setdefault(key, []).append(tried)
                 had = needs.get(key, ())
-                own = tuple(n.encode() for n in shape.needs)
-                needs[key] = None if had is None or not own else (*had, *own)
+                literals = tuple(n.encode() for n in shape.needs)
+                needs[key] = None if had is None or not literals else (*had, *literals)
         self._heads = {k: tuple(v) for k, v in heads.items()}
         self._words = tuple(words)
         self._head_forms = frozenset(f for head in self._heads for f in _cases(head))
@@ -749,8 +749,8 @@ class Redactor:
                 p = line.find(needle, p + 1)
         for (needle, begin), tried in self._ends.items():
             p = line.find(needle, lo)
-            gate = self._end_needs[needle, begin] if p >= 0 else None
-            if gate and all(line.find(n, lo) < 0 for n in gate):
+            literals = self._end_needs[needle, begin] if p >= 0 else None
+            if literals and all(line.find(n, lo) < 0 for n in literals):
                 continue  # no match can begin in this line
             while p >= 0:
                 _ending(line, lo, p, p + 1, (begin,), tried, found)
