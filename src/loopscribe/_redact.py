@@ -776,9 +776,10 @@ class Redactor:
         tried where its word stands right before the run, across blanks
         (``Bearer  tok…``, ``Bearer%20tok…``) or a dot (``ya29.tok…``).
 
-        Most runs are neither (a key such as ``cache_read_input_tokens``, a
-        word after a space in a line without ``bearer``): one slice and one
-        set lookup pass them by, and only the rest take :meth:`_run`.
+        Most runs are neither (a key such as ``cache_read_input_tokens``
+        after a quote, a word after a space that follows no word a shape
+        looks for): one slice and one set lookup pass them by, and only the
+        rest take :meth:`_run`, the full check.
         """
         runs = line.translate(_RUNS)
         find = runs.find
