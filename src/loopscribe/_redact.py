@@ -100,6 +100,9 @@ class _Shape:
     the second before each of the first."""
     check: Callable[[bytes], bool] | None = None
     """A last test of the matched secret (Basic credentials decode to ``user:password``)."""
+    needs: tuple[str, ...] = ()
+    """For an ``until`` shape: what a match begins with, one of them (``:/``); a line
+    without any is not searched back from each ``@``."""
 
 
 def _is_basic(token: bytes) -> bool:
@@ -242,6 +245,7 @@ _SHAPES: tuple[_Shape, ...] = (
         rf"(?<=[A-Za-z0-9]):{_SLASH}{{2}}{_URL_USER}:{_NOT_A_PLACEHOLDER}"
         r"(?P<secret>[^\s/@\"'\\]+)@",
         until=("@", ":"),
+        needs=(":/", ":\\", ":%2"),
     ),
     _Shape(
         "passwords in URL-encoded URLs: scheme%3A%2F%2Fuser%3APASSWORD%40host",
@@ -290,6 +294,7 @@ _RUNS = bytes(0x61 if c in _RUN_BYTES else 0x20 for c in range(256))
 _MIN_RUN = 12
 """The shortest token run a shape can start with (``SessionToken``)."""
 _RUN = b"a" * _MIN_RUN
+_NOT_TOKEN = frozenset(range(256)) - frozenset(_RUN_BYTES)
 _BACKSLASH = 0x5C
 _ESCAPE_LETTERS = frozenset(b"nrtbf")
 _HEX_DIGITS = frozenset(b"0123456789ABCDEFabcdef")
@@ -565,6 +570,7 @@ class Redactor:
         gated: list[tuple[bytes, _Tried]] = []
         starts: dict[bytes, list[_Tried]] = {}
         ends: dict[tuple[bytes, bytes], list[_Tried]] = {}
+        needs: dict[tuple[bytes, bytes], tuple[bytes, ...] | None] = {}
         own: list[re.Pattern[bytes]] = []
         for pattern in dict.fromkeys(patterns):
             compiled = re.compile(pattern.encode())
@@ -583,13 +589,26 @@ class Redactor:
                 starts.setdefault(needle.encode(), []).append(tried)
             if shape.until is not None:
                 end, begin = shape.until
-                ends.setdefault((end.encode(), begin.encode()), []).append(tried)
+                key = (end.encode(), begin.encode())
+                ends.setdefault(key, []).append(tried)
+                had = needs.get(key, ())
+                literals = tuple(n.encode() for n in shape.needs)
+                needs[key] = None if had is None or not literals else (*had, *literals)
         self._heads = {k: tuple(v) for k, v in heads.items()}
         self._words = tuple(words)
+        self._head_forms = frozenset(f for head in self._heads for f in _cases(head))
+        self._plain_before = _NOT_TOKEN - _ESCAPE_STARTS - (_WORD_GAPS if words else set())
+        """Bytes before a run after which only its first three bytes can start a shape."""
+        self._gaps = _WORD_GAPS - _ESCAPE_STARTS if words else frozenset()
+        """Bytes before a run after which a word shape is tried when a word can end there."""
+        self._word_tails = _BLANKS | {0x30} | {c for w, _ in words for c in w[-1:] + w[-1:].upper()}
+        """What stands two bytes before a run when a word ends before it: a word's last
+        letter, or more blanks (``%20`` ends in ``0``)."""
         self._gated = tuple(gated)
         # Plain bytes are found with memchr; "%XX" ones from the line's "%" bytes.
         self._starts = {k: tuple(v) for k, v in starts.items() if len(k) == 1}
         self._ends = {k: tuple(v) for k, v in ends.items() if len(k[0]) == 1}
+        self._end_needs = needs
         self._encoded_starts = {k: tuple(v) for k, v in starts.items() if len(k) > 1}
         self._encoded_ends = {k: tuple(v) for k, v in ends.items() if len(k[0]) > 1}
         self._own = tuple(own)
@@ -730,6 +749,9 @@ class Redactor:
                 p = line.find(needle, p + 1)
         for (needle, begin), tried in self._ends.items():
             p = line.find(needle, lo)
+            literals = self._end_needs[needle, begin] if p >= 0 else None
+            if literals and all(line.find(n, lo) < 0 for n in literals):
+                continue  # no match can begin in this line
             while p >= 0:
                 _ending(line, lo, p, p + 1, (begin,), tried, found)
                 p = line.find(needle, p + 1)
@@ -753,30 +775,55 @@ class Redactor:
         newline or an escape code). A word shape (``Bearer``, ``ya29``) is
         tried where its word stands right before the run, across blanks
         (``Bearer  tok…``, ``Bearer%20tok…``) or a dot (``ya29.tok…``).
+
+        Most runs are neither (a key such as ``cache_read_input_tokens``
+        after a quote, a word after a space that follows no word a shape
+        looks for): one slice and one set lookup pass them by, and only the
+        rest take :meth:`_run`, the full check.
         """
         runs = line.translate(_RUNS)
-        heads = self._heads.get
-        words = self._words
         find = runs.find
         i = find(_RUN, lo)
-        while i >= 0:
-            end = find(b" ", i)
-            before = line[i - 1] if i > lo else 0x20
-            if before in _ESCAPE_STARTS:
-                for start in _run_starts(line, i, lo):
-                    for t in heads(line[start : start + 3].lower(), ()):
-                        t.at(line, start, found)
+        if i < 0:
+            return
+        starts = self._head_forms
+        plain = self._plain_before
+        gaps = self._gaps
+        tails = self._word_tails
+        heads = self._heads.get
+        while True:
+            if i - 2 < lo:
+                self._run(line, i, lo, found)
+            elif (before := line[i - 1]) in plain or (before in gaps and line[i - 2] not in tails):
+                if line[i : i + 3] in starts:
+                    for t in heads(line[i : i + 3].lower(), ()):
+                        t.at(line, i, found)
             else:
-                for t in heads(line[i : i + 3].lower(), ()):
-                    t.at(line, i, found)
-            if words and before in _WORD_GAPS:
-                stop = _word_end(line, i, lo)
-                for word, t in words:
-                    if line[stop - len(word) : stop].lower() == word:
-                        t.at(line, stop - len(word), found)
+                self._run(line, i, lo, found)
+            end = find(b" ", i)
             if end < 0:
-                break
+                return
             i = find(_RUN, end)
+            if i < 0:
+                return
+
+    def _run(self, line: bytes, i: int, lo: int, found: list[tuple[int, int]]) -> None:
+        """Try the shapes at the run of token characters that begins at ``i``."""
+        heads = self._heads.get
+        words = self._words
+        before = line[i - 1] if i > lo else 0x20
+        if before in _ESCAPE_STARTS:
+            for start in _run_starts(line, i, lo):
+                for t in heads(line[start : start + 3].lower(), ()):
+                    t.at(line, start, found)
+        else:
+            for t in heads(line[i : i + 3].lower(), ()):
+                t.at(line, i, found)
+        if words and before in _WORD_GAPS:
+            stop = _word_end(line, i, lo)
+            for word, t in words:
+                if line[stop - len(word) : stop].lower() == word:
+                    t.at(line, stop - len(word), found)
 
     def _encoded(self, line: bytes, lo: int, found: list[tuple[int, int]]) -> None:
         """Try the shapes of URL-encoded text at each ``%XX`` that starts or ends one."""
@@ -830,6 +877,15 @@ class _Tried:
         span = _span(m)
         if self.check is None or self.check(m.string[span[0] : span[1]]):
             found.append(span)
+
+
+def _cases(text: bytes) -> list[bytes]:
+    """``text`` in every mix of upper and lower case of its letters."""
+    forms = [b""]
+    for c in text.lower():
+        variants = {c, bytes([c]).upper()[0]}
+        forms = [f + bytes([v]) for f in forms for v in variants]
+    return forms
 
 
 def _word_end(line: bytes, i: int, lo: int) -> int:
