@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricsData
@@ -287,3 +288,41 @@ def test_hostile_token_counts_are_left_out(tmp_path: Path, value: Any) -> None:
     assert [pt.sum for pt in points(data, FIRST_CHUNK)] == [0]
     assert p.processor.metrics_errors == 0
     assert len(p.downstream.get_finished_spans()) == 1
+
+
+def test_without_a_meter_provider_the_embedded_default_writes_beside_the_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No MeterProvider anywhere: OTLP JSON lines in the folder, the span's IDs as exemplars."""
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    provider = TracerProvider()
+    processor = OffloadingProcessor(SimpleSpanProcessor(InMemorySpanExporter()), tmp_path)
+    provider.add_span_processor(processor)
+    with provider.get_tracer("oi").start_as_current_span("ChatCompletion") as span:
+        span.set_attributes(
+            {
+                "openinference.span.kind": "LLM",
+                "llm.model_name": "gpt-4o-mini",
+                "llm.token_count.prompt": 11,
+                "llm.token_count.completion": 7,
+            }
+        )
+    provider.shutdown()
+    written = tmp_path / "intake.metrics.otlp.jsonl"
+    lines = written.read_bytes().splitlines()
+    assert lines
+    last = orjson.loads(lines[-1])
+    metrics = {
+        m["name"]: m
+        for rm in last["resourceMetrics"]
+        for sm in rm["scopeMetrics"]
+        for m in sm["metrics"]
+    }
+    tokens = metrics[TOKENS]["histogram"]["dataPoints"]
+    assert sorted(int(p["sum"]) for p in tokens) == [7, 11]
+    context = span.get_span_context()
+    exemplar = tokens[0]["exemplars"][0]
+    assert exemplar["traceId"] == f"{context.trace_id:032x}"
+    assert exemplar["spanId"] == f"{context.span_id:016x}"
+    assert written not in session_files(tmp_path)
