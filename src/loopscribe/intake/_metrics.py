@@ -165,7 +165,8 @@ def genai_attributes(span: ReadableSpan) -> dict[str, Any] | None:
     Read from whichever convention the span follows (OpenInference, the
     OpenTelemetry GenAI conventions, OpenLLMetry's older attributes).
     """
-    attributes = span.attributes or {}
+    # One plain dict for every lookup: a miss on the SDK's mapping raises and catches.
+    attributes = dict(span.attributes or {})
     operation = _operation(attributes)
     if operation is None:
         return None
@@ -227,6 +228,7 @@ def measured_span(span: ReadableSpan) -> ReadableSpan | None:
     return ReadableSpan(
         name=span.name,
         context=span.context,
+        resource=span.resource,  # without one, the SDK runs its resource detectors
         attributes=attributes,
         start_time=span.start_time,
         end_time=span.end_time,

@@ -9,6 +9,10 @@ parent, links, times, status, kind, resource and scope, every attribute and
 event that carried no body unchanged, the ones that did removed, and
 references to the records added.
 
+The GenAI metrics of the spans whose instrumentation records none
+(OpenInference's) are recorded on the way (``_metrics``), so that a chart
+of token usage or latency covers every host without counting a call twice.
+
 Nothing raises into the host: a body that cannot be read is kept as it came
 and counted in :attr:`OffloadingProcessor.problems`; a record that cannot be
 written is counted in :attr:`OffloadingProcessor.failed` and the span still
