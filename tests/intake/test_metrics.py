@@ -326,3 +326,28 @@ def test_without_a_meter_provider_the_embedded_default_writes_beside_the_session
     assert exemplar["traceId"] == f"{context.trace_id:032x}"
     assert exemplar["spanId"] == f"{context.span_id:016x}"
     assert written not in session_files(tmp_path)
+
+
+def test_the_official_openai_instrumentation_s_own_metrics_are_not_doubled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """opentelemetry-instrumentation-openai-v2 records its metrics; the processor adds none."""
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+
+    monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_COMPLETION_HOOK", raising=False)
+    p = Pipeline(tmp_path)
+    instrumentor = OpenAIInstrumentor()  # type: ignore[no-untyped-call]
+    instrumentor.instrument(tracer_provider=p.provider, meter_provider=p.meter_provider)
+    try:
+        conversation(FakeOpenAI().client(), stream=False)
+    finally:
+        instrumentor.uninstrument()
+    chats = p.spans()
+    assert len(chats) == 2
+    usage = [attrs(s)["gen_ai.usage.input_tokens"] for s in chats]
+    inputs = [
+        pt for pt in points(p.metrics(), TOKENS) if pt.attributes["gen_ai.token.type"] == "input"
+    ]
+    assert sum(pt.count for pt in inputs) == len(chats)
+    assert sum(pt.sum for pt in inputs) == sum(usage)
+    assert p.processor.metrics is None
