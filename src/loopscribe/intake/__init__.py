@@ -7,6 +7,8 @@ backend:
 
 * :class:`OffloadingProcessor` — a ``SpanProcessor`` put in front of the
   host's own: spans go on with their bodies removed and references added;
+  it records the GenAI metrics of the spans whose instrumentation records
+  none (OpenInference's; ``metrics=`` forces them on or off);
 * :class:`OffloadingLogProcessor` — its ``LogRecordProcessor`` twin, for
   content sent as log records;
 * :class:`LoopscribeCompletionHook` — util-genai's completion hook

@@ -9,6 +9,10 @@ parent, links, times, status, kind, resource and scope, every attribute and
 event that carried no body unchanged, the ones that did removed, and
 references to the records added.
 
+The GenAI metrics of the spans whose instrumentation records none
+(OpenInference's) are recorded on the way (``_metrics``), so that a chart
+of token usage or latency covers every host without counting a call twice.
+
 Nothing raises into the host: a body that cannot be read is kept as it came
 and counted in :attr:`OffloadingProcessor.problems`; a record that cannot be
 written is counted in :attr:`OffloadingProcessor.failed` and the span still
@@ -19,10 +23,13 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
 
+from opentelemetry import metrics as metrics_api
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
@@ -31,12 +38,19 @@ from opentelemetry.trace import SpanContext, StatusCode
 
 from .._errors import LoopscribeError
 from .._redact import LineRedactor
-from ..otel import span_record_data
+from ..otel import GenAIMetrics, host_meter_provider, span_record_data
 from ._book import Book, SpanRef, book_for
 from ._found import Found
+from ._metrics import measured_by_default, measured_span
 from ._records import carries_content, collect, exception_error, kind_of, labels, plan
 
+if TYPE_CHECKING:
+    from ..otel import EmbeddedMetrics
+
 logger = logging.getLogger("loopscribe.intake")
+
+METRICS_STEM: Final = "intake"
+"""The embedded default writes the folder's metrics to ``intake.metrics.otlp.jsonl`` in it."""
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 CONVERSATION_KEYS: Final = ("session.id", "gen_ai.conversation.id")
@@ -140,6 +154,16 @@ class OffloadingProcessor(SpanProcessor):
         redact: Scrubs secrets from every record line (see
             :class:`loopscribe.Redactor`); the first processor, log processor
             or hook of a folder sets it for all of them.
+        metrics: Record the GenAI metrics (token usage, operation duration,
+            time to first chunk, tool and agent durations) of the spans
+            taken in. ``None`` (the default): only for spans whose
+            instrumentation records none itself (OpenInference's), so that
+            nothing is counted twice; ``True``: for every GenAI span;
+            ``False``: none.
+        meter_provider: Where the metrics go. Default: the host's global SDK
+            ``MeterProvider`` if it has one when the first span is measured,
+            else the embedded default (OTLP when an endpoint is configured,
+            else ``intake.metrics.otlp.jsonl`` in ``directory``).
     """
 
     def __init__(
@@ -148,9 +172,19 @@ class OffloadingProcessor(SpanProcessor):
         directory: str | os.PathLike[str],
         *,
         redact: LineRedactor | None = None,
+        metrics: bool | None = None,
+        meter_provider: metrics_api.MeterProvider | None = None,
     ) -> None:
         self.downstream = downstream
         self.book: Book = book_for(directory, redact=redact)
+        self.metrics_mode = metrics
+        """``None`` (spans of conventions that record no metrics), ``True`` or ``False``."""
+        self.metrics: GenAIMetrics | EmbeddedMetrics | None = None
+        """What records the spans' GenAI metrics; made when the first span is measured."""
+        self._meter_provider = meter_provider
+        self._metrics_lock = threading.Lock()
+        self.metrics_errors = 0
+        """Spans whose metrics could not be recorded (each logged)."""
         self.recorded = 0
         """Spans whose operation was recorded."""
         self.failed = 0
@@ -174,7 +208,9 @@ class OffloadingProcessor(SpanProcessor):
             ending(span)
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Record the span's bodies, then hand it on without them (never raises)."""
+        """Measure the span, record its bodies, then hand it on without them (never raises)."""
+        if self.metrics_mode is not False:
+            self._measure(span)
         try:
             handed = self._offload(span)
         except Exception:
@@ -186,6 +222,33 @@ class OffloadingProcessor(SpanProcessor):
         except Exception:
             self.downstream_errors += 1
             logger.exception("span processor %r failed on span %r", self.downstream, span.name)
+
+    def _measure(self, span: ReadableSpan) -> None:
+        try:
+            if self.metrics_mode is None and not measured_by_default(span.attributes or {}):
+                return
+            found = measured_span(span)
+            if found is None:
+                return
+            sink = self.metrics or self._sink(span)
+            sink.record(found)
+        except Exception:
+            self.metrics_errors += 1
+            logger.exception("loopscribe intake could not measure span %r", span.name)
+
+    def _sink(self, span: ReadableSpan) -> GenAIMetrics | EmbeddedMetrics:
+        """The host's MeterProvider, else the embedded default; made once."""
+        with self._metrics_lock:
+            if self.metrics is None:
+                provider = self._meter_provider or host_meter_provider()
+                if provider is not None:
+                    self.metrics = GenAIMetrics(provider)
+                else:
+                    from ..otel import EmbeddedMetrics
+
+                    path = Path(self.book.directory) / METRICS_STEM
+                    self.metrics = EmbeddedMetrics(path, resource=span.resource)
+            return self.metrics
 
     def _offload(self, span: ReadableSpan) -> ReadableSpan:
         ctx = span.context
@@ -284,7 +347,14 @@ class OffloadingProcessor(SpanProcessor):
             self.book.flush()
         except Exception:
             logger.exception("loopscribe intake could not sync %s", self.book.directory)
-        return self.downstream.force_flush(timeout_millis)
+        flushed = True
+        if self.metrics is not None:
+            try:
+                flushed = self.metrics.force_flush(timeout_millis)
+            except Exception:
+                logger.exception("loopscribe intake could not flush its metrics")
+                flushed = False
+        return self.downstream.force_flush(timeout_millis) and flushed
 
     def shutdown(self) -> None:
         """Close the session files, then shut the downstream processor down."""
@@ -292,6 +362,11 @@ class OffloadingProcessor(SpanProcessor):
             self.book.close()
         except Exception:
             logger.exception("loopscribe intake could not close %s", self.book.directory)
+        if self.metrics is not None:
+            try:
+                self.metrics.shutdown()
+            except Exception:
+                logger.exception("loopscribe intake could not stop its metrics")
         self.downstream.shutdown()
 
 

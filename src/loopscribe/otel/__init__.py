@@ -42,7 +42,14 @@ from ._export import (
 from ._genai import MessageReferenceError, parse_reference, resolve_reference
 from ._host import HOST_SPAN, span_from_record_data, span_record_data
 from ._ids import host_execution_id, host_span_id, run_span_id, span_context, span_id, trace_id
-from ._metrics import SEMCONV_ENV, GenAIMetrics, Measurement, semconv_mode, span_measurements
+from ._metrics import (
+    SEMCONV_ENV,
+    GenAIMetrics,
+    Measurement,
+    host_meter_provider,
+    semconv_mode,
+    span_measurements,
+)
 from ._otlp import encode_otlp_json, encode_otlp_protobuf
 from ._resource import default_resource
 
@@ -98,6 +105,7 @@ __all__ = [
     "encode_otlp_protobuf",
     "export_metrics",
     "host_execution_id",
+    "host_meter_provider",
     "host_span_id",
     "metrics_data",
     "parse_reference",
