@@ -481,7 +481,11 @@ def test_open_executions_end_at_run_close(session_path: Path) -> None:
     def scenario(run: Run) -> None:
         turn = Execution("turn_1", "turn")
         run.record(ev.turn_start(turn, 1, timestamp=at()))
-        run.record(ev.tool_exec_start(Execution("t", "tool", parent_id="turn_1"), "sleep", {}))
+        tool = Execution("t", "tool", parent_id="turn_1")
+        run.record(ev.tool_exec_start(tool, "sleep", {}, timestamp=at()))
+        # Closed on the same scripted clock: a close stamped "now" could come before
+        # the scripted starts, and a span never ends before it starts.
+        run.close(timestamp=at())
 
     _, live = record_file(session_path, scenario)
     assert [s.name for s in live] == ["execute_tool sleep", "turn", "invoke_agent"]
