@@ -19,10 +19,19 @@ from typing import Any
 import orjson
 
 from .._executor import TextDelta, ThinkingDelta
-from .._messages import AssistantMessage, TextContent, ThinkingContent
+from .._messages import TextContent, ThinkingContent
 from . import _http
 from ._body import Endpoint, Outcome, RequestParts
-from ._common import Instrumentation, count, get, split_body, string, tool_call, usage
+from ._common import (
+    Instrumentation,
+    count,
+    get,
+    replied,
+    request_parts,
+    string,
+    tool_call,
+    usage,
+)
 
 PROVIDER = "anthropic"
 
@@ -57,15 +66,7 @@ class Messages:
     provider = PROVIDER
 
     def request(self, body: Any) -> RequestParts:
-        messages = get(body, "messages")
-        tools = get(body, "tools")
-        return RequestParts(
-            model=string(get(body, "model")) or "",
-            messages=list(messages) if isinstance(messages, list) else [],
-            tools=list(tools) if isinstance(tools, list) else [],
-            config=split_body(body, ("model", "messages", "tools")),
-            stream=get(body, "stream") is True,
-        )
+        return request_parts(body)
 
     def response(self, body: Any) -> Outcome:
         content: list[Any] = []
@@ -98,17 +99,11 @@ class Messages:
         response_id = string(get(body, "id"))
         use = _usage(raw_usage)
         stop = string(get(body, "stop_reason"))
-        return Outcome(
-            AssistantMessage(
-                tuple(content),
-                model=model,
-                provider=PROVIDER,
-                usage=use,
-                stop_reason=stop,
-                response_id=response_id,
-            ),
-            usage=use,
+        return replied(
+            content,
+            provider=PROVIDER,
             model=model,
+            usage=use,
             stop_reason=stop,
             response_id=response_id,
             extra=extra,

@@ -9,7 +9,8 @@ from typing import Any
 
 import orjson
 
-from .._messages import ToolCall, Usage
+from .._messages import AssistantMessage, ToolCall, Usage
+from ._body import Outcome, RequestParts
 
 logger = logging.getLogger("loopscribe.instrument")
 
@@ -103,6 +104,50 @@ def split_body(body: Any, taken: tuple[str, ...]) -> dict[str, Any]:
     if not isinstance(body, Mapping):
         return {}
     return {k: v for k, v in body.items() if k not in taken}
+
+
+def request_parts(body: Any, messages_key: str = "messages") -> RequestParts:
+    """A request body's model, messages (under ``messages_key``), tools, stream flag, and
+    everything else as its config."""
+    messages = get(body, messages_key)
+    tools = get(body, "tools")
+    return RequestParts(
+        model=string(get(body, "model")) or "",
+        messages=list(messages) if isinstance(messages, list) else [],
+        tools=list(tools) if isinstance(tools, list) else [],
+        config=split_body(body, ("model", messages_key, "tools")),
+        stream=get(body, "stream") is True,
+    )
+
+
+def replied(
+    content: list[Any],
+    *,
+    provider: str,
+    model: str | None,
+    usage: Usage | None,
+    stop_reason: str | None,
+    response_id: str | None,
+    **rest: Any,
+) -> Outcome:
+    """An outcome whose message and whose own fields name the same model, usage, stop
+    reason and response id; ``rest`` as for :class:`Outcome`."""
+    message = AssistantMessage(
+        tuple(content),
+        model=model,
+        provider=provider,
+        usage=usage,
+        stop_reason=stop_reason,
+        response_id=response_id,
+    )
+    return Outcome(
+        message,
+        usage=usage,
+        model=model,
+        stop_reason=stop_reason,
+        response_id=response_id,
+        **rest,
+    )
 
 
 def patch(owner: Any, name: str, make: Callable[[Any], Any]) -> Callable[[], None]:

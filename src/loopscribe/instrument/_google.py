@@ -20,10 +20,20 @@ from typing import Any
 import orjson
 
 from .._executor import TextDelta, ThinkingDelta
-from .._messages import AssistantMessage, TextContent, ThinkingContent
+from .._messages import TextContent, ThinkingContent
 from . import _http
 from ._body import Outcome, RequestParts
-from ._common import Instrumentation, count, get, patch, split_body, string, tool_call, usage
+from ._common import (
+    Instrumentation,
+    count,
+    get,
+    patch,
+    replied,
+    split_body,
+    string,
+    tool_call,
+    usage,
+)
 
 PROVIDER = "gcp.gemini"
 
@@ -98,17 +108,11 @@ class GenerateContent:
         use = _usage(get(body, "usageMetadata"))
         stop = string(get(first, "finishReason"))
         error = get(body, "error")
-        return Outcome(
-            AssistantMessage(
-                tuple(content),
-                model=model,
-                provider=PROVIDER,
-                usage=use,
-                stop_reason=stop,
-                response_id=response_id,
-            ),
-            usage=use,
+        return replied(
+            content,
+            provider=PROVIDER,
             model=model,
+            usage=use,
             stop_reason=stop,
             response_id=response_id,
             extra=extra,

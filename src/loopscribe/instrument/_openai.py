@@ -19,10 +19,19 @@ from typing import Any
 import orjson
 
 from .._executor import TextDelta, ThinkingDelta
-from .._messages import AssistantMessage, TextContent, ThinkingContent
+from .._messages import TextContent, ThinkingContent
 from . import _http
 from ._body import Endpoint, Outcome, RequestParts
-from ._common import Instrumentation, count, get, split_body, string, tool_call, usage
+from ._common import (
+    Instrumentation,
+    count,
+    get,
+    replied,
+    request_parts,
+    string,
+    tool_call,
+    usage,
+)
 
 PROVIDER = "openai"
 
@@ -49,15 +58,7 @@ class Chat:
     provider = PROVIDER
 
     def request(self, body: Any) -> RequestParts:
-        messages = get(body, "messages")
-        tools = get(body, "tools")
-        return RequestParts(
-            model=string(get(body, "model")) or "",
-            messages=list(messages) if isinstance(messages, list) else [],
-            tools=list(tools) if isinstance(tools, list) else [],
-            config=split_body(body, ("model", "messages", "tools")),
-            stream=get(body, "stream") is True,
-        )
+        return request_parts(body)
 
     def response(self, body: Any) -> Outcome:
         choices = get(body, "choices")
@@ -116,17 +117,11 @@ class Chat:
         error = None
         if isinstance(get(body, "error"), Mapping):
             error = _api_error(body["error"])
-        return Outcome(
-            AssistantMessage(
-                tuple(content),
-                model=model,
-                provider=PROVIDER,
-                usage=use,
-                stop_reason=stop,
-                response_id=response_id,
-            ),
-            usage=use,
+        return replied(
+            content,
+            provider=PROVIDER,
             model=model,
+            usage=use,
             stop_reason=stop,
             response_id=response_id,
             extra=extra,
@@ -270,19 +265,11 @@ class Responses:
     provider = PROVIDER
 
     def request(self, body: Any) -> RequestParts:
+        parts = request_parts(body, "input")
         items = get(body, "input")
-        if isinstance(items, str):
-            messages: list[Any] = [{"role": "user", "content": items}]
-        else:
-            messages = list(items) if isinstance(items, list) else []
-        tools = get(body, "tools")
-        return RequestParts(
-            model=string(get(body, "model")) or "",
-            messages=messages,
-            tools=list(tools) if isinstance(tools, list) else [],
-            config=split_body(body, ("model", "input", "tools")),
-            stream=get(body, "stream") is True,
-        )
+        if isinstance(items, str):  # the Responses API's shorthand for one user message
+            parts.messages = [{"role": "user", "content": items}]
+        return parts
 
     def response(self, body: Any) -> Outcome:
         content: list[Any] = []
@@ -329,17 +316,11 @@ class Responses:
         model = string(get(body, "model"))
         use = _responses_usage(get(body, "usage"))
         error = get(body, "error")
-        return Outcome(
-            AssistantMessage(
-                tuple(content),
-                model=model,
-                provider=PROVIDER,
-                usage=use,
-                stop_reason=stop,
-                response_id=response_id,
-            ),
-            usage=use,
+        return replied(
+            content,
+            provider=PROVIDER,
             model=model,
+            usage=use,
             stop_reason=stop,
             response_id=response_id,
             provider_state=state or None,
