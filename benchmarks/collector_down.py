@@ -21,23 +21,19 @@ that recording and closing never wait on an export
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
-import socket
 import statistics
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 if not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.otlp_receiver import closed_port, http_receiver
+from tests.otlp_receiver import black_hole, closed_port, http_receiver
 
 from loopscribe import Execution, Run, Session
 from loopscribe import events as ev
@@ -60,31 +56,6 @@ def record_calls(run: Run, prefix: str, count: int) -> list[int]:
             run.record(event)
             latencies.append(time.perf_counter_ns() - began)
     return latencies
-
-
-@contextlib.contextmanager
-def black_hole() -> Iterator[str]:
-    """A port on 127.0.0.1 that accepts connections and never reads or answers."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.05)
-    stop = threading.Event()
-    held: list[socket.socket] = []
-
-    def serve() -> None:
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                held.append(listener.accept()[0])
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join(5)
-        for conn in held:
-            conn.close()
-        listener.close()
 
 
 def one_round(folder: Path, name: str, endpoint: str, calls: int) -> tuple[float, float]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -20,7 +19,7 @@ from loopscribe import Execution, Run, Session, read
 from loopscribe import events as ev
 from loopscribe.otel import SpanBridge, _export, default_processor, span_id
 
-from ..otlp_receiver import Received, closed_port, http_receiver
+from ..otlp_receiver import Received, black_hole, closed_port, http_receiver
 
 EXPORT_TIMEOUT_S = 1.0
 CALLS_PER_ROUND = 1000  # two records each
@@ -74,36 +73,6 @@ def measure(path: Path, endpoint: str, monkeypatch: pytest.MonkeyPatch) -> dict[
         "dropped": processor.dropped_spans,
         "bridge_dropped": bridge.dropped_spans,
     }
-
-
-@contextlib.contextmanager
-def black_hole() -> Iterator[str]:
-    """A TCP port on 127.0.0.1 that accepts connections and never reads or answers."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    listener.settimeout(0.05)
-    stop = threading.Event()
-    held: list[socket.socket] = []
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            held.append(conn)
-
-    thread = threading.Thread(target=serve, name="otlp-black-hole", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join(5)
-        for conn in held:
-            conn.close()
-        listener.close()
 
 
 @contextlib.contextmanager
