@@ -24,7 +24,7 @@ from ..importers._common import DEFAULT_SETTLE_SECONDS, Cursor, ImportReport, cu
 from ..importers._pool import Outcome, default_jobs, import_many
 from ._common import REF_BASE_HELP, CliError, Out, home_of, seconds
 from ._kinds import AGENT_LABELS, file_kind
-from ._tables import fitted_table
+from ._tables import fitted_table, short_count
 
 _NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 """Why a write fails for every transcript alike: the destination has no room."""
@@ -370,23 +370,14 @@ def _export(
     return exported
 
 
-def _tokens(n: int) -> str:
-    """A token count for the table: 950, 12.4k, 1.39M."""
-    if n < 10_000:
-        return str(n)
-    if n < 1_000_000:
-        return f"{n / 1000:.1f}k"
-    return f"{n / 1_000_000:.2f}M"
-
-
 def _row(name: str, c: Counter[str], *, exported: bool) -> list[str]:
     row = [
         name,
         str(c["records"]),
         str(c["model_calls"]),
         f"{c['tool_results']}/{c['tool_calls']}",
-        _tokens(c["input_tokens"]),
-        _tokens(c["output_tokens"]),
+        short_count(c["input_tokens"]),
+        short_count(c["output_tokens"]),
         str(c["unknown"]),
         str(c["pending"]),
     ]

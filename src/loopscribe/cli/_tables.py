@@ -8,7 +8,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["clip_left", "fitted_table"]
+__all__ = ["clip_left", "fitted_table", "short_count"]
 
 
 def clip_left(text: str, width: int) -> str:
@@ -58,3 +58,12 @@ def fitted_table(
             *(escape(clip_left(c, share) if i in paths else c) for i, c in enumerate(row))
         )
     return table
+
+
+def short_count(n: int) -> str:
+    """A count short enough for a table column, its digits never broken: 950, 12.4k, 1.39M."""
+    if n < 10_000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1_000_000:.2f}M"

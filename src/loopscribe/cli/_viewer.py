@@ -43,6 +43,7 @@ from ._common import (
     run,
     share_options,
 )
+from ._tables import short_count
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -186,15 +187,6 @@ def duration(us: int) -> str:
 
 
 _STATE_STYLE = {"ok": "green", "error": "red", "open": "yellow", "incomplete": "yellow"}
-
-
-def _tokens(n: int) -> str:
-    """A token count short enough for a table column: 950, 12.4k, 1.39M."""
-    if n < 10_000:
-        return str(n)
-    if n < 1_000_000:
-        return f"{n / 1000:.1f}k"
-    return f"{n / 1_000_000:.2f}M"
 
 
 def _count(n: int, bad: bool = False) -> str:
@@ -541,7 +533,7 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
                 str(r.model_calls),
                 str(r.tool_calls),
                 f"{_count(r.errors, bad=True)}/{_count(r.retries, bad=True)}",
-                f"{_tokens(r.input_tokens)}/{_tokens(r.output_tokens)}",
+                f"{short_count(r.input_tokens)}/{short_count(r.output_tokens)}",
                 r.cost.text(),
             )
         console.print(runs)
