@@ -476,15 +476,15 @@ def test_run_joins_a_host_otel_context(session_path: Path) -> None:
 
 def test_open_executions_end_at_run_close(session_path: Path) -> None:
     """Attempts still open at run_close end there, innermost first, before the run span."""
-    at = Clock()
 
     def scenario(run: Run) -> None:
+        # The scripted clock starts once the run has (its run_start is stamped now), and
+        # the run closes on it: no span may start after the run_close it ends at.
+        at = Clock()
         turn = Execution("turn_1", "turn")
         run.record(ev.turn_start(turn, 1, timestamp=at()))
         tool = Execution("t", "tool", parent_id="turn_1")
         run.record(ev.tool_exec_start(tool, "sleep", {}, timestamp=at()))
-        # Closed on the same scripted clock: a close stamped "now" could come before
-        # the scripted starts, and a span never ends before it starts.
         run.close(timestamp=at())
 
     _, live = record_file(session_path, scenario)
