@@ -91,6 +91,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/redact.py
 	$(BIN)/python benchmarks/claude_agent_sdk_store.py
 	$(BIN)/python benchmarks/growth.py
+	$(BIN)/python benchmarks/intake.py
+	$(BIN)/python benchmarks/instrument.py
+	$(BIN)/python benchmarks/stats_cost.py
+	$(BIN)/python benchmarks/collector_down.py
 
 clean:
 	rm -rf $(VENV) $(PHOENIX_VENV) .mypy_cache .pytest_cache .ruff_cache
