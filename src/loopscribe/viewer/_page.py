@@ -1,9 +1,11 @@
 """The one HTML page both the server and the report render: a shell, JSON data, one script.
 
-The page's content is built in the browser by ``static/viewer.js`` from the
+The page's content is built in the browser by ``static/viewer.js`` (an ES
+module that imports one module per view from ``static/viewer/``) from the
 JSON embedded in ``<script id="ls-data" type="application/json">``. The
-server links the script and stylesheet; the report inlines them, so the
-report needs no network and no server.
+server links the script and stylesheet; the report inlines them (the modules
+linked into one script, see :mod:`._script`), so the report needs no network
+and no server.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from importlib import resources
 from typing import Any
 
 import orjson
+
+from ._script import linked_script
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
 """Host headers the viewer answers when it listens on a loopback address."""
@@ -57,12 +61,13 @@ def shell(title: str, *, inline: bool, csp: str | None = None) -> tuple[str, str
     if inline:
         # "</" cannot occur in our own assets; guard it anyway so an edit cannot break out.
         css = asset("static/viewer.css").replace("</", "<\\/")
-        js = asset("static/viewer.js").replace("</", "<\\/")
+        js = linked_script().replace("</", "<\\/")
         head = f"<style>\n{css}\n</style>"
         scripts = f"<script>\n{js}\n</script>"
     else:
         head = '<link rel="stylesheet" href="/static/viewer.css">'
-        scripts = '<script src="/static/viewer.js" defer></script>'
+        # A module script runs once the document is parsed, as ``defer`` did.
+        scripts = '<script type="module" src="/static/viewer.js"></script>'
     if csp:
         policy = html.escape(csp, quote=False).replace('"', "&quot;")
         head = f'<meta http-equiv="Content-Security-Policy" content="{policy}">\n{head}'
