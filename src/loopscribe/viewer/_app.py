@@ -137,6 +137,27 @@ class _SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
+class _Assets(StaticFiles):
+    """The page's script modules and stylesheet; a script is always ``text/javascript``.
+
+    A browser runs a module script only when its type is JavaScript's, and
+    ``mimetypes`` takes the type from the system's tables, which may say
+    otherwise (a Windows registry can map ``.js`` to ``text/plain``).
+    """
+
+    def file_response(
+        self,
+        full_path: str | os.PathLike[str],
+        stat_result: os.stat_result,
+        scope: Scope,
+        status_code: int = 200,
+    ) -> Response:
+        response = super().file_response(full_path, stat_result, scope, status_code)
+        if os.fspath(full_path).endswith(".js"):
+            response.headers["content-type"] = "text/javascript; charset=utf-8"
+        return response
+
+
 def create_app(
     root: str | os.PathLike[str],
     *,
@@ -185,7 +206,7 @@ def create_app(
         Route("/api/session/{session_id}/record/{seq:int}", views.api_record),
         Route("/api/trace/{trace_id}", views.api_trace),
         Route("/api/trace/{trace_id}/span/{span_id}", views.api_span),
-        Mount("/static", StaticFiles(directory=Path(__file__).with_name("static")), name="static"),
+        Mount("/static", _Assets(directory=Path(__file__).with_name("static")), name="static"),
     ]
     middleware = [Middleware(_SecurityHeaders)]
     if allowed_hosts is not None:
