@@ -425,8 +425,8 @@ def report_open_part(folder: Path, args: argparse.Namespace, missed: list[str]) 
     """A 12,000-call session's report opened from disk in Chromium, against parsing its records."""
     from benchmarks._workload import build_events
     from loopscribe.viewer import load_timeline, write_report
+    from loopscribe.viewer._clip import record_view
     from loopscribe.viewer._report import REPORT_STRING_LIMIT_CHARS
-    from loopscribe.viewer._store import record_view
 
     src = folder / "calls.jsonl"
     events_ = build_events(max(1, args.report_calls // 3), seed=1)

@@ -7,7 +7,7 @@ from pathlib import Path
 from loopscribe import Execution, Session, Usage
 from loopscribe import events as ev
 from loopscribe._timeline import load_timeline
-from loopscribe.viewer._store import run_summary_json
+from loopscribe.viewer._catalog import run_summary_json
 
 
 def test_a_run_summary_is_reused_until_the_run_changes(tmp_path: Path) -> None:

@@ -20,8 +20,8 @@ from starlette.testclient import TestClient
 
 from loopscribe.otel import trace_id
 from loopscribe.viewer import Catalog, SessionTimeline, create_app
+from loopscribe.viewer._catalog import TIMELINES_KEPT
 from loopscribe.viewer._index import MAX_PAGE_SIZE, PAGE_SIZE, Filters
-from loopscribe.viewer._store import TIMELINES_KEPT
 
 from .many_sessions import TOOLS, write_sessions
 
@@ -264,7 +264,7 @@ def test_indexing_takes_over_a_file_a_request_is_reading(
 ) -> None:
     """A changed file whose timeline a request holds is read once: the pass does the rest,
     waits for the request, then takes its timeline over instead of folding the file again."""
-    import loopscribe.viewer._store as store
+    import loopscribe.viewer._catalog as store
     from loopscribe import Session
 
     ids = write_sessions(tmp_path / "s", 3)

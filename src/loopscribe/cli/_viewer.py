@@ -48,7 +48,7 @@ from ._tables import short_count
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from ..viewer._store import Catalog
+    from ..viewer import Catalog
 
 __all__ = ["DEFAULT_PORT", "StoreSync", "add_parsers", "main", "serve_app"]
 
@@ -202,7 +202,7 @@ def allowed_hosts(bound: str, extra: list[str] | tuple[str, ...] = ()) -> tuple[
     Always a list, even on ``0.0.0.0``: a page on another site can make a
     browser send requests here under its own name (DNS rebinding).
     """
-    from ..viewer._page import LOOPBACK_HOSTS
+    from ..viewer import LOOPBACK_HOSTS
 
     bare = bound.strip("[]")
     names = [*LOOPBACK_HOSTS, *extra]
@@ -325,8 +325,8 @@ def serve_app(args: argparse.Namespace, out: Out, bound: str) -> tuple[Starlette
     answers at once. A store is served from a local copy (see
     :class:`StoreSync`) whose problems every page shows.
     """
+    from ..viewer import Catalog, NotFoundError
     from ..viewer._app import create_app
-    from ..viewer._store import Catalog, NotFoundError
 
     sync: StoreSync | None = None
     store = ""
@@ -426,7 +426,7 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_report(args: argparse.Namespace, out: Out) -> int:
     """Write a self-contained HTML report of a session file."""
-    from ..viewer._report import write_report
+    from ..viewer import write_report
 
     path = resolve_session(args.session, home_of(args))
     target = Path(args.output) if args.output else Path(path.name).with_suffix(".report.html")

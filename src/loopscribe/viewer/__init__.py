@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING
 
 from .._stats import RunStats, SessionStats, session_stats
 from .._timeline import Bar, BarState, RunTimeline, SessionTimeline, load_timeline
+from ._catalog import Catalog, NotFoundError
 from ._index import IndexingError
 from ._page import LOOPBACK_HOSTS
 from ._report import build_report, stream_report, write_report
-from ._store import Catalog, NotFoundError
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette

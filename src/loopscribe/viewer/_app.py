@@ -67,6 +67,7 @@ from .._errors import FormatError
 from .._logsafe import scrub
 from .._timeline import Bar, RunTimeline, SessionTimeline
 from ..otel._genai import MessageReferenceError, resolve_reference
+from ._catalog import Catalog, NotFoundError, parse_id, run_summary_json
 from ._context import derived_context, has_messages
 from ._conversation import CONVERSATION_PAGE, conversation
 from ._index import (
@@ -80,7 +81,6 @@ from ._index import (
     summary_json,
 )
 from ._page import LOOPBACK_HOSTS, render
-from ._store import Catalog, NotFoundError, parse_id, run_summary_json
 
 __all__ = ["LOOPBACK_HOSTS", "Problems", "create_app", "problem_lines"]
 

@@ -31,7 +31,7 @@ from .. import events as ev
 from .._errors import FormatError
 from .._safeopen import open_session_fd
 from .._timeline import SessionTimeline
-from ._store import BODY_BUDGET_CHARS, STRING_LIMIT_CHARS, Clipped, clip
+from ._clip import BODY_BUDGET_CHARS, STRING_LIMIT_CHARS, Clipped, clip
 
 __all__ = ["CONTEXT_MESSAGES", "DERIVED_FROM", "derived_context", "has_messages"]
 

@@ -33,7 +33,7 @@ import orjson
 from .. import events as ev
 from .._preview import error_text
 from .._timeline import Bar, RunTimeline, SessionTimeline
-from ._store import BODY_BUDGET_CHARS, STRING_LIMIT_CHARS, Clipped, clip
+from ._clip import BODY_BUDGET_CHARS, STRING_LIMIT_CHARS, Clipped, clip
 
 __all__ = ["CONVERSATION_PAGE", "conversation"]
 

@@ -35,10 +35,10 @@ from .. import events as ev
 from .._safeopen import open_session_file
 from .._timeline import SessionTimeline, iso, load_timeline
 from ..workspace import Workspace
+from ._clip import record_view
 from ._context import derived_context, has_messages
 from ._index import summary_json
 from ._page import embed_json, shell
-from ._store import record_view
 
 __all__ = [
     "REPORT_CHUNK_CHARS",
