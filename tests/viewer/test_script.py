@@ -217,3 +217,88 @@ def test_the_linker_refuses_what_it_cannot_link(
     """A form the browser would take but the report could not is an error naming the module."""
     with pytest.raises(ValueError, match=re.escape(message)):
         link(fake({ENTRY: entry, **others}))
+
+
+# -- the modules' imports ------------------------------------------------------------------
+
+
+def code_only(text: str) -> str:
+    """``text`` with its comments, strings and regular expressions blanked out.
+
+    Enough of a JavaScript lexer for the viewer's own modules: a ``/`` after an
+    operator, an opening bracket or ``return`` starts a regular expression.
+    """
+    out: list[str] = []
+    i, n, last = 0, len(text), ""
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            i = text.find("\n", i) if "\n" in text[i:] else n
+            continue
+        if text.startswith("/*", i):
+            i = text.index("*/", i) + 2
+            continue
+        if c in "\"'`":
+            j = i + 1
+            while text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+            out.append('""')
+            i, last = j + 1, "x"
+            continue
+        if c == "/" and (last in "(,=:[!&|?{};+" or last == "return"):
+            j, in_class = i + 1, False
+            while text[j] != "/" or in_class:
+                if text[j] == "\\":
+                    j += 1
+                elif text[j] in "[]":
+                    in_class = text[j] == "["
+                j += 1
+            j += 1
+            while j < n and text[j].isalpha():
+                j += 1
+            out.append("/r/")
+            i, last = j, "x"
+            continue
+        word = re.match(r"[\w$]+", text[i:])
+        if word:
+            out.append(word[0])
+            i += len(word[0])
+            last = "return" if word[0] == "return" else "x"
+            continue
+        out.append(c)
+        last = last if c.isspace() else c
+        i += 1
+    return "".join(out)
+
+
+def test_every_name_a_module_takes_from_another_is_imported() -> None:
+    """A missing import is not always an error in the browser (``when`` is a method of
+    ``window`` in recent Chromium), so each module's names are checked here."""
+    texts = dict(modules())
+    exported = {
+        name: set(re.findall(r"^export (?:function|const|let|class) (\w+)", text, re.M))
+        for name, text in texts.items()
+    }
+    problems = []
+    for name, text in texts.items():
+        imported = {
+            each.strip()
+            for names in re.findall(r"^import \{([^}]*)\} from", text, re.M)
+            for each in names.split(",")
+        }
+        code = code_only(re.sub(r"^import \{[^}]*\} from [^;]*;", "", text, flags=re.M))
+        own = set(re.findall(r"\b(?:var|let|const|function)\s+([\w$]+)", code))
+        own |= {
+            param.strip()
+            for params in re.findall(r"function\s*[\w$]*\s*\(([^)]*)\)", code)
+            for param in params.split(",")
+        }
+        for other, names in exported.items():
+            for used in names - imported - own if other != name else ():
+                # Not a property (.x) and not an object key (x: ...).
+                if re.search(rf"(?<![\w$.]){re.escape(used)}(?![\w$:])", code):
+                    problems.append(f"{name} uses {used} from {other} without importing it")
+        for each in imported - {""}:
+            if not re.search(rf"(?<![\w$.]){re.escape(each)}(?![\w$])", code):
+                problems.append(f"{name} imports {each} and never uses it")
+    assert problems == []

@@ -10,11 +10,12 @@ import {
 import { markdown } from "./markdown.js";
 import { LOADED, server } from "./records.js";
 
+// -- rendering record bodies ----------------------------------------------------------
+
+// Message text, as Markdown, with its cut note.
 export function renderProse(s, path, ctx) {
   return h("div", { class: "prose" }, markdown(s), ctx.cutNote(path));
 }
-
-// -- rendering record bodies ----------------------------------------------------------
 
 function isMessage(v) {
   if (!v || typeof v !== "object" || Array.isArray(v)) return false;
@@ -257,6 +258,8 @@ function renderContext(rec, ctx) {
       !c.messages && missing ? " " + num(missing) + " of them are not in this report." : ""),
     list);
 }
+
+// -- the record page: /session/{id}/record/{seq} --------------------------------------
 
 export function recordPage() {
   var s = DATA.session, rec = DATA.record;

@@ -532,6 +532,8 @@ RunView.prototype.query = function () {
     "&collapsed=" + enc(Object.keys(this.collapsed).join(","));
 };
 
+// -- the run page: /session/{id}/run/{run}; a live run is polled ------------------------
+
 export function runPage() {
   var s = DATA.session, run = DATA.run;
   setCrumbs([["sessions", "/"], [sessionName(s), "/session/" + enc(s.id)], [runName(run), null]]);
