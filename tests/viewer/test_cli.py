@@ -189,6 +189,35 @@ def test_serve_refuses_a_missing_folder_and_a_busy_port(
     assert not list(tmp_path.glob("nowhere*"))  # a read-only viewer creates nothing
 
 
+def test_serve_turns_nagle_off_on_every_connection_it_accepts() -> None:
+    """The listening socket says TCP, so asyncio (uvicorn's loop) sets TCP_NODELAY on each
+    accepted connection; with Nagle on, each request after the first on a kept-alive
+    connection waited for the browser's delayed ACK."""
+    import asyncio
+    import socket
+
+    async def accepted_nodelay() -> int:
+        sock = viewer_cli._listen("127.0.0.1", 0)
+        seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        class Record(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                conn = transport.get_extra_info("socket")
+                seen.set_result(conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        server = await asyncio.get_running_loop().create_server(Record, sock=sock)
+        try:
+            _reader, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+            writer.close()
+            return await asyncio.wait_for(seen, 10)
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(accepted_nodelay()) != 0
+
+
 def test_stats_ranks_what_has_a_duration_and_counts_the_rest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -40,6 +40,9 @@ def test_the_page_loads_the_entry_as_a_module_and_no_inline_script(client: TestC
         '<script id="ls-data" type="application/json">',
         '<script type="module" src="/static/viewer.js">',
     ]
+    # Every module is asked for at once (not one level of imports after another).
+    preloads = re.findall(r'<link rel="modulepreload" href="([^"]+)">', page)
+    assert preloads == [f"/{name}" for name, _ in modules()[:-1]]
     csp = client.get("/").headers["content-security-policy"]
     assert "script-src 'self';" in csp
     assert "unsafe-inline" not in csp

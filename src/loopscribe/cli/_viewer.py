@@ -11,6 +11,7 @@ import argparse
 import importlib.util
 import ipaddress
 import logging
+import os
 import socket
 import sys
 import threading
@@ -221,13 +222,30 @@ def _is_loopback(host: str) -> bool:
 
 
 def _listen(host: str, port: int) -> socket.socket:
+    """The server's listening socket, made as ``socket.create_server`` makes it, but TCP by name.
+
+    asyncio turns Nagle's algorithm off (``TCP_NODELAY``) only on a socket whose
+    protocol says TCP, and the connections accepted here take this socket's
+    protocol (``create_server`` leaves it 0). With Nagle on, a response written
+    in two parts waits for the browser's delayed ACK: about 40 ms for every
+    request after the first on a kept-alive connection (every script module,
+    every poll of a live run).
+    """
     bare = host.strip("[]")
     family = socket.AF_INET6 if ":" in bare else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
-        return socket.create_server((bare, port), family=family, backlog=128)
+        if os.name != "nt":  # as create_server: rebind at once after a restart
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind((bare, port))
+        sock.listen(128)
     except OSError as exc:
+        sock.close()
         hint = " (it is in use; pick another with --port, or --port 0)" if port else ""
         raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
+    return sock
 
 
 class StoreSync:

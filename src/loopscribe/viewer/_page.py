@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from ._script import linked_script
+from ._script import ENTRY, linked_script, module_names
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
 """Host headers the viewer answers when it listens on a loopback address."""
@@ -65,9 +65,13 @@ def shell(title: str, *, inline: bool, csp: str | None = None) -> tuple[str, str
         head = f"<style>\n{css}\n</style>"
         scripts = f"<script>\n{js}\n</script>"
     else:
-        head = '<link rel="stylesheet" href="/static/viewer.css">'
+        # Every module is asked for at once, not one level of imports after another.
+        preload = "".join(
+            f'\n<link rel="modulepreload" href="/{name}">' for name in module_names()[:-1]
+        )
+        head = f'<link rel="stylesheet" href="/static/viewer.css">{preload}'
         # A module script runs once the document is parsed, as ``defer`` did.
-        scripts = '<script type="module" src="/static/viewer.js"></script>'
+        scripts = f'<script type="module" src="/{ENTRY}"></script>'
     if csp:
         policy = html.escape(csp, quote=False).replace('"', "&quot;")
         head = f'<meta http-equiv="Content-Security-Policy" content="{policy}">\n{head}'

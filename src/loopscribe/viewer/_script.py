@@ -24,7 +24,7 @@ from collections.abc import Callable
 from functools import cache
 from importlib import resources
 
-__all__ = ["ENTRY", "link", "linked_script", "modules", "packaged"]
+__all__ = ["ENTRY", "link", "linked_script", "module_names", "modules", "packaged"]
 
 ENTRY = "static/viewer.js"
 """The page's script, relative to the viewer package; the modules it imports are beside it."""
@@ -109,6 +109,12 @@ def link(read: Callable[[str], str] = packaged, entry: str = ENTRY) -> str:
         )
     parts.append("})();\n")
     return "".join(parts)
+
+
+@cache
+def module_names() -> tuple[str, ...]:
+    """The packaged script's modules, each after those it imports, the entry last (cached)."""
+    return tuple(name for name, _ in modules())
 
 
 @cache
