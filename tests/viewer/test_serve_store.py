@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 from starlette.testclient import TestClient
 
-from loopscribe.cli._common import Out
+from loopscribe.cli._output import Out
 from loopscribe.cli._viewer import StoreSync, serve_app
 from loopscribe.viewer import Catalog, IndexingError
 

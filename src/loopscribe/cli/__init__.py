@@ -5,7 +5,9 @@
 * :mod:`._import` — ``import claude-code|codex``;
 * :mod:`._viewer` — ``serve``, ``report``, ``stats``;
 * :mod:`._store` — ``ship``, and store URLs for ``ls``, ``show``, ``find``, ``verify``;
-* :mod:`._common` — output, errors, session files and the shared options.
+* :mod:`._output` — what a command prints and how it fails (one-line errors, exit codes);
+* :mod:`._options` — the options every command shares;
+* :mod:`._find` — session files, IDs, references and span lookups a command names.
 
 The libraries never import this package; it imports them.
 """
@@ -16,7 +18,8 @@ import argparse
 from collections.abc import Sequence
 
 from . import _import, _otel, _sessions, _store, _viewer
-from ._common import CliError, Out, command_parser, parse, run, share_options
+from ._options import command_parser, parse, share_options
+from ._output import CliError, Out, run
 
 __all__ = ["CliError", "Out", "build_parser", "main"]
 

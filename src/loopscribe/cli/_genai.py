@@ -15,14 +15,16 @@ from pathlib import Path
 from .. import events as ev
 from .._errors import FormatError
 from ..otel._genai import MessageReferenceError, parse_reference, resolve_reference
-from ._common import CliError, Out, parse_hex, session_files
+from ._find import session_files
+from ._options import parse_hex
+from ._output import CliError, Out
 
 _REFERENCED = frozenset({ev.MODEL_REQUEST, ev.MODEL_EXEC_END})
 
 
 def cmd_find_genai(args: argparse.Namespace, out: Out) -> int:
     """Print the conventions' message JSON of a reference, or of a span's model calls."""
-    from ._common import find_records
+    from ._find import find_records
 
     if "#" in args.dir:
         try:

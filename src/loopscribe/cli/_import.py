@@ -22,8 +22,9 @@ from .._redact import LineRedactor, Redactor
 from ..importers import claude_code, codex
 from ..importers._common import DEFAULT_SETTLE_SECONDS, Cursor, ImportReport, cursor_path
 from ..importers._pool import Outcome, default_jobs, import_many
-from ._common import REF_BASE_HELP, CliError, Out, home_of, seconds
 from ._kinds import AGENT_LABELS, file_kind
+from ._options import REF_BASE_HELP, home_of, seconds
+from ._output import CliError, Out
 from ._tables import fitted_table, short_count
 
 _NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})

@@ -13,25 +13,16 @@ from .._errors import LoopscribeError
 from .._model import Record
 from .._reader import read
 from ..otel._ids import record_span, run_trace_id
-from ._common import (
-    REF_BASE_HELP,
-    SESSION_HELP,
-    CliError,
-    NotFoundError,
-    Out,
-    StopFlag,
-    UsageError,
-    add_interval_option,
-    count,
+from ._find import (
     find_records,
     find_sessions,
-    home_of,
-    parse_hex,
     record_json,
     resolve_record,
     resolve_session,
     resolve_targets,
 )
+from ._options import REF_BASE_HELP, SESSION_HELP, add_interval_option, count, home_of, parse_hex
+from ._output import CliError, NotFoundError, Out, StopFlag, UsageError
 from ._resolve import parse_reference
 from ._tables import fitted_table
 from ._terminal import printable_json

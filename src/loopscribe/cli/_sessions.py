@@ -14,18 +14,9 @@ from rich.table import Table
 
 from .._errors import LoopscribeError
 from .._verify import VerifyReport
-from ._common import (
-    SESSION_HELP,
-    NotFoundError,
-    Out,
-    StopFlag,
-    count,
-    find_sessions,
-    home_of,
-    record_json,
-    resolve_record,
-    resolve_session,
-)
+from ._find import find_sessions, record_json, resolve_record, resolve_session
+from ._options import SESSION_HELP, count, home_of
+from ._output import NotFoundError, Out, StopFlag
 from ._transcript import entry_of, last_entries
 
 if TYPE_CHECKING:

@@ -18,16 +18,10 @@ from .._format import is_session_id
 from .._logsafe import display_url
 from .._source import is_url
 from ..store import SEGMENT_BYTES, Shipper, ShipResult, Store, parse_session_url
-from ._common import (
-    CliError,
-    Out,
-    StopFlag,
-    UsageError,
-    add_interval_option,
-    find_records,
-    parse_hex,
-)
+from ._find import find_records
+from ._options import add_interval_option, parse_hex
 from ._otel import show_found
+from ._output import CliError, Out, StopFlag, UsageError
 from ._resolve import parse_reference
 from ._sessions import show_page, show_verify_report
 from ._sessions import summary_json as _summary_json

@@ -28,22 +28,17 @@ from rich.table import Table
 from .._logsafe import display_url, hide, url_secrets
 from .._source import is_url
 from .._stats import DEFAULT_TOP, SessionStats, many_stats, stats_size
-from ._common import (
+from ._find import resolve_session, resolve_targets
+from ._options import (
     SESSION_HELP,
-    CliError,
-    NotFoundError,
-    Out,
     add_interval_option,
     command_parser,
     count,
-    extra_hint,
     home_of,
     parse,
-    resolve_session,
-    resolve_targets,
-    run,
     share_options,
 )
+from ._output import CliError, NotFoundError, Out, extra_hint, run
 from ._tables import short_count
 
 if TYPE_CHECKING:
