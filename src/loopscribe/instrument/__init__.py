@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import Instrumentation
+from ._patch import Instrumentation
 from ._target import DEFAULT_DIR, DIR_ENV, configure, default_session
 
 __all__ = [

@@ -22,16 +22,8 @@ from .._executor import TextDelta, ThinkingDelta
 from .._messages import TextContent, ThinkingContent
 from . import _http
 from ._body import Endpoint, Outcome, RequestParts
-from ._common import (
-    Instrumentation,
-    count,
-    get,
-    replied,
-    request_parts,
-    string,
-    tool_call,
-    usage,
-)
+from ._patch import Instrumentation
+from ._readers import count, get, replied, request_parts, string, tool_call, usage
 
 PROVIDER = "anthropic"
 

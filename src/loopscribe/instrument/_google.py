@@ -23,17 +23,8 @@ from .._executor import TextDelta, ThinkingDelta
 from .._messages import TextContent, ThinkingContent
 from . import _http
 from ._body import Outcome, RequestParts
-from ._common import (
-    Instrumentation,
-    count,
-    get,
-    patch,
-    replied,
-    split_body,
-    string,
-    tool_call,
-    usage,
-)
+from ._patch import Instrumentation, patch
+from ._readers import count, get, replied, split_body, string, tool_call, usage
 
 PROVIDER = "gcp.gemini"
 

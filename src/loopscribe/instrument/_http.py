@@ -53,8 +53,8 @@ from ._body import (
     stream_base,
     tee_class,
 )
-from ._common import Instrumentation, patch
 from ._mcp import mcp_tools_of
+from ._patch import Instrumentation, patch
 from ._target import target_run
 
 logger = logging.getLogger("loopscribe.instrument")

@@ -29,7 +29,7 @@ from typing import Any
 from .. import events as ev
 from .._model import Event, Execution
 from .._session import Run
-from ._common import Instrumentation, patch
+from ._patch import Instrumentation, patch
 from ._target import target_run
 
 logger = logging.getLogger("loopscribe.instrument")

@@ -1,51 +1,15 @@
-"""What every SDK's mapping shares: the handle, loose JSON readers, tool calls."""
+"""What every SDK's mapping shares: loose readers of JSON bodies, tool calls, usage,
+request parts and outcomes."""
 
 from __future__ import annotations
 
-import logging
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
 from .._messages import AssistantMessage, ToolCall, Usage
 from ._body import Outcome, RequestParts
-
-logger = logging.getLogger("loopscribe.instrument")
-
-
-class Instrumentation:
-    """What an ``instrument`` function patched; :meth:`uninstrument` restores it.
-
-    Also a context manager: the patch lasts for the ``with`` block.
-    """
-
-    def __init__(self, name: str, undo: Callable[[], None]) -> None:
-        self.name = name
-        self._undo: Callable[[], None] | None = undo
-        self._lock = threading.Lock()
-
-    @property
-    def active(self) -> bool:
-        """Whether the patch is still in place."""
-        return self._undo is not None
-
-    def uninstrument(self) -> None:
-        """Put back what was patched (harmless twice)."""
-        with self._lock:
-            undo, self._undo = self._undo, None
-        if undo is not None:
-            undo()
-
-    def __enter__(self) -> Instrumentation:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.uninstrument()
-
-    def __repr__(self) -> str:
-        return f"<Instrumentation {self.name} {'active' if self.active else 'removed'}>"
 
 
 def get(obj: Any, key: str) -> Any:
@@ -148,21 +112,3 @@ def replied(
         response_id=response_id,
         **rest,
     )
-
-
-def patch(owner: Any, name: str, make: Callable[[Any], Any]) -> Callable[[], None]:
-    """Replace ``owner.name`` with ``make(original)``; return what puts it back."""
-    original = owner.__dict__[name] if name in getattr(owner, "__dict__", {}) else None
-    current = getattr(owner, name)
-    setattr(owner, name, make(current))
-
-    def undo() -> None:
-        if original is None:
-            try:
-                delattr(owner, name)
-            except AttributeError:
-                logger.debug("%r.%s was already restored", owner, name)
-        else:
-            setattr(owner, name, original)
-
-    return undo
