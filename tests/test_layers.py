@@ -70,7 +70,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "live",
                 "_stats",
                 "_cost",
-                "_span_shipper",
+                "_resumable_export",
                 "otel",
                 "store",
                 "testing",

@@ -16,7 +16,7 @@ from opentelemetry.trace.span import TraceState
 
 from loopscribe import Event as LsEvent
 from loopscribe import Execution, Session
-from loopscribe._span_shipper import SpanShipper
+from loopscribe._resumable_export import ResumableExport
 from loopscribe.otel import (
     HOST_SPAN,
     SpanBridge,
@@ -148,12 +148,12 @@ def test_export_resumes_after_host_spans_without_sending_twice(tmp_path: Path) -
     path = tmp_path / "s.jsonl"
     _recorded(path, [host_span(SPAN)])
     out = tmp_path / "spans.jsonl"
-    first = SpanShipper(path, OTLPJsonFileExporter(out), "file").run()
+    first = ResumableExport(path, OTLPJsonFileExporter(out), "file").run()
     assert (first.sent, first.skipped) == (1, 0)
     with Session.open(path) as session:
         run = session.begin_run(parent=None)
         ex = Execution(host_execution_id(SPAN + 5), "model")
         run.record(LsEvent(HOST_SPAN, ex, span_record_data(host_span(SPAN + 5))))
         run.close()
-    second = SpanShipper(path, OTLPJsonFileExporter(out), "file").run()
+    second = ResumableExport(path, OTLPJsonFileExporter(out), "file").run()
     assert (second.sent, second.skipped) == (1, 1)

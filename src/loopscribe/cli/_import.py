@@ -351,14 +351,14 @@ def _export(
     ref_base: str | None = None,
 ) -> dict[Path, dict[str, Any]]:
     """Send the spans of every destination that got new records."""
-    from .._span_shipper import SpanShipper
+    from .._resumable_export import ResumableExport
 
     exported: dict[Path, dict[str, Any]] = {}
     for report in reports:
         if not report.records or stop.is_set():
             continue
         try:
-            result = SpanShipper(report.destination, ref_base=ref_base).run(stop=stop)
+            result = ResumableExport(report.destination, ref_base=ref_base).run(stop=stop)
         except (LoopscribeError, OSError) as exc:
             errors.append(f"exporting {report.destination}: {exc}")
             continue

@@ -248,7 +248,7 @@ def show_found(
 
 def cmd_export(args: argparse.Namespace, out: Out) -> int:
     """Send the spans of session files, resuming from each file's cursor."""
-    from .._span_shipper import ExportResult, SpanShipper
+    from .._resumable_export import ExportResult, ResumableExport
 
     stop = StopFlag()
     stop.install()  # also without --follow: Ctrl-C saves the cursor and prints no traceback
@@ -266,7 +266,7 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
 
     def ship(index: int, path: Path) -> None:
         try:
-            shipper = SpanShipper(path, ref_base=args.ref_base)
+            export = ResumableExport(path, ref_base=args.ref_base)
             total = path.stat().st_size
             with out.progress(total) as bar:
                 task = bar.add_task(path.name, total=total)
@@ -274,7 +274,7 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
                 def advance(offset: int) -> None:
                     bar.update(task, completed=offset)
 
-                result = shipper.run(
+                result = export.run(
                     follow=args.follow,
                     stop=stop.event,
                     poll_interval=args.interval,

@@ -136,7 +136,7 @@ class _Collect(SpanProcessor):
         self.spans.append((self.seq, span))
 
 
-class SpanShipper:
+class ResumableExport:
     """Exports the spans of one session file, resuming from its cursor.
 
     Args:
