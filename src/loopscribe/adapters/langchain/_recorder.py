@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from ... import events as ev
 from ..._errors import EncodeError
 from ..._freeze import snapshot_error, strip_secrets
+from ..._hostkit import LOGGER, Guard
 from ..._messages import (
     AssistantMessage,
     FileContent,
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LoopscribeCallbackHandler"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger(LOGGER)
 
 _RETRY_TAG = "retry:attempt:"
 _MAX_DEPTH = 64
@@ -394,9 +395,7 @@ def _guarded(method: Callable[P, None]) -> Callable[P, None]:
             with handler._lock:
                 method(*args, **kwargs)
         except Exception:
-            with handler._lock:
-                handler.errors += 1
-            logger.exception("loopscribe LangChain handler failed in %s", method.__name__)
+            handler._guard.failed(method.__name__)
 
     return callback
 
@@ -436,7 +435,12 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         self._conversation = _Conversation(None)
         with _SHARED_LOCK:
             self._counters = _COUNTERS.setdefault(run, Counter())
-        self.errors = 0
+        self._guard = Guard("LangChain handler")
+
+    @property
+    def errors(self) -> int:
+        """How many callbacks failed (the first was logged at ERROR, none raised)."""
+        return self._guard.errors
 
     @property
     def run(self) -> Run:

@@ -6,7 +6,6 @@ import base64
 import dataclasses
 import inspect
 import json
-import logging
 import threading
 import weakref
 from collections import deque
@@ -51,6 +50,7 @@ from pydantic import BaseModel
 
 from ... import events as ev
 from ..._codec import DEFAULT_CODEC
+from ..._hostkit import Guard
 from ..._messages import SystemMessage, TextContent, ToolResultMessage
 from ..._model import Event, Execution
 from ..._session import Run
@@ -58,7 +58,6 @@ from ._messages import assistant_message, from_items, usage_of
 
 __all__ = ["GUARDRAIL", "HANDOFF", "LoopscribeHooks", "provider_of"]
 
-logger = logging.getLogger(__name__)
 
 HANDOFF = "handoff"
 """Event type: the agent handed the conversation to another agent."""
@@ -351,7 +350,7 @@ class LoopscribeHooks(RunHooks[Any]):
         self._stream: bool | None = None
         self._ids = _counters(run)
         self._run_config: RunConfig | None = None
-        self.errors = 0
+        self._guard = Guard("OpenAI Agents hooks")
         self._starting_agent: Agent[Any] | None = None
         # The run continues an interrupted one (a RunState was passed): its input is
         # in the file already, and the calls approved since run before its agent starts.
@@ -1051,12 +1050,13 @@ class LoopscribeHooks(RunHooks[Any]):
             self._failed(f"a {event.type} event")
 
     def _failed(self, what: str) -> None:
-        """Count and log a failure: the first with its traceback, later ones at DEBUG level."""
-        self.errors += 1
-        if self.errors == 1:
-            logger.exception("loopscribe could not record %s of an OpenAI Agents run", what)
-        else:
-            logger.debug("loopscribe could not record %s", what, exc_info=True)
+        """Count and log a failure (the toolkit's never-raise policy)."""
+        self._guard.failed(what)
+
+    @property
+    def errors(self) -> int:
+        """How many recording steps failed (the first was logged at ERROR, none raised)."""
+        return self._guard.errors
 
     def _start_agent(self, agent: Agent[Any], *, resumed: bool = False) -> Execution:
         """An agent execution; the target of a handoff names the handoff's tool call.

@@ -39,7 +39,6 @@ the process runs until :meth:`LoopscribeTraceProcessor.close`.
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from collections import Counter
 from collections.abc import Mapping
@@ -58,6 +57,7 @@ from agents.tracing.span_data import (
 )
 
 from ... import events as ev
+from ..._hostkit import Guard
 from ..._messages import SystemMessage
 from ..._model import Event, Execution
 from ..._session import Run
@@ -65,7 +65,6 @@ from ._messages import assistant_message, from_chat_messages, from_items, usage_
 
 __all__ = ["LoopscribeTraceProcessor"]
 
-logger = logging.getLogger(__name__)
 
 _CLIENT_CALLS = frozenset({"function_call", "custom_tool_call", "computer_call", "shell_call"})
 
@@ -116,7 +115,7 @@ class LoopscribeTraceProcessor(TracingProcessor):
         # The last failed model attempt of each turn, with its error, until a retry follows.
         self._failed: dict[str, tuple[Execution, dict[str, Any]]] = {}
         self._closed = False
-        self.errors = 0
+        self._guard = Guard("OpenAI Agents trace processor")
 
     def close(self) -> None:
         """Stop recording: later spans are ignored (the SDK keeps the processor registered)."""
@@ -156,8 +155,12 @@ class LoopscribeTraceProcessor(TracingProcessor):
                 if not self._closed:
                     method(span)
         except Exception:
-            self.errors += 1
-            logger.exception("loopscribe could not record an Agents SDK %s", what)
+            self._guard.failed(f"a {what}")
+
+    @property
+    def errors(self) -> int:
+        """How many spans could not be recorded (the first was logged at ERROR)."""
+        return self._guard.errors
 
     def _next(self, kind: str) -> int:
         self._numbers[kind] += 1

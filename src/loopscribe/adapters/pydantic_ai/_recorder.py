@@ -8,7 +8,6 @@ import copy
 import functools
 import itertools
 import json
-import logging
 import threading
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -64,14 +63,13 @@ from pydantic_ai.tools import ToolDefinition
 
 from ... import events as ev
 from ..._freeze import snapshot_error
+from ..._hostkit import Guard
 from ..._messages import SystemMessage
 from ..._model import Event, Execution
 from ..._session import Run
 from ._messages import from_pydantic_ai, provider_name, usage_of
 
 __all__ = ["LoopscribeCapability"]
-
-logger = logging.getLogger("loopscribe")
 
 
 @functools.cache
@@ -188,7 +186,7 @@ class _Shared:
 
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.errors = 0
+        self.guard = Guard("pydantic-ai capability")
         self.lock = threading.Lock()
         self.agents = itertools.count(1)
         self.tool_attempts: dict[str, int] = {}
@@ -400,7 +398,7 @@ class LoopscribeCapability(AbstractCapability[Any]):
     @property
     def errors(self) -> int:
         """How many recording failures were logged and swallowed, over all runs recorded."""
-        return self._shared.errors
+        return self._shared.guard.errors
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
@@ -421,9 +419,7 @@ class LoopscribeCapability(AbstractCapability[Any]):
 
     def _failed(self, where: str) -> None:
         """Count and log the recording failure being handled; never raise."""
-        with self._shared.lock:
-            self._shared.errors += 1
-        logger.exception("loopscribe pydantic-ai adapter: recording failed in %s", where)
+        self._shared.guard.failed(where)
 
     def _delta(self, execution: Execution, event: ModelResponseStreamEvent) -> None:
         """Hand one streamed delta to live subscribers (transient: never written)."""
