@@ -17,8 +17,10 @@ all of them and lives here, so each keeps only its own mapping:
   yet, by the host's own id (a LangChain ``run_id``, a trace span id, a tool
   call id), with their parents; what is left open when the host run fails or
   is cancelled comes back innermost first from :meth:`OpenExecutions.drain`.
-* :func:`terminal` — the record that ends an execution of a given kind, so
-  closing what is left open is one loop.
+* :func:`terminal` and :func:`close_left_open` — the record that ends an
+  execution of a given kind, and the loop that ends, innermost first, what
+  a host left open when its run failed, was cancelled or stopped recording
+  (with the error, or :data:`NOT_ENDED`).
 * :class:`Committed` — commit each message once: ``first(key)`` is true the
   first time a key is seen.
 
@@ -33,7 +35,7 @@ import contextlib
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -43,10 +45,12 @@ from ._session import Run
 
 __all__ = [
     "LOGGER",
+    "NOT_ENDED",
     "Committed",
     "Guard",
     "OpenExecutions",
     "RunIds",
+    "close_left_open",
     "run_ids",
     "terminal",
 ]
@@ -205,6 +209,9 @@ class OpenExecutions(Generic[K, V]):
         """Forget ``key`` and return its value, or ``None`` if it was not open."""
         return self._open.pop(key, None)
 
+    def __getitem__(self, key: K) -> V:
+        return self._open[key]
+
     def __contains__(self, key: object) -> bool:
         return key in self._open
 
@@ -288,3 +295,34 @@ def terminal(
     if kind == "guardrail":
         return ev.guardrail_end(execution, name, error=error, timestamp=timestamp)
     return ev.agent_end(execution, name, stop_reason=stop_reason, error=error, timestamp=timestamp)
+
+
+NOT_ENDED: dict[str, str] = {
+    "type": "NotEnded",
+    "message": "the host stopped recording before this execution ended",
+}
+"""The error an execution ends with when the host never reported its end."""
+
+
+def close_left_open(
+    guard: Guard,
+    run: Run,
+    left: Iterable[tuple[Execution, str]],
+    *,
+    error: BaseException | Mapping[str, Any] | str | None = None,
+    stop_reason: str = "cancelled",
+) -> int:
+    """End every execution a host left open, in the order given (innermost first).
+
+    Each ends with its kind's :func:`terminal` record carrying ``error`` —
+    the failure or cancellation that stopped the host's run, or
+    :data:`NOT_ENDED` when the host only stopped recording — and
+    ``stop_reason``. ``left`` holds ``(execution, name)`` pairs, as
+    :meth:`OpenExecutions.drain` gives them once mapped. Never raises;
+    returns how many were closed.
+    """
+    closed = 0
+    for execution, name in left:
+        end = terminal(execution, name, error=error or NOT_ENDED, stop_reason=stop_reason)
+        closed += guard.record(run, end)
+    return closed

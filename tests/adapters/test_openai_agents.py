@@ -466,8 +466,8 @@ def test_execution_ids_are_deterministic(tmp_path: Path) -> None:
     assert ids[0] == ids[1]
 
 
-def test_a_reused_call_id_gets_its_own_execution(tmp_path: Path) -> None:
-    """A model that reuses a call id across runs still gets one tool execution per call."""
+def test_a_reused_call_id_is_the_next_attempt_of_its_execution(tmp_path: Path) -> None:
+    """A model that reuses a call id across runs gets one tool execution attempt per call."""
 
     def agent() -> Agent[Any]:
         model = ScriptedResponses(
@@ -482,7 +482,10 @@ def test_a_reused_call_id_gets_its_own_execution(tmp_path: Path) -> None:
     tools = [
         r.execution for r in loopscribe.read(path) if r.type == "tool_exec_end" and r.execution
     ]
-    assert [(t.id, t.parent_id) for t in tools] == [("call_1", "turn_1"), ("call_1/2", "turn_3")]
+    assert [(t.id, t.attempt, t.parent_id) for t in tools] == [
+        ("call_1", 1, "turn_1"),
+        ("call_1", 2, "turn_3"),
+    ]
 
 
 # -- OpenTelemetry -----------------------------------------------------------------------

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from ... import events as ev
 from ..._errors import EncodeError
 from ..._freeze import snapshot_error, strip_secrets
-from ..._hostkit import LOGGER, Guard
+from ..._hostkit import LOGGER, Guard, OpenExecutions, close_left_open, run_ids
 from ..._messages import (
     AssistantMessage,
     FileContent,
@@ -354,8 +354,6 @@ class _Conversation:
 # Conversations of a LangGraph thread, per Session: a second run on the same
 # thread_id (a new handler) knows what the first one committed.
 _THREADS: weakref.WeakKeyDictionary[Session, dict[str, _Conversation]] = weakref.WeakKeyDictionary()
-# Execution-id counters per Run, shared by every handler recording into it.
-_COUNTERS: weakref.WeakKeyDictionary[Run, Counter[str]] = weakref.WeakKeyDictionary()
 _SHARED_LOCK = threading.Lock()
 
 
@@ -424,17 +422,16 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
             raise TypeError(f"run must be a loopscribe.Run, got {type(run).__name__}")
         self._run = run
         self._lock = threading.RLock()
-        self._open: dict[UUID, _Open] = {}
+        self._open: OpenExecutions[UUID, _Open] = OpenExecutions()
         self._children: dict[UUID, _Child] = {}
         # The latest attempt of each LangGraph task (a node's run) under each open graph run.
         self._tasks: dict[UUID, dict[str, _Child]] = {}
-        self._tool_attempts: dict[str, int] = {}
         # The tool execution of each tool call, to file a result a graph node made for it.
         self._tool_executions: dict[str, Execution] = {}
         # Runs without a graph thread share one conversation per handler.
         self._conversation = _Conversation(None)
-        with _SHARED_LOCK:
-            self._counters = _COUNTERS.setdefault(run, Counter())
+        # Execution-id counters and call attempts of the Run, shared by every way in.
+        self._ids = run_ids(run)
         self._guard = Guard("LangChain handler")
 
     @property
@@ -509,22 +506,19 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
                 )
             )
         elif tool_call_id:
-            attempt = self._tool_attempts.get(tool_call_id, 0) + 1
-            execution = Execution(tool_call_id, kind, attempt, parent_id)
+            # A tool-call id seen again in this loopscribe run is its next attempt.
+            execution = self._ids.call(tool_call_id, kind, parent_id)
         elif named:
-            with _SHARED_LOCK:
-                self._counters[name] += 1
-                number = self._counters[name]
-            execution = Execution(f"{name}_{number}", kind, 1, parent_id)
+            execution = Execution(f"{name}_{self._ids.number(name)}", kind, 1, parent_id)
         else:
             execution = Execution(str(run_id), kind, 1, parent_id)
         if execution.kind == "tool" and tool_call_id:
             # Only IDs that can recur (tool-call IDs) need their attempts counted.
-            self._tool_attempts[execution.id] = execution.attempt
+            self._ids.note(execution)
             self._tool_executions[tool_call_id] = execution
         if conversation is None:
             conversation = parent.conversation if parent is not None else self._conversation
-        self._open[run_id] = _Open(execution, name, parent_run_id, conversation)
+        self._open.open(run_id, _Open(execution, name, parent_run_id, conversation))
         if parent_run_id is not None and parent is not None:
             self._children[parent_run_id] = _Child(execution)
         return execution
@@ -537,12 +531,16 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
 
     def _end(self, run_id: UUID, error: BaseException | None = None) -> _Open | None:
         """Forget an ending run; remember its error for a ``with_retry`` of it."""
-        opened = self._open.pop(run_id, None)
+        opened = self._open.close(run_id)
         self._children.pop(run_id, None)
         self._tasks.pop(run_id, None)
         if opened is None:
             logger.debug("loopscribe: end of unknown LangChain run %s ignored", run_id)
             return None
+        if opened.parent_run_id is None:
+            # A top-level run ended: what it left open (a callback LangChain never sent,
+            # a cancelled branch) ends with its error, innermost first, before it does.
+            self._close_under(run_id, error)
         if error is not None and opened.parent_run_id is not None:
             child = self._children.get(opened.parent_run_id)
             if child is not None and child.execution == opened.execution:
@@ -552,6 +550,40 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
                 if task is not None and task.execution == opened.execution:
                     task.error = error
         return opened
+
+    def _close_under(self, root: UUID | None, error: BaseException | None) -> None:
+        """End the runs still open under ``root`` (under any, for ``None``), innermost first."""
+        left: list[UUID] = []
+        for key in reversed(list(self._open)):
+            above = self._open[key].parent_run_id
+            for _ in range(_MAX_DEPTH):
+                if root is None or above == root:
+                    left.append(key)
+                    break
+                parent = self._open.get(above)
+                if parent is None:
+                    break
+                above = parent.parent_run_id
+        closing = []
+        for key in left:
+            opened = self._open.close(key)
+            self._children.pop(key, None)
+            self._tasks.pop(key, None)
+            if opened is not None:
+                closing.append((opened.execution, opened.name))
+        close_left_open(self._guard, self._run, closing, error=error)
+
+    def close(self) -> None:
+        """End every run still open (with the toolkit's ``NotEnded`` error); never raises.
+
+        For a host that stops recording while LangChain runs are in flight
+        (``uninstall()`` calls it); later callbacks of those runs are ignored.
+        """
+        try:
+            with self._lock:
+                self._close_under(None, None)
+        except Exception:
+            self._guard.failed("close")
 
     def _pass_up(self, opened: _Open, interrupts: list[Any]) -> None:
         """Hand a stopped run's interrupts to its parent, which ends paused if it catches them."""
@@ -1206,8 +1238,8 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         self._record(
             ev.retry_scheduled(failed, next_attempt=nxt.attempt, delay_ms=delay_ms, error=error)
         )
-        if nxt.id in self._tool_attempts:
-            self._tool_attempts[nxt.id] = nxt.attempt
+        if nxt.kind == "tool":
+            self._ids.note(nxt)
         opened.execution = nxt
         starts = tuple(dataclasses.replace(e, execution=nxt, timestamp=None) for e in opened.starts)
         self._starting(run_id, *starts)

@@ -44,7 +44,8 @@ counters per loopscribe ``Run``, so the same script always gives the same ids:
 * a local tool call (``on_tool_start`` / ``on_tool_end``) and a handoff's
   function call: the SDK's ``call_id`` (``tool_N`` for tools that get none),
   kind ``tool``, parent ``turn_N``. A ``call_id`` already used in the same
-  loopscribe run (a scripted model that reuses ids) becomes ``call_id/2``…
+  loopscribe run (a scripted model that reuses ids) is the next attempt of
+  that execution (attempt 2, 3, ...), as in every way in;
 * the run of an agent used as a tool (``agent.as_tool()``): recorded in full
   by hooks nested under that tool call. ``as_tool`` starts the run through
   the SDK's default ``AgentRunner``, which these hooks wrap once

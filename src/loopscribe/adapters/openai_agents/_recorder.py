@@ -7,7 +7,6 @@ import dataclasses
 import inspect
 import json
 import threading
-import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -50,7 +49,7 @@ from pydantic import BaseModel
 
 from ... import events as ev
 from ..._codec import DEFAULT_CODEC
-from ..._hostkit import Guard
+from ..._hostkit import Guard, run_ids
 from ..._messages import SystemMessage, TextContent, ToolResultMessage
 from ..._model import Event, Execution
 from ..._session import Run
@@ -258,43 +257,6 @@ def _guardrail_name(guardrail: Any) -> str:
 
 
 @dataclasses.dataclass
-class _Counters:
-    """Execution-id counters shared by every LoopscribeHooks recording into one Run."""
-
-    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
-    next: dict[str, int] = dataclasses.field(default_factory=dict)
-    tool_ids: set[str] = dataclasses.field(default_factory=set)
-
-    def number(self, kind: str) -> int:
-        with self.lock:
-            n = self.next.get(kind, 0) + 1
-            self.next[kind] = n
-            return n
-
-    def tool_id(self, call_id: str) -> str:
-        """``call_id``, made unique within the run if a model reused it."""
-        with self.lock:
-            candidate, n = call_id, 1
-            while candidate in self.tool_ids:
-                n += 1
-                candidate = f"{call_id}/{n}"
-            self.tool_ids.add(candidate)
-            return candidate
-
-
-_COUNTERS: weakref.WeakKeyDictionary[Run, _Counters] = weakref.WeakKeyDictionary()
-_COUNTERS_LOCK = threading.Lock()
-
-
-def _counters(run: Run) -> _Counters:
-    with _COUNTERS_LOCK:
-        counters = _COUNTERS.get(run)
-        if counters is None:
-            counters = _COUNTERS[run] = _Counters()
-        return counters
-
-
-@dataclasses.dataclass
 class _OpenTool:
     execution: Execution
     name: str
@@ -348,7 +310,7 @@ class LoopscribeHooks(RunHooks[Any]):
         self._parent = parent
         self._checkpoints = checkpoints
         self._stream: bool | None = None
-        self._ids = _counters(run)
+        self._ids = run_ids(run)
         self._run_config: RunConfig | None = None
         self._guard = Guard("OpenAI Agents hooks")
         self._starting_agent: Agent[Any] | None = None
@@ -458,9 +420,7 @@ class LoopscribeHooks(RunHooks[Any]):
             approved = context.is_tool_approved(name, call_id)
             if approved is None:
                 continue
-            tool = self._decided[call_id] = Execution(
-                self._ids.tool_id(call_id), "tool", parent_id=ex.id
-            )
+            tool = self._decided[call_id] = self._ids.call(call_id, "tool", ex.id)
             args = _arguments(str(call.get("arguments") or ""))
             self._record(ev.approval(tool, name, approved=approved, args=args))
 
@@ -893,11 +853,7 @@ class LoopscribeHooks(RunHooks[Any]):
                 call_id, args = context.tool_call_id, _arguments(context.tool_arguments)
             ex = self._decided.pop(call_id, None) if call_id else None
             if ex is None:
-                ex_id = (
-                    self._ids.tool_id(call_id) if call_id else f"tool_{self._ids.number('tool')}"
-                )
-                parent = self._turn or self._agent
-                ex = Execution(ex_id, "tool", parent_id=parent.id if parent is not None else None)
+                ex = self._tool_execution(call_id)
             open_tool = _OpenTool(ex, name, call_id)
             if call_id:
                 self._tools[call_id] = open_tool
@@ -935,11 +891,7 @@ class LoopscribeHooks(RunHooks[Any]):
                 open_tool = waiting.pop(0) if waiting else None
             if open_tool is None:
                 # Started before these hooks were installed: record the end alone.
-                parent = self._turn or self._agent
-                ex_id = (
-                    self._ids.tool_id(call_id) if call_id else f"tool_{self._ids.number('tool')}"
-                )
-                ex = Execution(ex_id, "tool", parent_id=parent.id if parent is not None else None)
+                ex = self._tool_execution(call_id)
                 open_tool = _OpenTool(ex, _tool_name(tool), call_id)
             if isinstance(context, ToolContext):
                 _AGENT_TOOL_CALLS.pop(id(context.tool_call), None)
@@ -1001,8 +953,7 @@ class LoopscribeHooks(RunHooks[Any]):
         self, from_agent: Agent[Any], to_agent: Agent[Any], tool: str, call_id: str
     ) -> None:
         """The handoff's function call as a tool execution, with the result the model sees."""
-        parent = self._turn or self._agent
-        ex = Execution(self._ids.tool_id(call_id), "tool", parent_id=parent.id if parent else None)
+        ex = self._tool_execution(call_id)
         self._turn_tools += 1
         self._record(ev.tool_exec_start(ex, tool, {}, tool_type="function"))
         result = _transfer_message(from_agent, to_agent)
@@ -1024,7 +975,6 @@ class LoopscribeHooks(RunHooks[Any]):
             item = _jsonable(raw)
             if isinstance(item, Mapping) and item.get("type") == "function_call_output":
                 outputs[str(item.get("call_id"))] = item.get("output")
-        parent = self._turn or self._agent
         for call in self._last_output:
             if not (isinstance(call, Mapping) and call.get("type") == "function_call"):
                 continue
@@ -1033,15 +983,22 @@ class LoopscribeHooks(RunHooks[Any]):
                 continue
             self._ran.add(call_id)
             name = str(call.get("name"))
-            ex = self._decided.pop(call_id, None) or Execution(
-                self._ids.tool_id(call_id), "tool", parent_id=parent.id if parent else None
-            )
+            ex = self._decided.pop(call_id, None) or self._tool_execution(call_id)
             self._turn_tools += 1
             args = _arguments(str(call.get("arguments") or ""))
             self._record(ev.tool_exec_start(ex, name, args, tool_type="function"))
             body = outputs[call_id]
             self._record(ev.tool_exec_end(ex, name, body, disposition="not_executed"))
             self._record(ev.message_end(ex, _tool_result(call_id, name, body, False)))
+
+    def _tool_execution(self, call_id: str | None) -> Execution:
+        """A tool call's execution under the open turn (or agent): the SDK's call id, the
+        next attempt of it if the run used it before; ``tool_N`` for a call without one."""
+        parent = self._turn or self._agent
+        parent_id = parent.id if parent is not None else None
+        if call_id:
+            return self._ids.call(call_id, "tool", parent_id)
+        return Execution(f"tool_{self._ids.number('tool')}", "tool", parent_id=parent_id)
 
     def _record(self, event: Event) -> None:
         try:

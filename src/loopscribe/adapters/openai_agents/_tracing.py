@@ -57,7 +57,7 @@ from agents.tracing.span_data import (
 )
 
 from ... import events as ev
-from ..._hostkit import Guard
+from ..._hostkit import Guard, close_left_open, run_ids
 from ..._messages import SystemMessage
 from ..._model import Event, Execution
 from ..._session import Run
@@ -106,9 +106,11 @@ class LoopscribeTraceProcessor(TracingProcessor):
         self._run = run
         self._lock = threading.Lock()
         self._open: dict[str, Execution] = {}
+        # The trace and the name of each open span's execution, to close what is left open.
+        self._opened_in: dict[str, tuple[str, str]] = {}
         # Spans with no execution of their own (task, custom, ...): their parent's execution.
         self._through: dict[str, Execution | None] = {}
-        self._numbers: Counter[str] = Counter()
+        self._ids = run_ids(run)
         # Function calls each agent's last response asked for: (name, arguments) -> call ids.
         self._calls: dict[str | None, list[tuple[str, Any, str]]] = {}
         self._committed: dict[str, set[str]] = {}
@@ -118,8 +120,16 @@ class LoopscribeTraceProcessor(TracingProcessor):
         self._guard = Guard("OpenAI Agents trace processor")
 
     def close(self) -> None:
-        """Stop recording: later spans are ignored (the SDK keeps the processor registered)."""
+        """Stop recording: end what is still open, then ignore later spans.
+
+        An agent, turn, tool or guardrail span that started and has not ended
+        ends now with the toolkit's ``NotEnded`` error (``stop_reason``
+        ``cancelled``). The SDK keeps a processor registered until it is
+        removed: ``uninstall()`` (or ``set_trace_processors``) removes it.
+        """
         with self._lock:
+            if not self._closed:
+                self._close_left_open(None)
             self._closed = True
 
     # -- TracingProcessor --------------------------------------------------------------
@@ -131,6 +141,8 @@ class LoopscribeTraceProcessor(TracingProcessor):
         """A trace ended: forget what it committed."""
         with self._lock:
             self._committed.pop(trace.trace_id, None)
+            if not self._closed:
+                self._close_left_open(trace.trace_id)
 
     def on_span_start(self, span: Span[Any]) -> None:
         """Open the execution of an agent or tool span."""
@@ -163,8 +175,22 @@ class LoopscribeTraceProcessor(TracingProcessor):
         return self._guard.errors
 
     def _next(self, kind: str) -> int:
-        self._numbers[kind] += 1
-        return self._numbers[kind]
+        return self._ids.number(kind)
+
+    def _opened(self, span: Span[Any], ex: Execution, name: str) -> None:
+        self._open[span.span_id] = ex
+        self._opened_in[span.span_id] = (span.trace_id, name)
+
+    def _close_left_open(self, trace_id: str | None) -> None:
+        """End the executions of ``trace_id``'s spans (every trace's, for ``None``) still open."""
+        left: list[tuple[Execution, str]] = []
+        for span_id, (trace, name) in reversed(list(self._opened_in.items())):
+            if trace_id is None or trace == trace_id:
+                del self._opened_in[span_id]
+                ex = self._open.pop(span_id, None)
+                if ex is not None:
+                    left.append((ex, name))
+        close_left_open(self._guard, self._run, left)
 
     def _parent(self, span: Span[Any]) -> Execution | None:
         if not span.parent_id:
@@ -186,18 +212,21 @@ class LoopscribeTraceProcessor(TracingProcessor):
         when = _ts(span.started_at)
         if isinstance(data, AgentSpanData):
             ex = Execution(f"agent_{self._next('agent')}", "agent", parent_id=parent_id)
-            self._open[span.span_id] = ex
+            self._opened(span, ex, data.name)
             self._run.record(ev.agent_start(ex, data.name, timestamp=when))
         elif isinstance(data, TurnSpanData):
             ex = Execution(f"turn_{self._next('turn')}", "turn", parent_id=parent_id)
-            self._open[span.span_id] = ex
+            self._opened(span, ex, "")
             self._run.record(ev.turn_start(ex, data.turn, timestamp=when))
         elif isinstance(data, FunctionSpanData):
             # The span's input arrives when it ends; the model's call names it already.
             call = self._call(parent_id, data.name)
             call_id, args = call if call is not None else (None, None)
-            ex = Execution(call_id or f"tool_{self._next('tool')}", "tool", parent_id=parent_id)
-            self._open[span.span_id] = ex
+            if call_id:
+                ex = self._ids.call(call_id, "tool", parent_id)
+            else:
+                ex = Execution(f"tool_{self._next('tool')}", "tool", parent_id=parent_id)
+            self._opened(span, ex, data.name)
             self._run.record(
                 ev.tool_exec_start(ex, data.name, args, tool_type="function", timestamp=when)
             )
@@ -208,7 +237,7 @@ class LoopscribeTraceProcessor(TracingProcessor):
                 "guardrail",
                 parent_id=owner.id if owner is not None else None,
             )
-            self._open[span.span_id] = ex
+            self._opened(span, ex, data.name)
             self._run.record(ev.guardrail_start(ex, data.name, timestamp=when))
         elif not isinstance(data, ResponseSpanData | GenerationSpanData):
             self._through[span.span_id] = parent
@@ -227,6 +256,7 @@ class LoopscribeTraceProcessor(TracingProcessor):
         when = _ts(span.ended_at)
         error = span.error
         self._through.pop(span.span_id, None)
+        self._opened_in.pop(span.span_id, None)
         if isinstance(data, AgentSpanData | FunctionSpanData | TurnSpanData):
             ex = self._open.pop(span.span_id, None)
             if ex is None:

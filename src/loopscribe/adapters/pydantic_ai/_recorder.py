@@ -6,7 +6,6 @@ import asyncio
 import contextvars
 import copy
 import functools
-import itertools
 import json
 import threading
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -63,7 +62,7 @@ from pydantic_ai.tools import ToolDefinition
 
 from ... import events as ev
 from ..._freeze import snapshot_error
-from ..._hostkit import Guard
+from ..._hostkit import Guard, run_ids
 from ..._messages import SystemMessage
 from ..._model import Event, Execution
 from ..._session import Run
@@ -188,14 +187,12 @@ class _Shared:
         self.run = run
         self.guard = Guard("pydantic-ai capability")
         self.lock = threading.Lock()
-        self.agents = itertools.count(1)
-        self.tool_attempts: dict[str, int] = {}
+        # Execution-id counters and call attempts of the Run, shared by every way in.
+        self.ids = run_ids(run)
 
     def next_tool_attempt(self, call_id: str) -> int:
-        with self.lock:
-            attempt = self.tool_attempts.get(call_id, 0) + 1
-            self.tool_attempts[call_id] = attempt
-            return attempt
+        """The attempt of a tool call: a call id seen again in the run is its next attempt."""
+        return self.ids.attempt(call_id)
 
 
 @dataclass(slots=True)
@@ -464,7 +461,7 @@ class LoopscribeCapability(AbstractCapability[Any]):
         name = (ctx.agent.name if ctx.agent is not None else None) or "agent"
         # Named after the agent (slashes would read as the turn and model separator).
         label = name.replace("/", "_")
-        agent = Execution(f"{label}_{next(self._shared.agents)}", "agent", parent_id=parent)
+        agent = Execution(f"{label}_{self._shared.ids.number('agent')}", "agent", parent_id=parent)
         state = _AgentRun(agent, name, ctx.run_id, ctx.messages)
         # Messages passed in as history were committed by an earlier run.
         state.mark_seen(ctx.messages)
