@@ -52,6 +52,20 @@ counters per loopscribe ``Run``, so the same script always gives the same ids:
   (``set_default_agent_runner``) to hand the nested run its hooks; a run
   the host gives its own ``hooks=`` is left alone.
 
+What the adapter changes in the SDK, and undoing it: :func:`install` wraps
+the SDK's default runner (once; ``LoopscribeHooks`` does it too) and, given
+a loopscribe ``Run``, registers a :class:`LoopscribeTraceProcessor`
+recording into it; :func:`uninstall` ends what every live hooks object and
+installed processor still holds open (``NotEnded``, ``stop_reason``
+``cancelled``), stops them, removes the processors from the SDK's list and
+restores the default runner it wrapped::
+
+    from loopscribe.adapters.openai_agents import install, uninstall
+
+    processor = install(run)       # trace-processor path, nothing passed to Runner
+    await Runner.run(agent, "Weather in Lisbon?")
+    uninstall()
+
 Messages are loopscribe's own types (see :mod:`._messages`): the user input,
 one ``AssistantMessage`` per model response (reasoning, text, tool calls),
 one ``ToolResultMessage`` per tool result. Output items loopscribe has no
@@ -98,6 +112,7 @@ trips after ``on_agent_end``; :meth:`LoopscribeHooks.record_error` then
 records it on an agent execution of its own, which ends with the error.
 """
 
+from ._install import install, installed, uninstall
 from ._messages import assistant_message, from_chat_messages, from_items, to_items
 from ._recorder import GUARDRAIL, HANDOFF, LoopscribeHooks, provider_of
 from ._tracing import LoopscribeTraceProcessor
@@ -110,6 +125,9 @@ __all__ = [
     "assistant_message",
     "from_chat_messages",
     "from_items",
+    "install",
+    "installed",
     "provider_of",
     "to_items",
+    "uninstall",
 ]

@@ -6,7 +6,6 @@ import base64
 import dataclasses
 import inspect
 import json
-import threading
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -39,7 +38,6 @@ from agents import (
 )
 from agents.models import get_default_model
 from agents.result import RunResultBase, RunResultStreaming
-from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_runner
 from agents.stream_events import StreamEvent
 from agents.tool import FunctionTool, default_tool_error_function
 from agents.tool_context import ToolContext
@@ -49,10 +47,11 @@ from pydantic import BaseModel
 
 from ... import events as ev
 from ..._codec import DEFAULT_CODEC
-from ..._hostkit import Guard, run_ids
+from ..._hostkit import NOT_ENDED, Guard, run_ids
 from ..._messages import SystemMessage, TextContent, ToolResultMessage
 from ..._model import Event, Execution
 from ..._session import Run
+from ._install import AGENT_TOOL_CALLS, watch
 from ._messages import assistant_message, from_items, usage_of
 
 __all__ = ["GUARDRAIL", "HANDOFF", "LoopscribeHooks", "provider_of"]
@@ -256,6 +255,10 @@ def _guardrail_name(guardrail: Any) -> str:
     return name if isinstance(name, str) and name else type(guardrail).__name__
 
 
+_Failure = BaseException | Mapping[str, Any] | None
+"""What stopped an execution: the exception, or a recorded error (``NOT_ENDED``)."""
+
+
 @dataclasses.dataclass
 class _OpenTool:
     execution: Execution
@@ -305,7 +308,6 @@ class LoopscribeHooks(RunHooks[Any]):
                 and holds the conversation so far.
         """
         super().__init__()
-        _install_runner()
         self._run = run
         self._parent = parent
         self._checkpoints = checkpoints
@@ -318,7 +320,9 @@ class LoopscribeHooks(RunHooks[Any]):
         # in the file already, and the calls approved since run before its agent starts.
         self._resuming = False
         self._resumed_calls: list[Any] = []
+        self._closed = False
         self._reset()
+        watch(self)
 
     def _reset(self) -> None:
         """Forget the state of the previous ``Runner.run`` call."""
@@ -664,6 +668,8 @@ class LoopscribeHooks(RunHooks[Any]):
 
     def _checkpoint(self, result: RunResultBase, interrupted: bool) -> None:
         """Where the conversation stands after a run: what a host resumes from."""
+        if self._closed:
+            return
         try:
             items = result.to_input_list()
             snapshot: dict[str, Any] = {
@@ -873,8 +879,8 @@ class LoopscribeHooks(RunHooks[Any]):
             )
             if getattr(tool, "_is_agent_tool", False) and isinstance(context, ToolContext):
                 # agent.as_tool(): the SDK runs the agent through Runner, outside these
-                # hooks; the runner installed by _install_runner hands it nested hooks.
-                _AGENT_TOOL_CALLS[id(context.tool_call)] = (self, ex)
+                # hooks; the runner installed by watch() hands it nested hooks.
+                AGENT_TOOL_CALLS[id(context.tool_call)] = (self, ex)
         except Exception:
             self._failed("on_tool_start")
 
@@ -894,7 +900,7 @@ class LoopscribeHooks(RunHooks[Any]):
                 ex = self._tool_execution(call_id)
                 open_tool = _OpenTool(ex, _tool_name(tool), call_id)
             if isinstance(context, ToolContext):
-                _AGENT_TOOL_CALLS.pop(id(context.tool_call), None)
+                AGENT_TOOL_CALLS.pop(id(context.tool_call), None)
             body = _jsonable(result)
             error = self._tool_error(call_id, result)
             self._record(
@@ -1000,7 +1006,35 @@ class LoopscribeHooks(RunHooks[Any]):
             return self._ids.call(call_id, "tool", parent_id)
         return Execution(f"tool_{self._ids.number('tool')}", "tool", parent_id=parent_id)
 
+    def nested(self, tool: Execution, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``Runner`` arguments for an agent run as ``tool``: hooks nested under it."""
+        hooks = LoopscribeHooks(self._run, parent=tool)
+        hooks._stream = self._stream
+        config = kwargs.get("run_config")
+        return {**kwargs, "hooks": hooks, "run_config": hooks.run_config(config)}
+
+    def close(self) -> None:
+        """Stop recording: end what the current run left open; record nothing more.
+
+        Each open tool call, model call, turn and agent ends with the toolkit's
+        ``NotEnded`` error and ``stop_reason`` ``cancelled``, innermost first;
+        later hook calls of the run are ignored. ``uninstall()`` calls it on
+        every live hooks object. Never raises.
+        """
+        if self._closed:
+            return
+        with self._guard.contained("close"):
+            self._finish("cancelled", NOT_ENDED)
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` ran."""
+        return self._closed
+
     def _record(self, event: Event) -> None:
+        if self._closed:
+            return
         try:
             self._run.record(event)
         except Exception:
@@ -1085,20 +1119,21 @@ class LoopscribeHooks(RunHooks[Any]):
             return {"message": "the tool raised; the SDK's default failure_error_function answered"}
         return None
 
-    def _end_turn(self, stop_reason: str, error: BaseException | None = None) -> None:
+    def _end_turn(self, stop_reason: str, error: _Failure = None) -> None:
         turn, self._turn = self._turn, None
         if turn is None:
             return
-        end = ev.turn_end(
-            turn, self._turn_number, stop_reason=stop_reason, tool_calls=self._turn_tools
+        self._record(
+            ev.turn_end(
+                turn,
+                self._turn_number,
+                stop_reason=stop_reason,
+                tool_calls=self._turn_tools,
+                error=error,
+            )
         )
-        if error is not None:
-            # turn_end has no error parameter; the shape is the one events use elsewhere.
-            failure = {"type": type(error).__qualname__, "message": str(error)}
-            end = Event(end.type, end.execution, {**end.data, "error": failure})
-        self._record(end)
 
-    def _end_agent(self, stop_reason: str, error: BaseException | None = None) -> None:
+    def _end_agent(self, stop_reason: str, error: _Failure = None) -> None:
         agent, self._agent = self._agent, None
         if agent is not None:
             self._record(
@@ -1111,12 +1146,12 @@ class LoopscribeHooks(RunHooks[Any]):
                 )
             )
 
-    def _finish(self, stop_reason: str, error: BaseException | None = None) -> None:
+    def _finish(self, stop_reason: str, error: _Failure = None) -> None:
         """End whatever the run left open, innermost first."""
-        for key, (hooks, _) in list(_AGENT_TOOL_CALLS.items()):
+        for key, (hooks, _) in list(AGENT_TOOL_CALLS.items()):
             if hooks is self:
                 # An agent tool that never reported its end: forget it with the run.
-                _AGENT_TOOL_CALLS.pop(key, None)
+                AGENT_TOOL_CALLS.pop(key, None)
         open_tools = [*self._tools.values()]
         open_tools.extend(t for waiting in self._anonymous_tools.values() for t in waiting)
         self._tools.clear()
@@ -1262,57 +1297,3 @@ def _transfer_message(from_agent: Agent[Any], to_agent: Agent[Any]) -> str:
         if isinstance(target, Handoff) and target.agent_name == to_agent.name:
             return target.get_transfer_message(to_agent)
     return json.dumps({"assistant": to_agent.name})
-
-
-# Agent tools being run, by the identity of their tool call: the nested run's
-# context is a ToolContext that carries the same tool_call object.
-_AGENT_TOOL_CALLS: dict[int, tuple[LoopscribeHooks, Execution]] = {}
-
-
-class _NestingRunner(AgentRunner):
-    """The SDK's runner, handing nested hooks to the run of an agent used as a tool.
-
-    ``agent.as_tool()`` starts its agent through ``Runner`` with the tool's
-    own ``hooks`` (usually none), so ``RunHooks`` never see that run. This
-    runner wraps the default one: when a run starts without hooks inside a
-    tool call that :class:`LoopscribeHooks` are recording, it records that
-    run with hooks nested under the tool call. Every other run passes
-    through untouched.
-    """
-
-    def __init__(self, inner: AgentRunner) -> None:
-        super().__init__()
-        self._inner = inner
-
-    def _nested(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        context = kwargs.get("context")
-        if kwargs.get("hooks") is not None or not isinstance(context, ToolContext):
-            return kwargs
-        found = _AGENT_TOOL_CALLS.get(id(context.tool_call))
-        if found is None:
-            return kwargs
-        outer, tool_execution = found
-        hooks = LoopscribeHooks(outer._run, parent=tool_execution)
-        hooks._stream = outer._stream
-        config = kwargs.get("run_config")
-        return {**kwargs, "hooks": hooks, "run_config": hooks.run_config(config)}
-
-    async def run(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
-        return await self._inner.run(starting_agent, input, **self._nested(kwargs))
-
-    def run_sync(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
-        return self._inner.run_sync(starting_agent, input, **self._nested(kwargs))
-
-    def run_streamed(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
-        return self._inner.run_streamed(starting_agent, input, **self._nested(kwargs))
-
-
-_RUNNER_LOCK = threading.Lock()
-
-
-def _install_runner() -> None:
-    """Wrap the SDK's default runner once (a host's own runner stays inside)."""
-    with _RUNNER_LOCK:
-        current = get_default_agent_runner()
-        if not isinstance(current, _NestingRunner):
-            set_default_agent_runner(_NestingRunner(current))

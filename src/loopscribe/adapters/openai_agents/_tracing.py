@@ -33,7 +33,9 @@ through the spans the *model* emits. The SDK's OpenAI models emit them (with
 inputs and outputs unless ``trace_include_sensitive_data`` is off), but a
 custom or test model may emit none or empty ones; its calls are then
 recorded without messages. A processor is global: it records every trace
-the process runs until :meth:`LoopscribeTraceProcessor.close`.
+the process runs until :meth:`LoopscribeTraceProcessor.close`, which ends
+what its spans left open and removes it from the SDK's processors
+(``install(run)`` registers one, ``uninstall()`` closes it).
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from agents.tracing import Span, Trace, TracingProcessor
+from agents.tracing import Span, Trace, TracingProcessor, get_trace_provider
+from agents.tracing.provider import TraceProvider
 from agents.tracing.span_data import (
     AgentSpanData,
     FunctionSpanData,
@@ -117,20 +120,36 @@ class LoopscribeTraceProcessor(TracingProcessor):
         # The last failed model attempt of each turn, with its error, until a retry follows.
         self._failed: dict[str, tuple[Execution, dict[str, Any]]] = {}
         self._closed = False
+        self._provider: TraceProvider | None = None
         self._guard = Guard("OpenAI Agents trace processor")
 
+    def register(self) -> None:
+        """Add this processor to the SDK's trace provider (``add_trace_processor``)."""
+        provider = get_trace_provider()
+        provider.register_processor(self)
+        self._provider = provider
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` ran: the processor records nothing more."""
+        return self._closed
+
     def close(self) -> None:
-        """Stop recording: end what is still open, then ignore later spans.
+        """Stop recording: end what is still open, unregister, and ignore later spans.
 
         An agent, turn, tool or guardrail span that started and has not ended
         ends now with the toolkit's ``NotEnded`` error (``stop_reason``
-        ``cancelled``). The SDK keeps a processor registered until it is
-        removed: ``uninstall()`` (or ``set_trace_processors``) removes it.
+        ``cancelled``). The processor is then removed from the SDK's trace
+        provider (the one :meth:`register` used, else the current one), so it
+        no longer sees every trace of the process. Never raises.
         """
         with self._lock:
             if not self._closed:
-                self._close_left_open(None)
+                with self._guard.contained("close"):
+                    self._close_left_open(None)
             self._closed = True
+        with self._guard.contained("unregistering"):
+            _unregister(self._provider or get_trace_provider(), self)
 
     # -- TracingProcessor --------------------------------------------------------------
 
@@ -142,7 +161,8 @@ class LoopscribeTraceProcessor(TracingProcessor):
         with self._lock:
             self._committed.pop(trace.trace_id, None)
             if not self._closed:
-                self._close_left_open(trace.trace_id)
+                with self._guard.contained("trace end"):
+                    self._close_left_open(trace.trace_id)
 
     def on_span_start(self, span: Span[Any]) -> None:
         """Open the execution of an agent or tool span."""
@@ -437,6 +457,19 @@ class LoopscribeTraceProcessor(TracingProcessor):
         self._run.record(ev.model_exec_end(ex, message=message, usage=usage, timestamp=ended))
         for committed in output:
             self._run.record(ev.message_end(ex, committed, timestamp=ended))
+
+
+def _unregister(provider: TraceProvider, processor: TracingProcessor) -> None:
+    """Remove ``processor`` from ``provider``'s list, keeping every other processor.
+
+    The SDK has ``set_trace_processors`` (replace the list) and no getter of
+    the list: the default provider keeps it in its multi-processor, read
+    here; a provider of another shape keeps the processor, which is closed.
+    """
+    multi = getattr(provider, "_multi_processor", None)
+    current = getattr(multi, "_processors", None)
+    if isinstance(current, tuple) and any(p is processor for p in current):
+        provider.set_processors([p for p in current if p is not processor])
 
 
 def _failure(error: Mapping[str, Any] | None) -> dict[str, Any]:
