@@ -391,7 +391,8 @@ def _guarded(method: Callable[P, None]) -> Callable[P, None]:
         handler = cast("LoopscribeCallbackHandler", args[0])
         try:
             with handler._lock:
-                method(*args, **kwargs)
+                if not handler._closed:
+                    method(*args, **kwargs)
         except Exception:
             handler._guard.failed(method.__name__)
 
@@ -433,6 +434,7 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         # Execution-id counters and call attempts of the Run, shared by every way in.
         self._ids = run_ids(run)
         self._guard = Guard("LangChain handler")
+        self._closed = False
 
     @property
     def errors(self) -> int:
@@ -574,16 +576,23 @@ class LoopscribeCallbackHandler(BaseCallbackHandler):
         close_left_open(self._guard, self._run, closing, error=error)
 
     def close(self) -> None:
-        """End every run still open (with the toolkit's ``NotEnded`` error); never raises.
+        """End every run still open (with the toolkit's ``NotEnded`` error); record no more.
 
         For a host that stops recording while LangChain runs are in flight
-        (``uninstall()`` calls it); later callbacks of those runs are ignored.
+        (``uninstall()`` calls it); every later callback is ignored. Never raises.
         """
         try:
             with self._lock:
-                self._close_under(None, None)
+                if not self._closed:
+                    self._close_under(None, None)
+                self._closed = True
         except Exception:
             self._guard.failed("close")
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` ran."""
+        return self._closed
 
     def _pass_up(self, opened: _Open, interrupts: list[Any]) -> None:
         """Hand a stopped run's interrupts to its parent, which ends paused if it catches them."""
