@@ -10,14 +10,16 @@ from typing import Any
 
 import pytest
 from agents import Agent, OpenAIResponsesModel, Runner, set_trace_provider
-from agents.tracing import agent_span, function_span, get_trace_provider, trace
+from agents.tracing import agent_span, function_span, get_trace_provider, response_span, trace
 from agents.tracing.provider import DefaultTraceProvider
 from langchain_core.callbacks import CallbackManager
+from openai.types.responses import Response
 
 import loopscribe
 from loopscribe import Session
 from loopscribe.adapters.langchain import LoopscribeCallbackHandler
 from loopscribe.adapters.openai_agents import LoopscribeTraceProcessor
+from loopscribe.adapters.openai_agents._messages import stop_reason_of
 from tests.adapters.test_openai_agents import (
     api_call,
     api_response,
@@ -137,3 +139,41 @@ def test_the_trace_processor_records_a_reused_call_id_as_the_next_attempt(
     assert processor.errors == 0
     assert len(tools) == 2
     assert tools == [("call_1", 1), ("call_1", 2)], tools
+
+
+@pytest.mark.parametrize(
+    ("item", "stop"),
+    [
+        ({"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}, "tool_calls"),
+        ({"type": "local_shell_call", "call_id": "c", "action": {}}, "tool_calls"),
+        ({"type": "apply_patch_call", "call_id": "c"}, "tool_calls"),
+        ({"type": "web_search_call", "id": "ws"}, None),  # hosted: runs at the provider
+        ({"type": "message", "role": "assistant", "content": []}, "stop"),
+    ],
+)
+def test_both_agents_paths_read_one_stop_reason(
+    tmp_path: Path, provider: DefaultTraceProvider, item: dict[str, Any], stop: str | None
+) -> None:
+    """The trace processor's finish reason is the hooks' (one list of client-run calls)."""
+    response = Response.model_construct(
+        id="resp_1",
+        output=[item],
+        usage=None,
+        model="gpt-4.1",
+        instructions=None,
+        tools=[],
+        temperature=None,
+        top_p=None,
+        max_output_tokens=None,
+    )
+    path = tmp_path / "s.jsonl"
+    with Session.create(path) as session, session.begin_run() as run:
+        processor = LoopscribeTraceProcessor(run)
+        provider.register_processor(processor)
+        with trace("weather"), agent_span(name="weather"), response_span(response=response):
+            pass
+        processor.close()
+    assert processor.errors == 0
+    (end,) = [r for r in loopscribe.read(path) if r.type == "model_exec_end"]
+    assert end.data.get("stop_reason") == stop
+    assert stop_reason_of([item]) == stop

@@ -52,7 +52,7 @@ from ..._messages import SystemMessage, TextContent, ToolResultMessage
 from ..._model import Event, Execution
 from ..._session import Run
 from ._install import AGENT_TOOL_CALLS, watch
-from ._messages import assistant_message, from_items, usage_of
+from ._messages import assistant_message, from_items, stop_reason_of, usage_of
 
 __all__ = ["GUARDRAIL", "HANDOFF", "LoopscribeHooks", "provider_of"]
 
@@ -62,17 +62,6 @@ HANDOFF = "handoff"
 GUARDRAIL = "guardrail"
 """Execution kind: an input, output or tool guardrail ran (``guardrail_end`` says if it tripped)."""
 
-# Output items the SDK executes on the client; hosted calls (web search, ...) run at the provider.
-_CLIENT_CALLS = frozenset(
-    {
-        "function_call",
-        "computer_call",
-        "local_shell_call",
-        "shell_call",
-        "apply_patch_call",
-        "custom_tool_call",
-    }
-)
 _MAX_DEPTH = 32
 
 
@@ -153,16 +142,6 @@ def _tool_result(call_id: str, name: str, body: Any, is_error: bool) -> ToolResu
             # codec's own diagnosis, as for any recorded value.
             text = DEFAULT_CODEC.dumps(body).decode()
     return ToolResultMessage(call_id, name, (TextContent(text),), is_error=is_error)
-
-
-def _stop_reason(output: Iterable[Any]) -> str | None:
-    """``tool_calls`` or ``stop``, read from the output items (the SDK reports no finish reason)."""
-    types = {item.get("type") for item in output if isinstance(item, Mapping)}
-    if types & _CLIENT_CALLS:
-        return "tool_calls"
-    if "message" in types:
-        return "stop"
-    return None
 
 
 # Model-name prefixes (LiteLLM's and the SDK's MultiProvider's) naming a provider.
@@ -811,7 +790,7 @@ class LoopscribeHooks(RunHooks[Any]):
             self._last_output = output
             self._ran = set()
             usage = usage_of(response.usage)
-            stop_reason = _stop_reason(output)
+            stop_reason = stop_reason_of(output)
             message = assistant_message(
                 output,
                 usage=usage,

@@ -64,12 +64,15 @@ from ..._hostkit import Guard, close_left_open, run_ids
 from ..._messages import SystemMessage
 from ..._model import Event, Execution
 from ..._session import Run
-from ._messages import assistant_message, from_chat_messages, from_items, usage_of
+from ._messages import (
+    assistant_message,
+    from_chat_messages,
+    from_items,
+    stop_reason_of,
+    usage_of,
+)
 
 __all__ = ["LoopscribeTraceProcessor"]
-
-
-_CLIENT_CALLS = frozenset({"function_call", "custom_tool_call", "computer_call", "shell_call"})
 
 
 def _ts(value: str | None) -> datetime | None:
@@ -395,8 +398,7 @@ class LoopscribeTraceProcessor(TracingProcessor):
             self._model_failed(ex, failure)
             return
         output = [_dump(item) for item in response.output]
-        types = {item.get("type") for item in output}
-        stop = "tool_calls" if types & _CLIENT_CALLS else ("stop" if "message" in types else None)
+        stop = stop_reason_of(output)
         usage = usage_of(response.usage)
         message = assistant_message(
             output,
