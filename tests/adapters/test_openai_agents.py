@@ -682,7 +682,7 @@ def test_a_bug_inside_a_hook_never_breaks_the_agent(
     def broken(value: Any, *args: Any) -> Any:
         raise TypeError("adapter bug")
 
-    monkeypatch.setattr("loopscribe.adapters.openai_agents._recorder._jsonable", broken)
+    monkeypatch.setattr("loopscribe.adapters.openai_agents._hooks._jsonable", broken)
     with Session.create(tmp_path / "agent.jsonl") as session, session.begin_run() as run:
         hooks = LoopscribeHooks(run)
         result = asyncio.run(hooks.run(weather_agents(), "hello", run_config=OFFLINE))

@@ -112,9 +112,9 @@ trips after ``on_agent_end``; :meth:`LoopscribeHooks.record_error` then
 records it on an agent execution of its own, which ends with the error.
 """
 
+from ._hooks import GUARDRAIL, HANDOFF, LoopscribeHooks, provider_of
 from ._install import install, installed, uninstall
 from ._messages import assistant_message, from_chat_messages, from_items, to_items
-from ._recorder import GUARDRAIL, HANDOFF, LoopscribeHooks, provider_of
 from ._tracing import LoopscribeTraceProcessor
 
 __all__ = [
