@@ -98,9 +98,9 @@ counted in :attr:`LoopscribeCallbackHandler.errors`.
 """
 
 from ._checkpoint import LoopscribeCheckpointer, checkpoint_reference
+from ._handler import LoopscribeCallbackHandler
 from ._install import install, installed, uninstall
 from ._messages import from_langchain, lower_message, to_langchain
-from ._recorder import LoopscribeCallbackHandler
 
 __all__ = [
     "LoopscribeCallbackHandler",

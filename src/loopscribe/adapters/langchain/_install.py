@@ -22,7 +22,7 @@ from contextvars import ContextVar
 from langchain_core.tracers.context import register_configure_hook
 
 from ..._session import Run
-from ._recorder import LoopscribeCallbackHandler
+from ._handler import LoopscribeCallbackHandler
 
 __all__ = ["install", "installed", "uninstall"]
 
