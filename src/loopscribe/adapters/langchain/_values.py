@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
-import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date, datetime, time
 from decimal import Decimal
@@ -22,7 +21,6 @@ from langchain_core.runnables.config import var_child_runnable_config
 from pydantic import BaseModel
 
 from ..._freeze import snapshot_error
-from ..._hostkit import LOGGER
 from ..._messages import (
     FileContent,
     Message,
@@ -34,7 +32,6 @@ from ._messages import from_langchain, provider_name, usage_of
 if TYPE_CHECKING:
     from tenacity import RetryCallState
 
-logger = logging.getLogger(LOGGER)
 
 _RETRY_TAG = "retry:attempt:"
 _MAX_DEPTH = 64

@@ -95,7 +95,7 @@ The capability is given per run or per agent, and ``wrap_run`` ends what a
 failed or cancelled run left open (its tool calls ``cancelled``).
 """
 
+from ._capability import LoopscribeCapability
 from ._messages import from_pydantic_ai, to_pydantic_ai
-from ._recorder import LoopscribeCapability
 
 __all__ = ["LoopscribeCapability", "from_pydantic_ai", "to_pydantic_ai"]
