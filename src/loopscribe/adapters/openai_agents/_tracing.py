@@ -60,7 +60,7 @@ from agents.tracing.span_data import (
 )
 
 from ... import events as ev
-from ..._hostkit import Guard, close_left_open, run_ids
+from ..._hostkit import Committed, Guard, close_left_open, run_ids
 from ..._messages import SystemMessage
 from ..._model import Event, Execution
 from ..._session import Run
@@ -119,7 +119,7 @@ class LoopscribeTraceProcessor(TracingProcessor):
         self._ids = run_ids(run)
         # Function calls each agent's last response asked for: (name, arguments) -> call ids.
         self._calls: dict[str | None, list[tuple[str, Any, str]]] = {}
-        self._committed: dict[str, set[str]] = {}
+        self._committed: dict[str, Committed[str]] = {}
         # The last failed model attempt of each turn, with its error, until a retry follows.
         self._failed: dict[str, tuple[Execution, dict[str, Any]]] = {}
         self._closed = False
@@ -342,7 +342,7 @@ class LoopscribeTraceProcessor(TracingProcessor):
 
     def _commit_input(self, span: Span[Any], messages: list[Any]) -> None:
         """Commit input messages this trace has not committed: user input, tool results."""
-        committed = self._committed.setdefault(span.trace_id, set())
+        committed = self._committed.setdefault(span.trace_id, Committed())
         owner = self._parent(span)
         seen: Counter[str] = Counter()
         for message in messages:
@@ -352,8 +352,7 @@ class LoopscribeTraceProcessor(TracingProcessor):
             key = repr(message)
             seen[key] += 1
             numbered = f"{seen[key]}:{key}"
-            if numbered not in committed:
-                committed.add(numbered)
+            if committed.first(numbered):
                 self._run.record(ev.message_end(owner, message, timestamp=_ts(span.started_at)))
 
     def _response(self, span: Span[Any], data: ResponseSpanData) -> None:
