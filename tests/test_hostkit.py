@@ -252,3 +252,10 @@ def test_a_failing_recorder_never_breaks_the_agent(
     assert first.exc_info is not None
     assert "recording failed" in first.getMessage()
     assert [r.type for r in loopscribe.read(path)] == ["session_start", "run_start", "run_close"]
+
+
+def test_a_turn_named_by_its_number_ends_with_that_number() -> None:
+    turn = Execution("turn_3", "turn", parent_id="agent_1")
+    assert terminal(turn, "3").data["turn"] == 3
+    assert terminal(turn, "", turn=2).data["turn"] == 2
+    assert terminal(turn, "").data["turn"] == 0

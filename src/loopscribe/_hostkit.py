@@ -272,9 +272,11 @@ def terminal(
     ``turn`` with ``turn_end`` (number ``turn``), ``guardrail`` with
     ``guardrail_end`` (whether it tripped unknown), and every other kind
     (agents, chains, graph nodes) with ``agent_end``. ``name`` is the
-    agent's, tool's or guardrail's name.
+    agent's, tool's or guardrail's name; a turn's name may be its number.
     """
     kind = execution.kind
+    if kind == "turn" and not turn and name.isdigit():
+        turn = int(name)
     if kind == "model":
         return ev.model_exec_end(
             execution, error=error, stop_reason=stop_reason, timestamp=timestamp

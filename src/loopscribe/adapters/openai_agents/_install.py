@@ -136,6 +136,8 @@ def uninstall() -> None:
     :func:`install` registered ends its open spans' executions the same way
     and is removed from the SDK's processors; the default runner goes back
     to the one the SDK had before (a runner the host set since is left alone).
+    Hooks are not thread-safe: call it between runs, or on the thread whose
+    event loop runs them (a tool, a signal handler of the loop).
     """
     with _LOCK:
         for hooks in list(_HOOKS):

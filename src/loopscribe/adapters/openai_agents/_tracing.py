@@ -239,7 +239,7 @@ class LoopscribeTraceProcessor(TracingProcessor):
             self._run.record(ev.agent_start(ex, data.name, timestamp=when))
         elif isinstance(data, TurnSpanData):
             ex = Execution(f"turn_{self._next('turn')}", "turn", parent_id=parent_id)
-            self._opened(span, ex, "")
+            self._opened(span, ex, str(data.turn))
             self._run.record(ev.turn_start(ex, data.turn, timestamp=when))
         elif isinstance(data, FunctionSpanData):
             # The span's input arrives when it ends; the model's call names it already.
