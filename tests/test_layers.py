@@ -52,6 +52,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_scope",
                 "_session",
                 "_executor",
+                "_hostkit",
                 "_loop",
             }
         ),

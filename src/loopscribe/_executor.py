@@ -46,6 +46,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeAlias
 
 from . import events as ev
+from ._hostkit import Guard
 from ._messages import AssistantMessage, TextContent, ThinkingContent, ToolCall, Usage
 from ._model import Event, Execution
 from ._session import Run
@@ -522,8 +523,10 @@ class ModelExecutor:
 class Recorder:
     """An ``on_event`` that records into a run and never raises into the caller.
 
-    The first failure is logged; all are counted in :attr:`failures`. The
-    error itself stays visible: a write or encoding failure is sticky, so
+    The ways-in policy (:class:`loopscribe._hostkit.Guard`): every failure is
+    counted in :attr:`failures`, the first is logged with its traceback at
+    ERROR on the ``loopscribe`` logger, later ones at DEBUG. The error itself
+    stays visible: a write or encoding failure is sticky, so
     ``run.session.error`` holds it and every later ``record`` and the
     Session's ``close()`` raise it again, which is where the host sees the
     gap. Thread-safe, because ``Run.record`` is.
@@ -534,13 +537,13 @@ class Recorder:
 
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.failures = 0
+        self._guard = Guard("recorder")
+
+    @property
+    def failures(self) -> int:
+        """How many events could not be recorded."""
+        return self._guard.errors
 
     def __call__(self, event: Event) -> None:
         """Record one event."""
-        try:
-            self.run.record(event)
-        except Exception:
-            self.failures += 1
-            if self.failures == 1:
-                logger.exception("recording %s failed; later failures are only counted", event.type)
+        self._guard.record(self.run, event)

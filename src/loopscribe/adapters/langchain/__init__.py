@@ -11,6 +11,11 @@ is recorded into the loopscribe run::
         handler = LoopscribeCallbackHandler(run)
         agent.invoke(inputs, config={"callbacks": [handler], "run_name": "weather-bot"})
 
+Or record every LangChain run of the context without passing callbacks:
+``handler = install(run)`` adds the handler to each run through a LangChain
+configure hook (as LangSmith tracing does); ``uninstall()`` stops that and
+closes the handler, ending what its runs still hold open (``NotEnded``).
+
 How LangChain runs become executions (a pure function of what LangChain
 reports, so the same run always gives the same executions):
 
@@ -93,14 +98,18 @@ counted in :attr:`LoopscribeCallbackHandler.errors`.
 """
 
 from ._checkpoint import LoopscribeCheckpointer, checkpoint_reference
+from ._handler import LoopscribeCallbackHandler
+from ._install import install, installed, uninstall
 from ._messages import from_langchain, lower_message, to_langchain
-from ._recorder import LoopscribeCallbackHandler
 
 __all__ = [
     "LoopscribeCallbackHandler",
     "LoopscribeCheckpointer",
     "checkpoint_reference",
     "from_langchain",
+    "install",
+    "installed",
     "lower_message",
     "to_langchain",
+    "uninstall",
 ]

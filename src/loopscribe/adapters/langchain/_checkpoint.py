@@ -11,7 +11,6 @@ and what caused it. The graph state itself stays in the host's saver.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping
 from typing import Any
 
@@ -24,11 +23,10 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
+from ..._hostkit import Guard
 from ..._session import Run, Session
 
 __all__ = ["LoopscribeCheckpointer", "checkpoint_reference"]
-
-logger = logging.getLogger(__name__)
 
 
 def checkpoint_reference(
@@ -91,7 +89,7 @@ class LoopscribeCheckpointer(BaseCheckpointSaver[Any]):
         super().__init__(serde=inner.serde)
         self.inner = inner
         self._target = target
-        self.errors = 0
+        self._guard = Guard("LangGraph checkpointer")
 
     def _referenced(self, config: RunnableConfig, metadata: CheckpointMetadata) -> None:
         target = self._target
@@ -101,8 +99,12 @@ class LoopscribeCheckpointer(BaseCheckpointSaver[Any]):
         try:
             run.save_checkpoint(checkpoint_reference(config, metadata))
         except Exception:
-            self.errors += 1
-            logger.exception("loopscribe could not reference a LangGraph checkpoint")
+            self._guard.failed("a checkpoint reference")
+
+    @property
+    def errors(self) -> int:
+        """How many references could not be written (the first was logged at ERROR)."""
+        return self._guard.errors
 
     # -- what loopscribe adds --------------------------------------------------------------
 

@@ -44,12 +44,27 @@ counters per loopscribe ``Run``, so the same script always gives the same ids:
 * a local tool call (``on_tool_start`` / ``on_tool_end``) and a handoff's
   function call: the SDK's ``call_id`` (``tool_N`` for tools that get none),
   kind ``tool``, parent ``turn_N``. A ``call_id`` already used in the same
-  loopscribe run (a scripted model that reuses ids) becomes ``call_id/2``…
+  loopscribe run (a scripted model that reuses ids) is the next attempt of
+  that execution (attempt 2, 3, ...), as in every way in;
 * the run of an agent used as a tool (``agent.as_tool()``): recorded in full
   by hooks nested under that tool call. ``as_tool`` starts the run through
   the SDK's default ``AgentRunner``, which these hooks wrap once
   (``set_default_agent_runner``) to hand the nested run its hooks; a run
   the host gives its own ``hooks=`` is left alone.
+
+What the adapter changes in the SDK, and undoing it: :func:`install` wraps
+the SDK's default runner (once; ``LoopscribeHooks`` does it too) and, given
+a loopscribe ``Run``, registers a :class:`LoopscribeTraceProcessor`
+recording into it; :func:`uninstall` ends what every live hooks object and
+installed processor still holds open (``NotEnded``, ``stop_reason``
+``cancelled``), stops them, removes the processors from the SDK's list and
+restores the default runner it wrapped::
+
+    from loopscribe.adapters.openai_agents import install, uninstall
+
+    processor = install(run)       # trace-processor path, nothing passed to Runner
+    await Runner.run(agent, "Weather in Lisbon?")
+    uninstall()
 
 Messages are loopscribe's own types (see :mod:`._messages`): the user input,
 one ``AssistantMessage`` per model response (reasoning, text, tool calls),
@@ -97,8 +112,9 @@ trips after ``on_agent_end``; :meth:`LoopscribeHooks.record_error` then
 records it on an agent execution of its own, which ends with the error.
 """
 
+from ._hooks import GUARDRAIL, HANDOFF, LoopscribeHooks, provider_of
+from ._install import install, installed, uninstall
 from ._messages import assistant_message, from_chat_messages, from_items, to_items
-from ._recorder import GUARDRAIL, HANDOFF, LoopscribeHooks, provider_of
 from ._tracing import LoopscribeTraceProcessor
 
 __all__ = [
@@ -109,6 +125,9 @@ __all__ = [
     "assistant_message",
     "from_chat_messages",
     "from_items",
+    "install",
+    "installed",
     "provider_of",
     "to_items",
+    "uninstall",
 ]

@@ -39,9 +39,39 @@ from ..._messages import (
     UserMessage,
 )
 
-__all__ = ["assistant_message", "from_items", "to_items", "usage_of"]
+__all__ = [
+    "CLIENT_CALLS",
+    "assistant_message",
+    "from_items",
+    "stop_reason_of",
+    "to_items",
+    "usage_of",
+]
 
 Item = Mapping[str, Any]
+
+CLIENT_CALLS = frozenset(
+    {
+        "function_call",
+        "computer_call",
+        "local_shell_call",
+        "shell_call",
+        "apply_patch_call",
+        "custom_tool_call",
+    }
+)
+"""Output items the SDK executes on the client; hosted calls (web search, ...) run at the
+provider. The one list both paths (hooks and trace processor) read the stop reason from."""
+
+
+def stop_reason_of(output: Iterable[Any]) -> str | None:
+    """``tool_calls`` or ``stop``, read from output items (the SDK reports no finish reason)."""
+    types = {item.get("type") for item in output if isinstance(item, Mapping)}
+    if types & CLIENT_CALLS:
+        return "tool_calls"
+    if "message" in types:
+        return "stop"
+    return None
 
 
 def usage_of(usage: Any) -> Usage | None:

@@ -33,20 +33,22 @@ through the spans the *model* emits. The SDK's OpenAI models emit them (with
 inputs and outputs unless ``trace_include_sensitive_data`` is off), but a
 custom or test model may emit none or empty ones; its calls are then
 recorded without messages. A processor is global: it records every trace
-the process runs until :meth:`LoopscribeTraceProcessor.close`.
+the process runs until :meth:`LoopscribeTraceProcessor.close`, which ends
+what its spans left open and removes it from the SDK's processors
+(``install(run)`` registers one, ``uninstall()`` closes it).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from agents.tracing import Span, Trace, TracingProcessor
+from agents.tracing import Span, Trace, TracingProcessor, get_trace_provider
+from agents.tracing.provider import TraceProvider
 from agents.tracing.span_data import (
     AgentSpanData,
     FunctionSpanData,
@@ -58,16 +60,19 @@ from agents.tracing.span_data import (
 )
 
 from ... import events as ev
+from ..._hostkit import Committed, Guard, close_left_open, run_ids
 from ..._messages import SystemMessage
 from ..._model import Event, Execution
 from ..._session import Run
-from ._messages import assistant_message, from_chat_messages, from_items, usage_of
+from ._messages import (
+    assistant_message,
+    from_chat_messages,
+    from_items,
+    stop_reason_of,
+    usage_of,
+)
 
 __all__ = ["LoopscribeTraceProcessor"]
-
-logger = logging.getLogger(__name__)
-
-_CLIENT_CALLS = frozenset({"function_call", "custom_tool_call", "computer_call", "shell_call"})
 
 
 def _ts(value: str | None) -> datetime | None:
@@ -107,21 +112,47 @@ class LoopscribeTraceProcessor(TracingProcessor):
         self._run = run
         self._lock = threading.Lock()
         self._open: dict[str, Execution] = {}
+        # The trace and the name of each open span's execution, to close what is left open.
+        self._opened_in: dict[str, tuple[str, str]] = {}
         # Spans with no execution of their own (task, custom, ...): their parent's execution.
         self._through: dict[str, Execution | None] = {}
-        self._numbers: Counter[str] = Counter()
+        self._ids = run_ids(run)
         # Function calls each agent's last response asked for: (name, arguments) -> call ids.
         self._calls: dict[str | None, list[tuple[str, Any, str]]] = {}
-        self._committed: dict[str, set[str]] = {}
+        self._committed: dict[str, Committed[str]] = {}
         # The last failed model attempt of each turn, with its error, until a retry follows.
         self._failed: dict[str, tuple[Execution, dict[str, Any]]] = {}
         self._closed = False
-        self.errors = 0
+        self._provider: TraceProvider | None = None
+        self._guard = Guard("OpenAI Agents trace processor")
+
+    def register(self) -> None:
+        """Add this processor to the SDK's trace provider (``add_trace_processor``)."""
+        provider = get_trace_provider()
+        provider.register_processor(self)
+        self._provider = provider
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` ran: the processor records nothing more."""
+        return self._closed
 
     def close(self) -> None:
-        """Stop recording: later spans are ignored (the SDK keeps the processor registered)."""
+        """Stop recording: end what is still open, unregister, and ignore later spans.
+
+        An agent, turn, tool or guardrail span that started and has not ended
+        ends now with the toolkit's ``NotEnded`` error (``stop_reason``
+        ``cancelled``). The processor is then removed from the SDK's trace
+        provider (the one :meth:`register` used, else the current one), so it
+        no longer sees every trace of the process. Never raises.
+        """
         with self._lock:
+            if not self._closed:
+                with self._guard.contained("close"):
+                    self._close_left_open(None)
             self._closed = True
+        with self._guard.contained("unregistering"):
+            _unregister(self._provider or get_trace_provider(), self)
 
     # -- TracingProcessor --------------------------------------------------------------
 
@@ -132,6 +163,9 @@ class LoopscribeTraceProcessor(TracingProcessor):
         """A trace ended: forget what it committed."""
         with self._lock:
             self._committed.pop(trace.trace_id, None)
+            if not self._closed:
+                with self._guard.contained("trace end"):
+                    self._close_left_open(trace.trace_id)
 
     def on_span_start(self, span: Span[Any]) -> None:
         """Open the execution of an agent or tool span."""
@@ -156,12 +190,30 @@ class LoopscribeTraceProcessor(TracingProcessor):
                 if not self._closed:
                     method(span)
         except Exception:
-            self.errors += 1
-            logger.exception("loopscribe could not record an Agents SDK %s", what)
+            self._guard.failed(f"a {what}")
+
+    @property
+    def errors(self) -> int:
+        """How many spans could not be recorded (the first was logged at ERROR)."""
+        return self._guard.errors
 
     def _next(self, kind: str) -> int:
-        self._numbers[kind] += 1
-        return self._numbers[kind]
+        return self._ids.number(kind)
+
+    def _opened(self, span: Span[Any], ex: Execution, name: str) -> None:
+        self._open[span.span_id] = ex
+        self._opened_in[span.span_id] = (span.trace_id, name)
+
+    def _close_left_open(self, trace_id: str | None) -> None:
+        """End the executions of ``trace_id``'s spans (every trace's, for ``None``) still open."""
+        left: list[tuple[Execution, str]] = []
+        for span_id, (trace, name) in reversed(list(self._opened_in.items())):
+            if trace_id is None or trace == trace_id:
+                del self._opened_in[span_id]
+                ex = self._open.pop(span_id, None)
+                if ex is not None:
+                    left.append((ex, name))
+        close_left_open(self._guard, self._run, left)
 
     def _parent(self, span: Span[Any]) -> Execution | None:
         if not span.parent_id:
@@ -183,18 +235,21 @@ class LoopscribeTraceProcessor(TracingProcessor):
         when = _ts(span.started_at)
         if isinstance(data, AgentSpanData):
             ex = Execution(f"agent_{self._next('agent')}", "agent", parent_id=parent_id)
-            self._open[span.span_id] = ex
+            self._opened(span, ex, data.name)
             self._run.record(ev.agent_start(ex, data.name, timestamp=when))
         elif isinstance(data, TurnSpanData):
             ex = Execution(f"turn_{self._next('turn')}", "turn", parent_id=parent_id)
-            self._open[span.span_id] = ex
+            self._opened(span, ex, str(data.turn))
             self._run.record(ev.turn_start(ex, data.turn, timestamp=when))
         elif isinstance(data, FunctionSpanData):
             # The span's input arrives when it ends; the model's call names it already.
             call = self._call(parent_id, data.name)
             call_id, args = call if call is not None else (None, None)
-            ex = Execution(call_id or f"tool_{self._next('tool')}", "tool", parent_id=parent_id)
-            self._open[span.span_id] = ex
+            if call_id:
+                ex = self._ids.call(call_id, "tool", parent_id)
+            else:
+                ex = Execution(f"tool_{self._next('tool')}", "tool", parent_id=parent_id)
+            self._opened(span, ex, data.name)
             self._run.record(
                 ev.tool_exec_start(ex, data.name, args, tool_type="function", timestamp=when)
             )
@@ -205,7 +260,7 @@ class LoopscribeTraceProcessor(TracingProcessor):
                 "guardrail",
                 parent_id=owner.id if owner is not None else None,
             )
-            self._open[span.span_id] = ex
+            self._opened(span, ex, data.name)
             self._run.record(ev.guardrail_start(ex, data.name, timestamp=when))
         elif not isinstance(data, ResponseSpanData | GenerationSpanData):
             self._through[span.span_id] = parent
@@ -224,6 +279,7 @@ class LoopscribeTraceProcessor(TracingProcessor):
         when = _ts(span.ended_at)
         error = span.error
         self._through.pop(span.span_id, None)
+        self._opened_in.pop(span.span_id, None)
         if isinstance(data, AgentSpanData | FunctionSpanData | TurnSpanData):
             ex = self._open.pop(span.span_id, None)
             if ex is None:
@@ -286,7 +342,7 @@ class LoopscribeTraceProcessor(TracingProcessor):
 
     def _commit_input(self, span: Span[Any], messages: list[Any]) -> None:
         """Commit input messages this trace has not committed: user input, tool results."""
-        committed = self._committed.setdefault(span.trace_id, set())
+        committed = self._committed.setdefault(span.trace_id, Committed())
         owner = self._parent(span)
         seen: Counter[str] = Counter()
         for message in messages:
@@ -296,8 +352,7 @@ class LoopscribeTraceProcessor(TracingProcessor):
             key = repr(message)
             seen[key] += 1
             numbered = f"{seen[key]}:{key}"
-            if numbered not in committed:
-                committed.add(numbered)
+            if committed.first(numbered):
                 self._run.record(ev.message_end(owner, message, timestamp=_ts(span.started_at)))
 
     def _response(self, span: Span[Any], data: ResponseSpanData) -> None:
@@ -342,8 +397,7 @@ class LoopscribeTraceProcessor(TracingProcessor):
             self._model_failed(ex, failure)
             return
         output = [_dump(item) for item in response.output]
-        types = {item.get("type") for item in output}
-        stop = "tool_calls" if types & _CLIENT_CALLS else ("stop" if "message" in types else None)
+        stop = stop_reason_of(output)
         usage = usage_of(response.usage)
         message = assistant_message(
             output,
@@ -404,6 +458,19 @@ class LoopscribeTraceProcessor(TracingProcessor):
         self._run.record(ev.model_exec_end(ex, message=message, usage=usage, timestamp=ended))
         for committed in output:
             self._run.record(ev.message_end(ex, committed, timestamp=ended))
+
+
+def _unregister(provider: TraceProvider, processor: TracingProcessor) -> None:
+    """Remove ``processor`` from ``provider``'s list, keeping every other processor.
+
+    The SDK has ``set_trace_processors`` (replace the list) and no getter of
+    the list: the default provider keeps it in its multi-processor, read
+    here; a provider of another shape keeps the processor, which is closed.
+    """
+    multi = getattr(provider, "_multi_processor", None)
+    current = getattr(multi, "_processors", None)
+    if isinstance(current, tuple) and any(p is processor for p in current):
+        provider.set_processors([p for p in current if p is not processor])
 
 
 def _failure(error: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -88,9 +88,14 @@ transient ``message_update`` events of the model attempt: a
 The capability never raises into pydantic-ai: a recording failure is logged
 on the ``loopscribe`` logger and counted in :attr:`LoopscribeCapability.errors`;
 the Session keeps the sticky error in ``run.session.error``.
+
+Unlike the LangChain and OpenAI Agents adapters this one has no
+``install()`` / ``uninstall()``: it patches and registers nothing global.
+The capability is given per run or per agent, and ``wrap_run`` ends what a
+failed or cancelled run left open (its tool calls ``cancelled``).
 """
 
+from ._capability import LoopscribeCapability
 from ._messages import from_pydantic_ai, to_pydantic_ai
-from ._recorder import LoopscribeCapability
 
 __all__ = ["LoopscribeCapability", "from_pydantic_ai", "to_pydantic_ai"]

@@ -1,22 +1,17 @@
-"""The pydantic-ai capability: per-run state, no conversion code (see ``_messages``)."""
+"""The pydantic-ai capability: its hooks mapped to records (state in ``_state``, the model
+boundary in ``_recording_model``, values in ``_values``, messages in ``_messages``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import copy
-import functools
-import itertools
-import json
-import logging
-import threading
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
-from pydantic_ai import DeferredToolRequests, RunContext
+from pydantic import ValidationError
+from pydantic_ai import RunContext
 from pydantic_ai.capabilities import (
     AbstractCapability,
     CapabilityOrdering,
@@ -37,330 +32,51 @@ from pydantic_ai.exceptions import (
 )
 from pydantic_ai.messages import (
     ModelMessage,
-    ModelRequest,
     ModelResponse,
     ModelResponseStreamEvent,
-    PartDeltaEvent,
-    PartStartEvent,
-    TextPart,
-    TextPartDelta,
-    ThinkingPart,
-    ThinkingPartDelta,
     ToolCallPart,
-    ToolCallPartDelta,
     ToolReturnPart,
-    tool_return_ta,
 )
 from pydantic_ai.models import (
     Model,
     ModelRequestContext,
     ModelRequestParameters,
-    StreamedResponse,
 )
-from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
 
 from ... import events as ev
-from ..._freeze import snapshot_error
-from ..._messages import SystemMessage
 from ..._model import Event, Execution
 from ..._session import Run
 from ._messages import from_pydantic_ai, provider_name, usage_of
-
-__all__ = ["LoopscribeCapability"]
-
-logger = logging.getLogger("loopscribe")
-
-
-@functools.cache
-def _adapters() -> tuple[TypeAdapter[ModelRequestParameters], TypeAdapter[list[ToolDefinition]]]:
-    # Built on first use: schema building is not free, and importing the adapter should be.
-    return TypeAdapter(ModelRequestParameters), TypeAdapter(list[ToolDefinition])
-
-
-# Declared in `ModelRequestParameters` and written to `model_request.tools` instead of its config.
-_TOOL_FIELDS = frozenset({"function_tools", "output_tools", "native_tools"})
-
-# The exception behind a ToolRetryError, by the cause pydantic-ai records for the retry.
-_RETRY_CAUSES = {
-    "model_retry": "ModelRetry",
-    "validation_error": "ValidationError",
-    "unknown_tool": "UnknownTool",
-    "unavailable_tool": "UnavailableTool",
-}
-
-# The tool call running on this task, so a delegate agent run started inside a
-# tool nests under it. Keyed by the shared recorder: a delegate recorded into
-# another loopscribe Run cannot name a parent in this one.
-_CURRENT_TOOL: contextvars.ContextVar[tuple[_Shared, str] | None] = contextvars.ContextVar(
-    "loopscribe_pydantic_ai_tool", default=None
+from ._recording_model import (
+    _delta_of,
+    _RecordingModel,
+)
+from ._state import (
+    _CURRENT_TOOL,
+    _AgentRun,
+    _ModelAttempt,
+    _Shared,
+    _ToolCall,
+)
+from ._values import (
+    _config,
+    _deferred,
+    _error_of,
+    _lower,
+    _lower_args,
+    _NotFinished,
+    _pending_retry,
+    _provider_state,
+    _request_messages,
+    _response_message,
+    _tools,
+    _with,
 )
 
-
-# -- lowering pydantic-ai objects to plain JSON ----------------------------------------
-
-
-def _request_messages(messages: Sequence[ModelMessage]) -> list[Any]:
-    """What the model is sent, as loopscribe messages: the latest instructions first."""
-    last = max((i for i, m in enumerate(messages) if isinstance(m, ModelRequest)), default=-1)
-    out: list[Any] = []
-    for i, message in enumerate(messages):
-        converted = from_pydantic_ai(message, instructions=i == last)
-        if i == last and converted and isinstance(converted[0], SystemMessage):
-            # The model reads the instructions before the conversation.
-            out.insert(0, converted.pop(0))
-        out.extend(converted)
-    return out
-
-
-def _response_message(response: ModelResponse) -> Any:
-    converted = from_pydantic_ai(response)
-    return converted[0] if len(converted) == 1 else converted
-
-
-def _lower(value: Any) -> Any:
-    """Any tool argument or return value as JSON-compatible data, the way pydantic-ai sends it."""
-    try:
-        return tool_return_ta.dump_python(value, mode="json")
-    except Exception as exc:
-        return snapshot_error(value, exc)
-
-
-def _lower_args(args: RawToolArgs | None) -> Any:
-    """The model's arguments: JSON text as the object it encodes, text that is no JSON as is."""
-    if isinstance(args, str):
-        try:
-            return json.loads(args) if args.strip() else {}
-        except ValueError:
-            return args
-    return _lower(args)
-
-
-def _tools(parameters: ModelRequestParameters) -> list[Any]:
-    tools: list[Any] = []
-    for definitions in (parameters.function_tools, parameters.output_tools):
-        try:
-            tools.extend(_adapters()[1].dump_python(list(definitions), mode="json"))
-        except Exception as exc:
-            tools.append(snapshot_error(definitions, exc))
-    for native in parameters.native_tools:
-        tools.append(_lower(native))
-    return tools
-
-
-def _config(settings: ModelSettings | None, parameters: ModelRequestParameters) -> dict[str, Any]:
-    config: dict[str, Any] = dict(settings or {})
-    if "stop_sequences" in config:
-        config["stop"] = config.pop("stop_sequences")
-    try:
-        lowered = _adapters()[0].dump_python(parameters, mode="json")
-        config["request_parameters"] = {k: v for k, v in lowered.items() if k not in _TOOL_FIELDS}
-    except Exception as exc:
-        config["request_parameters"] = snapshot_error(parameters, exc)
-    return config
-
-
-def _with(event: Event, **extra: Any) -> Event:
-    """``event`` with more data fields; ``None`` values are left out, as the constructors do."""
-    data = dict(event.data)
-    data.update({k: v for k, v in extra.items() if v is not None})
-    return Event(event.type, event.execution, data, event.timestamp)
-
-
-def _error_of(exc: BaseException) -> dict[str, Any]:
-    """The error as recorded: the exception the tool raised, not pydantic-ai's carrier for it."""
-    kind = type(exc).__qualname__
-    if isinstance(exc, ToolRetryError):
-        retry = exc.tool_retry.retry
-        kind = _RETRY_CAUSES.get(retry.cause if retry is not None else "", kind)
-    elif isinstance(exc, ToolFailedError):
-        kind = "ToolFailed"
-    return {"type": kind, "message": str(exc)}
-
-
-# -- state -------------------------------------------------------------------------------
-
-
-class _Shared:
-    """State of one capability instance, shared by its per-agent-run copies: one loopscribe Run."""
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-        self.errors = 0
-        self.lock = threading.Lock()
-        self.agents = itertools.count(1)
-        self.tool_attempts: dict[str, int] = {}
-
-    def next_tool_attempt(self, call_id: str) -> int:
-        with self.lock:
-            attempt = self.tool_attempts.get(call_id, 0) + 1
-            self.tool_attempts[call_id] = attempt
-            return attempt
-
-
-@dataclass(slots=True)
-class _ModelAttempt:
-    execution: Execution
-    recorded: bool = False
-    ended: bool = False
-    error: dict[str, Any] | None = None
-
-
-@dataclass(slots=True)
-class _ToolCall:
-    execution: Execution
-    name: str
-    step: int
-    retry: int = 0
-    max_retries: int = 0
-    ended: bool = False
-    error: dict[str, Any] | None = None
-    running: bool = False
-    """The tool function was called (``wrap_tool_execute``) and has not returned."""
-
-
-@dataclass(slots=True)
-class _AgentRun:
-    """What one pydantic-ai run has recorded so far."""
-
-    agent: Execution
-    name: str
-    run_id: str | None
-    history: list[ModelMessage]
-    # Messages already written (or committed before this run), by identity. The
-    # values keep them alive, so an ID is never reused by a new message.
-    seen: dict[int, ModelMessage] = field(default_factory=dict)
-    responses: dict[int, Execution] = field(default_factory=dict)
-    turn: Execution | None = None
-    turn_number: int = 0
-    turns: int = 0
-    turn_tool_calls: int = 0
-    turn_stop_reason: str | None = None
-    model: _ModelAttempt | None = None
-    last_model: Execution | None = None
-    last_stop_reason: str | None = None
-    tools: dict[str, _ToolCall] = field(default_factory=dict)
-
-    def mark_seen(self, messages: Iterable[ModelMessage]) -> None:
-        for message in messages:
-            self.seen[id(message)] = message
-
-
-# -- the model boundary --------------------------------------------------------------------
-
-
-class _RecordingModel(WrapperModel):
-    """The innermost wrapper around the model serving one attempt: sees exactly what it is sent."""
-
-    def __init__(self, wrapped: Model, recorder: LoopscribeCapability, attempt: _ModelAttempt):
-        super().__init__(wrapped)
-        self._recorder = recorder
-        self._attempt = attempt
-
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
-        self._recorder._model_started(
-            self._attempt, self.wrapped, messages, model_settings, model_request_parameters, False
-        )
-        try:
-            response = await super().request(messages, model_settings, model_request_parameters)
-        except BaseException as exc:
-            self._recorder._model_ended(self._attempt, None, exc)
-            raise
-        self._recorder._model_ended(self._attempt, response, None)
-        return response
-
-    @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: RunContext[Any] | None = None,
-    ) -> AsyncIterator[StreamedResponse]:
-        self._recorder._model_started(
-            self._attempt, self.wrapped, messages, model_settings, model_request_parameters, True
-        )
-        stream: StreamedResponse | None = None
-        try:
-            async with super().request_stream(
-                messages, model_settings, model_request_parameters, run_context
-            ) as stream:
-                self._tap(stream)
-                yield stream
-        except BaseException as exc:
-            self._recorder._model_ended(self._attempt, _partial(stream), exc)
-            raise
-        self._recorder._model_ended(self._attempt, _partial(stream), None)
-
-    def _tap(self, stream: StreamedResponse) -> None:
-        """Publish the stream's deltas as it is read, without changing what it yields.
-
-        pydantic-ai builds the events it hands on from the response's own
-        ``_get_event_iterator()`` the first time the stream is iterated; the
-        instance's iterator is wrapped once, before that.
-        """
-        try:
-            if getattr(stream, "_event_iterator", None) is not None:
-                return  # already being read: its events are not ours to see
-            source = stream._get_event_iterator
-            recorder, execution = self._recorder, self._attempt.execution
-
-            async def tapped() -> AsyncIterator[ModelResponseStreamEvent]:
-                async for event in source():
-                    recorder._delta(execution, event)
-                    yield event
-
-            stream._get_event_iterator = tapped  # type: ignore[method-assign]
-        except Exception:
-            self._recorder._failed("a model stream")
-
-
-def _delta_of(event: ModelResponseStreamEvent) -> Any:
-    """A stream event's new content: text as a string, thinking and tool calls as dicts."""
-    if isinstance(event, PartStartEvent):
-        part: Any = event.part
-        if isinstance(part, TextPart):
-            return part.content or None
-        if isinstance(part, ThinkingPart):
-            return {"type": "thinking", "text": part.content} if part.content else None
-        if isinstance(part, ToolCallPart):
-            call = {"type": "tool_call", "id": part.tool_call_id, "name": part.tool_name}
-            args = part.args if isinstance(part.args, str) else _lower(part.args)
-            return {**call, "args": args} if args else call
-        return None
-    if isinstance(event, PartDeltaEvent):
-        change: Any = event.delta
-        if isinstance(change, TextPartDelta):
-            return change.content_delta or None
-        if isinstance(change, ThinkingPartDelta):
-            text = change.content_delta
-            return {"type": "thinking", "text": text} if text else None
-        if isinstance(change, ToolCallPartDelta):
-            args = change.args_delta
-            fields = {
-                "type": "tool_call",
-                "id": change.tool_call_id,
-                "name": change.tool_name_delta,
-                "args": args if isinstance(args, str) else _lower(args),
-            }
-            return {k: v for k, v in fields.items() if v}
-    return None
-
-
-def _partial(stream: StreamedResponse | None) -> ModelResponse | None:
-    if stream is None:
-        return None
-    try:
-        return stream.get()
-    except Exception:
-        return None
+__all__ = ["LoopscribeCapability"]
 
 
 # -- the capability --------------------------------------------------------------------------
@@ -400,7 +116,7 @@ class LoopscribeCapability(AbstractCapability[Any]):
     @property
     def errors(self) -> int:
         """How many recording failures were logged and swallowed, over all runs recorded."""
-        return self._shared.errors
+        return self._shared.guard.errors
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
@@ -421,9 +137,7 @@ class LoopscribeCapability(AbstractCapability[Any]):
 
     def _failed(self, where: str) -> None:
         """Count and log the recording failure being handled; never raise."""
-        with self._shared.lock:
-            self._shared.errors += 1
-        logger.exception("loopscribe pydantic-ai adapter: recording failed in %s", where)
+        self._shared.guard.failed(where)
 
     def _delta(self, execution: Execution, event: ModelResponseStreamEvent) -> None:
         """Hand one streamed delta to live subscribers (transient: never written)."""
@@ -468,7 +182,7 @@ class LoopscribeCapability(AbstractCapability[Any]):
         name = (ctx.agent.name if ctx.agent is not None else None) or "agent"
         # Named after the agent (slashes would read as the turn and model separator).
         label = name.replace("/", "_")
-        agent = Execution(f"{label}_{next(self._shared.agents)}", "agent", parent_id=parent)
+        agent = Execution(f"{label}_{self._shared.ids.number('agent')}", "agent", parent_id=parent)
         state = _AgentRun(agent, name, ctx.run_id, ctx.messages)
         # Messages passed in as history were committed by an earlier run.
         state.mark_seen(ctx.messages)
@@ -994,40 +708,3 @@ class LoopscribeCapability(AbstractCapability[Any]):
                 disposition=disposition,
             )
         )
-
-
-def _deferred(result: AgentRunResult[Any] | None) -> dict[str, str]:
-    """The tool calls a run ended waiting for, by ID: ``approval`` or ``external``."""
-    output = None if result is None else result.output
-    if not isinstance(output, DeferredToolRequests):
-        return {}
-    waiting = {call.tool_call_id: "external" for call in output.calls}
-    waiting.update((call.tool_call_id, "approval") for call in output.approvals)
-    return waiting
-
-
-def _pending_retry(tool: _ToolCall, cause: str) -> dict[str, Any]:
-    """The retry pydantic-ai charges for a refused call once this hook returns, as it records it.
-
-    Past the tool's budget the run ends instead, and only the cause is known.
-    """
-    attempt = tool.retry + 1
-    if attempt > tool.max_retries:
-        return {"cause": cause, "attempt": None, "max_retries": None}
-    return {"cause": cause, "attempt": attempt, "max_retries": tool.max_retries}
-
-
-class _NotFinished(Exception):
-    """Why an attempt that never returned was ended: the run or step moved on without it."""
-
-
-def _provider_state(response: ModelResponse) -> dict[str, Any] | None:
-    """What the provider said about the response beyond the message (ids, details)."""
-    state = {
-        "provider_name": response.provider_name,
-        "provider_response_id": response.provider_response_id,
-        "provider_details": _lower(response.provider_details)
-        if response.provider_details
-        else None,
-    }
-    return {k: v for k, v in state.items() if v is not None} or None
