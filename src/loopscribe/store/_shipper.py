@@ -17,15 +17,19 @@ One pass, for each session file that grew since the last pass:
    unfinished final line waits for the next pass), validate them, and put
    them as new immutable segments of at most ``segment_bytes``, each only
    if no object has its name yet;
-4. after each segment, replace the manifest *only if it is still the
-   version this shipper read* (``If-Match`` on S3, a locked check-and-rename
-   in a folder), then the cursor.
+4. once every object of the pass is in the store (its segments, adopted
+   leftovers, artifacts, side log), replace the manifest once, *only if it
+   is still the version this shipper read* (``If-Match`` on S3, a locked
+   check-and-rename in a folder), then the cursor.
 
 Two shippers (two processes, two machines) extending one session race at
 step 4: one replace wins, the other finds the manifest changed, reads it
 again and continues from the winner's end. So the chain never forks, and a
-pass killed at any point leaves either the old manifest (the segment put
-before it is adopted next time, so nothing is uploaded twice) or the new one.
+pass killed at any point leaves either the old manifest (the segments put
+before it are adopted next time, in order, so nothing is uploaded twice) or
+the new one. One commit per session per pass, not one per segment: the
+manifest is never written before an object it names, and the segments a
+killed pass put are the leftovers step 2 adopts.
 Artifacts (``<session_id>.artifacts/``) are copied when new or changed (by
 size and mtime); a symbolic link among them is refused, never followed.
 """
@@ -167,6 +171,8 @@ class _State:
     fold: SessionFold
     scanner: Scanner
     lines: int
+    uncommitted: bool = False
+    """Leftover segments adopted that no manifest names yet (the pass's commit will)."""
 
 
 @dataclass(slots=True)
@@ -409,10 +415,19 @@ class Shipper:
         """Put what the store lacks; :class:`Conflict` if another shipper commits first."""
         manifest = state.manifest
         self._check_not_cut(path, st, manifest)
+        dirty = state.uncommitted
+        error: FormatError | None = None
         with open(path, "rb") as stream:
             for chunk in _chunks(stream, manifest.size, st.st_size, self.segment_bytes):
-                self._ship_chunk(path, state, chunk, running, tally)
-        dirty = False
+                put, error = self._ship_chunk(path, state, chunk, tally)
+                dirty |= put
+                if error is not None:
+                    break
+        if error is not None:
+            # Commit the valid lines before the damage, then report it.
+            if dirty:
+                self._commit(path, state, running, tally)
+            raise error
         sid = manifest.session_id
         folder = path.with_name(path.name.removesuffix(".jsonl") + ".artifacts")
         for name, (size, mtime_ns) in artifacts.items():
@@ -435,7 +450,7 @@ class Shipper:
             manifest.side_log = side
             tally.bytes_uploaded += len(data)
             dirty = True
-        # Each segment committed its manifest; commit again only for what came after.
+        # One commit for the pass, once every object it names is in the store.
         if dirty or manifest.summary.get("status") != _status(state, running):
             self._commit(path, state, running, tally)
 
@@ -566,7 +581,7 @@ class Shipper:
             manifest.size, manifest.records = offset + size, last + 1
             tally.adopted += 1
             tally.records += last - first + 1
-            self._commit(path, state, manifest.summary.get("status") == "running", tally)
+            state.uncommitted = True  # committed by the pass, with what it ships after them
 
     def _repair(
         self,
@@ -661,9 +676,14 @@ class Shipper:
         return count
 
     def _ship_chunk(
-        self, path: Path, state: _State, chunk: bytes, running: bool, tally: _Tally
-    ) -> bool:
-        """Validate, put and commit one segment's worth of complete lines."""
+        self, path: Path, state: _State, chunk: bytes, tally: _Tally
+    ) -> tuple[bool, FormatError | None]:
+        """Validate and put one segment's worth of complete lines (the pass commits it).
+
+        Returns:
+            Whether a segment was put, and the damage that stopped the
+            validation (the valid lines before it are put).
+        """
         manifest = state.manifest
         offset, first = manifest.size, manifest.records
         error: FormatError | None = None
@@ -682,10 +702,7 @@ class Shipper:
             tally.segments += 1
             tally.records += count
             tally.bytes_uploaded += len(chunk)
-            self._commit(path, state, running, tally)
-        if error is not None:
-            raise error
-        return count > 0
+        return count > 0, error
 
     def _put_segment(self, path: Path, sid: str, first: int, last: int, chunk: bytes) -> None:
         """Put a segment if no object has its name; one that has must hold the same bytes."""
@@ -732,6 +749,7 @@ class Shipper:
         state.version = self.backend.replace_if(
             manifest_key(manifest.session_id), data, state.version
         )
+        state.uncommitted = False
         tally.bytes_uploaded += len(data)
         tally.shipped = True
 

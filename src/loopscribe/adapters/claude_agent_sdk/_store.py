@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar, cast
@@ -32,13 +33,15 @@ from opentelemetry.sdk.trace import SpanProcessor
 
 from ... import events as ev
 from ..._codec import snapshot_error
-from ..._errors import FormatError, LoopscribeError, SessionLockedError
+from ..._errors import FormatError, LoopscribeError, SessionLockedError, WriteError
+from ..._files import owing_syncs
 from ..._home import sessions_home
 from ..._locks import fcntl
 from ..._reader import read
 from ..._redact import LineRedactor
 from ..._safeopen import open_session_file
 from ..._session import Observer
+from ...importers._batch import SyncBatch
 from ...importers._common import (
     MAX_LINE_DEPTH,
     Cursor,
@@ -466,8 +469,13 @@ class _Session:
                 live[subpath] = not data.get("deleted")
         return sorted(k for k, v in live.items() if v)
 
-    def close(self) -> None:
-        """Map what waits, write the summary, then fsync and release the file, whatever failed."""
+    def close(self, batch: SyncBatch | None = None) -> None:
+        """Map what waits, write the summary, then fsync and release the file, whatever failed.
+
+        With ``batch`` the fsyncs are owed to it instead (the store's
+        :meth:`LoopscribeSessionStore.close` pays them together): the file's
+        lock stays held, through a duplicate descriptor, until it is paid.
+        """
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -478,7 +486,8 @@ class _Session:
             dest, self.dest, self.mapping = self.dest, None, None
             if dest is not None and dest.opened:
                 # A run still open stays open (no run_close): the SDK may resume the session.
-                dest.close()
+                with owing_syncs(batch) if batch is not None else contextlib.nullcontext():
+                    dest.close()
 
     def delete(self) -> None:
         try:
@@ -744,16 +753,26 @@ class LoopscribeSessionStore:
         return None if session is None or session.dest is None else session.report
 
     def close(self) -> None:
-        """Fsync and release every session file; later calls reopen them. Idempotent."""
+        """Fsync and release every session file; later calls reopen them. Idempotent.
+
+        Each session writes its last records first; then every file is
+        fsynced once (closing a file that holds a run left open used to
+        fsync it twice), all together, and released only after its fsync.
+        """
         with self._lock:
             sessions = list(self._sessions.values())
             self._sessions.clear()
+        batch = SyncBatch()
         errors: list[BaseException] = []
-        for future in [s.serial.submit(s.close) for s in sessions]:
-            try:
-                future.result()
-            except Exception as exc:
-                errors.append(exc)
+        try:
+            for future in [s.serial.submit(partial(s.close, batch)) for s in sessions]:
+                try:
+                    future.result()
+                except Exception as exc:
+                    errors.append(exc)
+        finally:
+            for path, failure in batch.pay().items():
+                errors.append(WriteError(failure.errno, f"{path}: fsync failed: {failure}"))
         if errors:
             raise errors[0]
 
