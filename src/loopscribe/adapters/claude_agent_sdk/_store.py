@@ -8,6 +8,7 @@ import errno
 import json
 import logging
 import os
+import re
 import stat
 import tempfile
 import threading
@@ -51,7 +52,7 @@ from ...importers._common import (
     has_reserved_key,
     import_redactor,
     parse_ts,
-    strip_reserved,
+    too_deep,
 )
 from ...importers.claude_code import NAME
 from ...otel import SpanBridge
@@ -1046,16 +1047,20 @@ def _timestamp(entry: Any) -> datetime | None:
 
 
 def _verbatim(subpath: str | None, entry: Any) -> tuple[dict[str, Any], Any, str | None]:
-    """The ``source_entry`` data of an entry, what the mapping gets, and its text if unencodable.
+    """The ``source_entry`` data of an entry, what the mapping gets, and its text if unreadable.
 
     An entry is kept as a JSON object when the session codec writes it as it
     is and it reads back equal. Any other (the codec's reserved key ``$ls``,
     ``inf`` or ``nan``, an integer beyond 64 bits, a lone surrogate, a
     non-string key, deep nesting, a value with no JSON form) is kept as the
     text ``_values.dumps`` writes (``entry_tagged``), which loads back equal
-    (see ``_values`` for the exceptions). The mapping gets the entry itself
-    when orjson can encode it, else its text, as an import gets a line it
-    cannot read (``unmapped``).
+    (see ``_values`` for the exceptions).
+
+    The mapping gets what an import of the same Claude Code line gets, so
+    the records are the importer's: the entry itself when orjson writes it
+    as it is (the reserved key included: the codec escapes it in both), else
+    what :func:`_as_imported` finds (``as_line``, so a replay maps it again
+    the same way).
     """
     where = _values.lower(subpath)
     wrapped = entry
@@ -1067,25 +1072,70 @@ def _verbatim(subpath: str | None, entry: Any) -> tuple[dict[str, Any], Any, str
         raw: bytes | None = orjson.dumps(wrapped, option=orjson.OPT_PASSTHROUGH_DATACLASS)
     except TypeError:
         raw = None
-    if (
-        raw is not None
-        and not has_reserved_key(raw)
-        and not (b"null" in raw and _values.has_non_finite(entry))
-    ):
+    exact = raw is not None and not (b"null" in raw and _values.has_non_finite(entry))
+    if exact and not has_reserved_key(cast(bytes, raw)):
         return {"subpath": where, "entry": entry}, entry, None
-    text = _values.dumps(entry)
-    data: dict[str, Any] = {"subpath": where, "entry_tagged": text}
-    if raw is None:
-        data["unmapped"] = True
-        return data, None, text
-    return data, entry, None
+    data: dict[str, Any] = {"subpath": where, "entry_tagged": _values.dumps(entry)}
+    if exact:
+        return data, entry, None
+    data["as_line"] = True
+    mapped, invalid = _as_imported(entry)
+    return data, mapped, invalid
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _as_imported(entry: Any) -> tuple[Any, str | None]:
+    """What an import maps for the transcript line of ``entry``: ``(obj, None)`` or ``(None, text)``
+
+    The SDK reads a transcript line with Python's ``json``; an import reads
+    the same line with orjson, which takes an integer past 64 bits as a
+    float and refuses ``NaN``, ``Infinity`` and a lone surrogate (the line is
+    then an ``invalid_line``, kept as its text), and keeps a line nested
+    deeper than ``MAX_LINE_DEPTH`` as its text too. The line is written again
+    as Claude Code writes it (compact, UTF-8, a lone surrogate escaped), and
+    read as an import reads it. An entry no JSON line can hold (a key that is
+    not a string, a value with no JSON form) is mapped as the text
+    ``_values.dumps`` writes, as an unreadable line.
+    """
+    try:
+        # Refuses a value that contains itself, before the walk below could loop on it.
+        text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+    except (TypeError, ValueError, RecursionError):
+        return None, _values.dumps(entry)
+    if not _string_keys(entry):
+        return None, _values.dumps(entry)
+    text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    line = text.encode()
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None, text
+    return (None, text) if too_deep(line, obj) else (obj, None)
+
+
+def _string_keys(value: Any) -> bool:
+    """Whether every key in ``value`` (which does not contain itself) is a string."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if not all(type(k) is str for k in item):
+                return False
+            stack.extend(v for v in item.values() if isinstance(v, dict | list | tuple))
+        elif isinstance(item, list | tuple):
+            stack.extend(v for v in item if isinstance(v, dict | list | tuple))
+    return True
 
 
 def _decoded(data: Mapping[str, Any]) -> tuple[Any, Any, str | None]:
     """The inverse of :func:`_verbatim`: ``(entry, mapped, invalid)``.
 
-    Also reads the ``entry_json`` text older stores wrote (JSON as
-    ``json.dumps`` writes it).
+    Also reads what older stores wrote: the ``entry_json`` text (JSON as
+    ``json.dumps`` writes it), and ``entry_tagged`` entries mapped as they
+    were then (``unmapped``: as their text; unmarked: as themselves), so a
+    replay matches the records they left.
     """
     if "entry" in data:
         entry = data["entry"]
@@ -1097,6 +1147,9 @@ def _decoded(data: Mapping[str, Any]) -> tuple[Any, Any, str | None]:
         except ValueError as exc:
             # Only a damaged file (or a redact pattern that cut the text) gets here.
             return snapshot_error(text, f"unreadable ({exc})"), None, text
+        if data.get("as_line"):
+            mapped, invalid = _as_imported(entry)
+            return entry, mapped, invalid
         return (entry, None, text) if data.get("unmapped") else (entry, entry, None)
     text = data.get("entry_json")
     if not isinstance(text, str):
@@ -1109,7 +1162,8 @@ def _decoded(data: Mapping[str, Any]) -> tuple[Any, Any, str | None]:
         orjson.dumps(entry)
     except TypeError:
         return entry, None, text
-    return entry, strip_reserved(entry), None
+    # The reserved key stays as it is: the codec escapes it, as for an import.
+    return entry, entry, None
 
 
 _NO_SUBPATH = object()
