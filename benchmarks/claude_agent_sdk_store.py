@@ -20,7 +20,17 @@ entries, per flush).
    ``append`` returns (a negative figure: how long before). With a
    ``BatchSpanProcessor`` it waits for the processor's schedule delay.
 
-Run: ``.venv/bin/python benchmarks/claude_agent_sdk_store.py [--reps N]``
+3. Side by side with the code of an earlier commit (``--baseline REV``,
+   extracted with ``git archive``; each side in its own process, passes
+   taking turns): one store process appending to several sessions in
+   flushes of 100 entries, then ``close``, with the fsyncs each pass paid.
+   The store promises an ``append`` that returns with its entries in the
+   file (not fsynced: no fsync per append or per entry, before or after)
+   and a ``close`` that fsyncs every file before releasing it, which it now
+   does once per file, all together, instead of twice for a file holding
+   an open run.
+
+Run: ``.venv/bin/python benchmarks/claude_agent_sdk_store.py [--reps N] [--baseline REV]``
 """
 
 from __future__ import annotations
@@ -28,6 +38,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import heapq
+import json
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -213,11 +226,89 @@ def _batch(exporter: InMemorySpanExporter) -> SpanProcessor:
     return BatchSpanProcessor(exporter, schedule_delay_millis=200)
 
 
+# -- 3. side by side with an earlier commit ------------------------------------------------
+
+_SIDE_CHILD = """
+import asyncio, json, os, sys, time
+from pathlib import Path
+spec = json.loads(sys.argv[1])
+fsyncs = [0]
+real = os.fsync
+def counted(fd):
+    fsyncs[0] += 1
+    real(fd)
+os.fsync = counted
+from loopscribe.adapters.claude_agent_sdk import LoopscribeSessionStore
+plan = json.loads(Path(spec["plan"]).read_bytes())
+async def feed(store):
+    for key, batch in plan:
+        await store.append(key, batch)
+start, cpu = time.perf_counter_ns(), time.process_time_ns()
+with LoopscribeSessionStore(spec["out"]) as store:
+    asyncio.run(feed(store))
+print(time.perf_counter_ns() - start, time.process_time_ns() - cpu, fsyncs[0])
+"""
+
+
+def side_by_side(entries: list[tuple[str | None, dict[str, Any]]], reps: int, rev: str) -> None:
+    """The store now against ``rev``'s, each in its own process, passes taking turns."""
+    from benchmarks.importers import _baseline_src
+
+    sessions = 8
+    plan: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    for key, batch in flushes(entries, 100):
+        for n in range(sessions):
+            plan.append(({**key, "session_id": f"s{n}"}, cast(list[dict[str, Any]], batch)))
+    with scratch_dir() as root:
+        srcs = {
+            "baseline": _baseline_src(rev, root / "baseline"),
+            "now": Path(__file__).resolve().parents[1] / "src",
+        }
+        (root / "plan.json").write_bytes(orjson.dumps(plan))
+        runs: dict[str, list[tuple[int, int, int]]] = {name: [] for name in srcs}
+        load = os.getloadavg()[0]
+        for rep in range(reps):
+            for name, src in srcs.items():
+                spec = {"plan": str(root / "plan.json"), "out": str(root / f"{name}{rep}")}
+                done = subprocess.run(
+                    [sys.executable, "-c", _SIDE_CHILD, json.dumps(spec)],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    env={**os.environ, "PYTHONPATH": str(src)},
+                )
+                wall, cpu, syncs = (int(x) for x in done.stdout.split()[-3:])
+                runs[name].append((wall, cpu, syncs))
+    count = len(entries) * sessions
+    print(
+        f"side by side with {rev}: {sessions} sessions x {len(entries)} entries, flushes of "
+        f"100, then close; best of {reps} interleaved passes; load average "
+        f"{load:.2f} before, {os.getloadavg()[0]:.2f} after"
+    )
+    best = {name: min(r[0] for r in rs) for name, rs in runs.items()}
+    for name, rs in runs.items():
+        cpu = min(r[1] for r in rs)
+        print(
+            f"  {name:<9} {best[name] / count / 1000:6.1f} µs/entry wall, "
+            f"{cpu / count / 1000:6.1f} µs/entry CPU, {rs[0][2]} fsyncs per pass "
+            f"({rs[0][2] / sessions:.1f} per session)"
+        )
+    print(f"  now / baseline (wall): {best['now'] / best['baseline']:.3f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--baseline", help="commit to compare with, side by side (git archive)")
+    parser.add_argument(
+        "--side-by-side-only", action="store_true", help="only the comparison with --baseline"
+    )
     args = parser.parse_args()
     entries = written_order(TRANSCRIPT)
+    if args.baseline:
+        side_by_side(entries, args.reps, args.baseline)
+        if args.side_by_side_only:
+            return
     cost(args.reps, entries)
     print("from append returning to the span at an in-memory exporter (negative: before):")
     latency(entries, 100)

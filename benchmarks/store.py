@@ -19,11 +19,18 @@ Three checks, each against a baseline measured in the same run:
   restart over the same copy, and ``loopscribe ls`` of that store with one
   200 MB manifest in it (peak memory).
 
+* **side by side** (``--baseline REV``): ``ship`` now against the code of
+  an earlier commit (extracted with ``git archive``), each pass in its own
+  process, passes taking turns, each into a fresh store: 250 small sessions
+  (one segment each), and 40 larger ones shipped in 16 KiB segments with
+  an artifact each. Prints wall time, fsyncs and renames (manifests, artifacts) per pass.
+  A pass now writes one manifest per session, after every object it names.
+
 The store is a local folder by default; ``--s3`` uses an S3 API server
 (moto) on 127.0.0.1 instead, which adds HTTP but no real network.
 
 Run: ``.venv/bin/python benchmarks/store.py [--s3] [--sessions N] [--size-mib N] [--reps N]
-[--mirror-sessions N] [--only ship,list,messages,mirror]``
+[--mirror-sessions N] [--only ship,list,messages,mirror] [--baseline REV]``
 """
 
 from __future__ import annotations
@@ -373,6 +380,88 @@ def bench_mirror(root: Path, url: str, sessions: int) -> None:
     )
 
 
+SIDE_CHILD = """
+import json, os, sys, time
+spec = json.loads(sys.argv[1])
+counts = {"fsync": 0, "replace": 0}
+real_fsync, real_replace = os.fsync, os.replace
+def fsync(fd):
+    counts["fsync"] += 1
+    real_fsync(fd)
+def replace(*args, **kwargs):
+    counts["replace"] += 1  # a folder store replaces only manifests (segments are linked)
+    real_replace(*args, **kwargs)
+os.fsync, os.replace = fsync, replace
+from loopscribe.store import Shipper
+shipper = Shipper(spec["src"], spec["url"], workers=8, segment_bytes=spec["segment_bytes"])
+start = time.perf_counter_ns()
+result = shipper.ship_once()
+took = time.perf_counter_ns() - start
+assert not result.errors, result.errors
+print(took, counts["fsync"], counts["replace"], result.segments)
+"""
+
+
+def bench_side_by_side(root: Path, url: str, reps: int, rev: str) -> None:
+    """``ship`` now against ``rev``'s, in turns, on two workloads, each pass to a fresh store."""
+    from benchmarks.importers import _baseline_src
+
+    srcs = {"baseline": _baseline_src(rev, root / "baseline"), "now": ROOT / "src"}
+    small = root / "side-small"
+    make_sessions(small, 250)
+    large = root / "side-large"
+    make_large(large, 40)
+    workloads = [
+        ("250 small sessions", small, 64 << 20),
+        ("40 sessions, 16 KiB segments", large, 16 << 10),
+    ]
+    print(
+        f"side by side with {rev}: best of {reps} interleaved passes; load average "
+        f"{os.getloadavg()[0]:.2f} before"
+    )
+    for label, src, segment_bytes in workloads:
+        runs: dict[str, list[list[int]]] = {name: [] for name in srcs}
+        for rep in range(reps):
+            for name, code in srcs.items():
+                target = f"{url}/side-{name}-{segment_bytes}-{rep}"
+                spec = {"src": str(src), "url": target, "segment_bytes": segment_bytes}
+                done = subprocess.run(
+                    [sys.executable, "-c", SIDE_CHILD, orjson.dumps(spec).decode()],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    env={**os.environ, "PYTHONPATH": str(code)},
+                )
+                runs[name].append([int(x) for x in done.stdout.split()[-4:]])
+        best = {name: min(r[0] for r in rs) for name, rs in runs.items()}
+        parts = []
+        for name, rs in runs.items():
+            _, syncs, manifests, segments = rs[0]
+            parts.append(
+                f"{name} {best[name] / 1e6:.0f} ms, {syncs} fsyncs, {manifests} renames "
+                f"(manifests, artifacts), {segments} segments"
+            )
+        print(f"  {label}: " + "; ".join(parts))
+        print(
+            f"    now / baseline (wall): {best['now'] / best['baseline']:.3f}x; load average "
+            f"{os.getloadavg()[0]:.2f}"
+        )
+
+
+def make_large(root: Path, count: int) -> None:
+    """``count`` sessions of about 120 KiB, each with one artifact beside it."""
+    for path in make_sessions(root, count):
+        with Session.open(path) as session, session.begin_run() as run:
+            for event in build_events(6, seed=3):
+                run.record(event)
+        folder = path.with_name(path.stem + ".artifacts")
+        folder.mkdir()
+        (folder / "notes.txt").write_bytes(b"notes\n" * 100)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--s3", action="store_true", help="ship to moto's S3 server on 127.0.0.1")
@@ -384,6 +473,7 @@ def main() -> int:
         "--mirror-sessions", type=int, default=100_000, help="sessions in the mirror's store"
     )
     parser.add_argument("--only", default="ship,list,messages,mirror", help="checks to run")
+    parser.add_argument("--baseline", help="commit to compare ship with, side by side")
     args = parser.parse_args()
     only = set(args.only.split(","))
     with contextlib.ExitStack() as stack:
@@ -396,6 +486,8 @@ def main() -> int:
             print(f"store: local folder ({url})")
         print(f"machine: {os.cpu_count()} cores, shared and loaded; figures are noisy")
         ok = True
+        if args.baseline:
+            bench_side_by_side(root, url, args.reps, args.baseline)
         if "ship" in only or "list" in only:
             bench_ship(root, url)
         if "list" in only:

@@ -62,6 +62,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         frozenset(
             {
                 "workspace",
+                "_workspace_source",
+                "_folder_sessions",
                 "_fold",
                 "_sidelog",
                 "_backread",
@@ -93,7 +95,6 @@ ALLOWED: frozenset[tuple[str, str]] = frozenset(
 # Imports that close a circle, dropped before looking for circles (same rule as above).
 ALLOWED_EDGES: frozenset[tuple[str, str]] = frozenset(
     {
-        ("loopscribe.workspace", "loopscribe.store._workspace"),
         ("loopscribe.otel", "loopscribe.intake"),
     }
 )

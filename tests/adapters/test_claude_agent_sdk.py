@@ -350,6 +350,8 @@ _CHILD = textwrap.dedent(
     async def main():
         for index, (key, entries) in enumerate(batches):
             await store.append(key, entries)
+            if sys.argv[2:] == ["close"]:
+                await store.aclose()  # the kill also lands in the batched fsyncs of close
             print(index, flush=True)
 
     asyncio.run(main())
@@ -357,8 +359,11 @@ _CHILD = textwrap.dedent(
 )
 
 
-def test_a_new_process_continues_a_session_killed_mid_append(tmp_path: Path) -> None:
-    """SIGKILL while another process appends; this one retries the batch and goes on.
+@pytest.mark.parametrize("close_each", [False, True], ids=["appending", "closing"])
+def test_a_new_process_continues_a_session_killed_mid_append(
+    tmp_path: Path, close_each: bool
+) -> None:
+    """SIGKILL while another process appends (or closes); this one retries the batch and goes on.
 
     The records equal an import of the files: a batch cut by the kill is
     completed from its stored entries, and the retried batch is recognised
@@ -367,7 +372,7 @@ def test_a_new_process_continues_a_session_killed_mid_append(tmp_path: Path) -> 
     entries = written_order(BIG)
     batches = [(key_for(s), b) for s, b in sdk_batches(entries, 50)]
     child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(tmp_path / "store")],
+        [sys.executable, "-c", _CHILD, str(tmp_path / "store"), *(["close"] if close_each else [])],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

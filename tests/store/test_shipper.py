@@ -377,3 +377,72 @@ def test_the_core_never_imports_fsspec() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_pass_commits_each_session_once_after_every_object_it_names(
+    tmp_path: Path, folder_url: str
+) -> None:
+    """Many segments, an artifact and adopted leftovers: one manifest per session per pass.
+
+    At the moment the manifest is replaced, every segment and artifact it
+    names is already in the store, so a kill anywhere leaves a manifest
+    whose objects all exist.
+    """
+    ws = Workspace(tmp_path / "src")
+    with ws.create(title="big") as s:
+        converse(s, 12, size=300)
+        sid = s.id
+    artifacts = ws.path(sid).with_name(f"{sid}.artifacts")
+    artifacts.mkdir()
+    (artifacts / "report.txt").write_bytes(b"findings\n")
+    store = _store_dir(folder_url)
+    shipper = Shipper(ws.root, folder_url, segment_bytes=700)
+    commits: list[dict[str, object]] = []
+    replace_if = shipper.backend.replace_if
+
+    def observed(key: str, data: bytes, version: str | None) -> str | None:
+        manifest = orjson.loads(data)
+        on_disk = {p.name for p in (store / "sessions" / sid).glob("*.jsonl")}
+        segments = shipped_segments(store, sid)
+        assert sum(len(b) for b in segments) == manifest["bytes"]
+        assert len(on_disk) == len(segments)
+        for name in manifest.get("artifacts", {}):
+            assert (store / "sessions" / sid / "artifacts" / name).is_file()
+        commits.append(manifest)
+        return replace_if(key, data, version)
+
+    shipper.backend.replace_if = observed  # type: ignore[method-assign]
+    result = shipper.ship_once()
+    assert not result.errors
+    assert result.segments > 3
+    assert len(commits) == 1
+    assert shipped_bytes(store, sid) == ws.path(sid).read_bytes()
+    # A pass killed after its segments and before its manifest: the next adopts them all.
+    with Session.open(ws.path(sid)) as s:
+        converse(s, 6, size=300, tag="late ")
+    data = ws.path(sid).read_bytes()
+    committed = orjson.loads((store / "sessions" / f"{sid}.json").read_bytes())
+    uploader = Shipper(ws.root, folder_url, segment_bytes=700)
+    uploader.backend.replace_if = _killed  # type: ignore[method-assign]
+    assert uploader.ship_once().errors
+    assert orjson.loads((store / "sessions" / f"{sid}.json").read_bytes()) == committed
+    commits.clear()
+    again = Shipper(ws.root, folder_url, segment_bytes=700)
+    replace_if = again.backend.replace_if
+    again.backend.replace_if = observed  # type: ignore[method-assign]
+    result = again.ship_once()
+    assert not result.errors
+    assert result.adopted > 1
+    assert result.segments == 0
+    assert len(commits) == 1
+    assert shipped_bytes(store, sid) == data
+
+
+def _killed(key: str, data: bytes, version: str | None) -> str | None:
+    raise OSError(5, "killed before the manifest")
+
+
+def shipped_segments(store: Path, sid: str) -> list[bytes]:
+    """The segments of the chain the store holds, in order (leftovers included)."""
+    paths = sorted((store / "sessions" / sid).glob("*.jsonl"))
+    return [p.read_bytes() for p in paths]

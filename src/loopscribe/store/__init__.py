@@ -16,11 +16,11 @@ for ``gs://`` and ``az://``). The object layout is described in
 ``loopscribe.store._layout`` and docs/store.md.
 """
 
+from ..workspace import StoreWorkspace
 from ._layout import LAYOUT_VERSION, Segment
 from ._manifest import Manifest
 from ._read import ShippedSession, Store, open_session, parse_session_url
 from ._shipper import SEGMENT_BYTES, Shipper, ShipResult, cursor_path
-from ._workspace import StoreWorkspace
 
 __all__ = [
     "LAYOUT_VERSION",

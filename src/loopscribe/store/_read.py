@@ -22,7 +22,7 @@ from typing import Any
 
 from .._errors import StoreError
 from .._format import is_session_id
-from ..workspace import SessionNotFoundError
+from .._workspace_source import SessionNotFoundError
 from ._backend import Entry, TooLarge
 from ._layout import (
     ARTIFACTS,

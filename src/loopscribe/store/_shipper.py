@@ -17,30 +17,32 @@ One pass, for each session file that grew since the last pass:
    unfinished final line waits for the next pass), validate them, and put
    them as new immutable segments of at most ``segment_bytes``, each only
    if no object has its name yet;
-4. after each segment, replace the manifest *only if it is still the
-   version this shipper read* (``If-Match`` on S3, a locked check-and-rename
-   in a folder), then the cursor.
+4. once every object of the pass is in the store (its segments, adopted
+   leftovers, artifacts, side log), replace the manifest once, *only if it
+   is still the version this shipper read* (``If-Match`` on S3, a locked
+   check-and-rename in a folder), then the cursor.
 
 Two shippers (two processes, two machines) extending one session race at
 step 4: one replace wins, the other finds the manifest changed, reads it
 again and continues from the winner's end. So the chain never forks, and a
-pass killed at any point leaves either the old manifest (the segment put
-before it is adopted next time, so nothing is uploaded twice) or the new one.
+pass killed at any point leaves either the old manifest (the segments put
+before it are adopted next time, in order, so nothing is uploaded twice) or
+the new one. One commit per session per pass, not one per segment: the
+manifest is never written before an object it names, and the segments a
+killed pass put are the leftovers step 2 adopts.
 Artifacts (``<session_id>.artifacts/``) are copied when new or changed (by
 size and mtime); a symbolic link among them is refused, never followed.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import io
 import logging
 import os
 import socket
-import stat
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,31 +55,26 @@ from .. import events as ev
 from .._codec import DEFAULT_CODEC
 from .._errors import FormatError, LoopscribeError, StoreError
 from .._fold import SessionFold, Status
-from .._format import Scanner, is_session_id
-from .._locks import fcntl
-from .._logsafe import display_url, scrub
+from .._format import Scanner
+from .._logsafe import scrub
 from .._sidelog import Locks, is_locked, locked_inodes, read_side, side_path, with_side
+from .._workspace_source import SessionNotFoundError
 from ..otel._ids import parse_traceparent, trace_id
-from ..workspace import SessionNotFoundError
 from ._backend import Conflict, TooLarge
 from ._layout import (
     LAYOUT_VERSION,
     MARKER,
-    MAX_ARTIFACT_DEPTH,
-    MAX_ARTIFACTS,
     MAX_MANIFEST_BYTES,
     SESSIONS,
     Chain,
     Segment,
     artifact_key,
     artifacts_key,
-    check_artifact_name,
     manifest_key,
     parse_segment_name,
     resolve_chain,
     segment_key,
     session_key,
-    shown,
     side_log_key,
 )
 from ._manifest import (
@@ -88,6 +85,17 @@ from ._manifest import (
     too_large,
 )
 from ._read import Store
+from ._ship_cursor import _cursor_lock, _read_cursor, _write_cursor, cursor_path
+from ._ship_files import (
+    _chunks,
+    _local_artifacts,
+    _read_artifact,
+    _refusal,
+    _session_id_of,
+    _side_signature,
+    _signature,
+)
+from ._ship_result import ShipResult
 
 __all__ = ["ShipResult", "Shipper", "cursor_path", "summary_from_json", "summary_to_json"]
 
@@ -95,67 +103,8 @@ logger = logging.getLogger("loopscribe")
 
 SEGMENT_BYTES = 64 << 20
 """Largest segment a pass writes (a single longer line makes a longer segment)."""
-_READ_BYTES = 1 << 20
 _ATTEMPTS = 8
 """Times a pass reads the manifest again after another shipper committed first."""
-
-
-def cursor_path(session_path: Path) -> Path:
-    """Where the ship cursor of a session file lives: beside it."""
-    return session_path.with_name(session_path.name + ".ship-cursor")
-
-
-@dataclass(frozen=True, slots=True)
-class ShipResult:
-    """What one or more passes did.
-
-    Attributes:
-        sessions: Session files looked at.
-        shipped: Sessions that got new records (or artifacts) in the store.
-        segments: Segments put.
-        records: Records shipped.
-        bytes_uploaded: Bytes put to the store: segments, manifests, artifacts.
-        adopted: Segments of an interrupted pass found complete and kept.
-        errors: One line per problem (a file that could not be shipped, a
-            refused artifact); everything else was shipped.
-        repaired: Sessions whose chain of segments in the store was broken
-            (by shippers of earlier versions taking turns) and was rebuilt
-            from the local file.
-    """
-
-    sessions: int = 0
-    shipped: int = 0
-    segments: int = 0
-    records: int = 0
-    bytes_uploaded: int = 0
-    adopted: int = 0
-    errors: tuple[str, ...] = ()
-    repaired: int = 0
-
-    def __add__(self, other: ShipResult) -> ShipResult:
-        return ShipResult(
-            self.sessions + other.sessions,
-            self.shipped + other.shipped,
-            self.segments + other.segments,
-            self.records + other.records,
-            self.bytes_uploaded + other.bytes_uploaded,
-            self.adopted + other.adopted,
-            self.errors + other.errors,
-            self.repaired + other.repaired,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """The result as JSON (``loopscribe ship --json``)."""
-        return {
-            "sessions": self.sessions,
-            "shipped": self.shipped,
-            "segments": self.segments,
-            "records": self.records,
-            "bytes_uploaded": self.bytes_uploaded,
-            "adopted": self.adopted,
-            "repaired": self.repaired,
-            "errors": list(self.errors),
-        }
 
 
 @dataclass(slots=True)
@@ -167,6 +116,8 @@ class _State:
     fold: SessionFold
     scanner: Scanner
     lines: int
+    uncommitted: bool = False
+    """Leftover segments adopted that no manifest names yet (the pass's commit will)."""
 
 
 @dataclass(slots=True)
@@ -409,10 +360,19 @@ class Shipper:
         """Put what the store lacks; :class:`Conflict` if another shipper commits first."""
         manifest = state.manifest
         self._check_not_cut(path, st, manifest)
+        dirty = state.uncommitted
+        error: FormatError | None = None
         with open(path, "rb") as stream:
             for chunk in _chunks(stream, manifest.size, st.st_size, self.segment_bytes):
-                self._ship_chunk(path, state, chunk, running, tally)
-        dirty = False
+                put, error = self._ship_chunk(path, state, chunk, tally)
+                dirty |= put
+                if error is not None:
+                    break
+        if error is not None:
+            # Commit the valid lines before the damage, then report it.
+            if dirty:
+                self._commit(path, state, running, tally)
+            raise error
         sid = manifest.session_id
         folder = path.with_name(path.name.removesuffix(".jsonl") + ".artifacts")
         for name, (size, mtime_ns) in artifacts.items():
@@ -435,7 +395,7 @@ class Shipper:
             manifest.side_log = side
             tally.bytes_uploaded += len(data)
             dirty = True
-        # Each segment committed its manifest; commit again only for what came after.
+        # One commit for the pass, once every object it names is in the store.
         if dirty or manifest.summary.get("status") != _status(state, running):
             self._commit(path, state, running, tally)
 
@@ -566,7 +526,7 @@ class Shipper:
             manifest.size, manifest.records = offset + size, last + 1
             tally.adopted += 1
             tally.records += last - first + 1
-            self._commit(path, state, manifest.summary.get("status") == "running", tally)
+            state.uncommitted = True  # committed by the pass, with what it ships after them
 
     def _repair(
         self,
@@ -661,9 +621,14 @@ class Shipper:
         return count
 
     def _ship_chunk(
-        self, path: Path, state: _State, chunk: bytes, running: bool, tally: _Tally
-    ) -> bool:
-        """Validate, put and commit one segment's worth of complete lines."""
+        self, path: Path, state: _State, chunk: bytes, tally: _Tally
+    ) -> tuple[bool, FormatError | None]:
+        """Validate and put one segment's worth of complete lines (the pass commits it).
+
+        Returns:
+            Whether a segment was put, and the damage that stopped the
+            validation (the valid lines before it are put).
+        """
         manifest = state.manifest
         offset, first = manifest.size, manifest.records
         error: FormatError | None = None
@@ -682,10 +647,7 @@ class Shipper:
             tally.segments += 1
             tally.records += count
             tally.bytes_uploaded += len(chunk)
-            self._commit(path, state, running, tally)
-        if error is not None:
-            raise error
-        return count > 0
+        return count > 0, error
 
     def _put_segment(self, path: Path, sid: str, first: int, last: int, chunk: bytes) -> None:
         """Put a segment if no object has its name; one that has must hold the same bytes."""
@@ -732,6 +694,7 @@ class Shipper:
         state.version = self.backend.replace_if(
             manifest_key(manifest.session_id), data, state.version
         )
+        state.uncommitted = False
         tally.bytes_uploaded += len(data)
         tally.shipped = True
 
@@ -782,193 +745,3 @@ def _status(state: _State, running: bool) -> Status:
     if state.fold.run_open:
         return "interrupted"
     return "failed" if state.fold.last_run_failed else "idle"
-
-
-def _side_signature(path: Path) -> dict[str, int] | None:
-    """Size and mtime of a session's side log, or ``None`` when it has none."""
-    try:
-        st = side_path(path).stat()
-    except FileNotFoundError:
-        return None
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-
-
-def _session_id_of(path: Path) -> str:
-    """The session ID from a file's first line (validated; it names objects in the store)."""
-    with open(path, "rb") as stream:
-        first = stream.readline()
-    if not first.endswith(b"\n"):
-        return ""  # not one complete line yet: nothing to ship
-    scanner = Scanner(path)
-    scanner.check(1, 0, first)
-    sid = scanner.session_id or ""
-    if not is_session_id(sid):
-        raise StoreError(
-            f"{path}: its session ID {shown(sid)} is not 32 lowercase hex digits, so it "
-            "cannot name objects in a store; it cannot be shipped"
-        )
-    return sid
-
-
-def _chunks(stream: io.BufferedReader | Any, start: int, end: int, limit: int) -> Iterator[bytes]:
-    """Runs of complete lines between ``start`` and ``end``, each up to ``limit`` bytes.
-
-    A line longer than ``limit`` makes a longer run; bytes after the last
-    ``\\n`` before ``end`` (an unfinished line) are left for later.
-    """
-    stream.seek(start)
-    pos = start
-    carry = b""
-    while pos < end:
-        want = min(max(limit - len(carry), _READ_BYTES), end - pos)
-        block = stream.read(want)
-        if not block:
-            break
-        pos += len(block)
-        buf = carry + block
-        if len(buf) < limit and pos < end:
-            carry = buf
-            continue
-        cut = buf.rfind(b"\n", 0, limit) + 1 or buf.find(b"\n") + 1
-        if cut == 0:
-            carry = buf  # one line longer than the limit: keep reading
-            continue
-        yield buf[:cut]
-        carry = buf[cut:]
-    while carry:
-        cut = carry.rfind(b"\n", 0, limit) + 1 or carry.find(b"\n") + 1
-        if cut == 0:
-            return
-        yield carry[:cut]
-        carry = carry[cut:]
-
-
-# -- artifacts: walked and read without following a symbolic link ----------------------
-
-
-def _refusal(folder: Path, name: str, exc: BaseException | None = None) -> str:
-    where = folder / name if name else folder
-    if exc is None or (isinstance(exc, OSError) and exc.errno == errno.ELOOP):
-        return (
-            f"{where}: a symbolic link; artifacts are never followed: copy the file into "
-            f"{folder.name}/ instead (not shipped)"
-        )
-    return f"{where}: cannot be shipped as an artifact ({scrub(str(exc))})"
-
-
-def _local_artifacts(path: Path) -> tuple[dict[str, tuple[int, int]], list[str]]:
-    """The artifacts beside a session file (name to size and mtime_ns), and what was refused.
-
-    A symbolic link (to a file or a folder, or the artifacts folder itself),
-    anything but a regular file, a name a store cannot hold, a folder deeper
-    than the layout allows, or more artifacts than it allows: one line each.
-    """
-    folder = path.with_name(path.name.removesuffix(".jsonl") + ".artifacts")
-    out: dict[str, tuple[int, int]] = {}
-    refused: list[str] = []
-    try:
-        mode = os.lstat(folder).st_mode
-    except FileNotFoundError:
-        return out, refused
-    if stat.S_ISLNK(mode):
-        return out, [_refusal(folder, "")]
-    if not stat.S_ISDIR(mode):
-        return out, refused
-
-    def walk(where: Path, prefix: str, depth: int) -> None:
-        with os.scandir(where) as entries:
-            items = sorted(entries, key=lambda e: e.name)
-        for entry in items:
-            name = f"{prefix}{entry.name}"
-            if entry.is_symlink():
-                refused.append(_refusal(folder, name))
-            elif entry.is_dir(follow_symlinks=False):
-                if depth + 1 >= MAX_ARTIFACT_DEPTH:
-                    refused.append(f"{folder / name}: more than {MAX_ARTIFACT_DEPTH} folders deep")
-                else:
-                    walk(Path(entry.path), f"{name}/", depth + 1)
-            elif not entry.is_file(follow_symlinks=False):
-                refused.append(f"{folder / name}: not a regular file (not shipped)")
-            elif len(out) >= MAX_ARTIFACTS:
-                refused.append(f"{folder / name}: more than {MAX_ARTIFACTS} artifacts")
-            else:
-                try:
-                    check_artifact_name(name, str(folder))
-                except StoreError as exc:
-                    refused.append(f"{exc} (not shipped)")
-                    continue
-                st = entry.stat(follow_symlinks=False)
-                out[name] = (st.st_size, st.st_mtime_ns)
-
-    walk(folder, "", 0)
-    return out, refused
-
-
-def _read_artifact(folder: Path, name: str) -> bytes:
-    """An artifact's bytes, opened part by part with ``O_NOFOLLOW`` (no link is followed)."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(folder, flags)
-    try:
-        *dirs, base = name.split("/")
-        for part in dirs:
-            child = os.open(part, flags, dir_fd=fd)
-            os.close(fd)
-            fd = child
-        file_fd = os.open(
-            base, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd
-        )
-    finally:
-        os.close(fd)
-    with os.fdopen(file_fd, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(file_fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        return stream.read()
-
-
-def _signature(artifacts: dict[str, tuple[int, int]]) -> list[list[Any]]:
-    return [[name, size, mtime] for name, (size, mtime) in sorted(artifacts.items())]
-
-
-# -- the ship cursor --------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _cursor_lock(path: Path) -> Iterator[int | None]:
-    """The cursor file (private), locked exclusively; ``None`` if another shipper holds it."""
-    fd = os.open(cursor_path(path), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        if os.fstat(fd).st_mode & 0o077:
-            os.fchmod(fd, 0o600)  # a cursor of an earlier version was 0644
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield None
-            return
-        yield fd
-    finally:
-        os.close(fd)
-
-
-def _read_cursor(fd: int) -> dict[str, dict[str, Any]]:
-    size = os.fstat(fd).st_size
-    raw = os.pread(fd, size, 0) if size else b""
-    if not raw:
-        return {}
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return {}  # damaged: the manifest in the store is the truth anyway
-    return obj if isinstance(obj, dict) else {}
-
-
-def _write_cursor(fd: int, cursors: dict[str, dict[str, Any]]) -> None:
-    """Rewrite the locked cursor file in place, keyed by store URLs without credentials.
-
-    In place, not by rename: the lock is held on this inode. A torn write
-    (a crash between truncate and write) leaves an unreadable cursor, which
-    counts as no cursor: the manifest, the real commit point, is read instead.
-    Keys an earlier version wrote with a URL's credentials are dropped.
-    """
-    clean = {url: mark for url, mark in cursors.items() if display_url(url) == url}
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, orjson.dumps(clean), 0)

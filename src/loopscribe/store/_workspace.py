@@ -1,4 +1,4 @@
-"""A read-only Workspace over a store: what ``Workspace("s3://bucket/prefix")`` returns.
+"""A store as a workspace's source: what ``Workspace("s3://bucket/prefix")`` reads (read-only).
 
 Listing reads the manifests (one listing, then only new or changed ones);
 ``messages(last=N)`` reads the end of the shipped segments with range
@@ -13,38 +13,37 @@ import os
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from .. import events as ev
 from .._backread import ByteSource
 from .._codec import DEFAULT_CODEC, Codec
 from .._errors import StoreError
-from .._fold import SessionSummary, Status
+from .._fold import SessionSummary
 from .._format import is_session_id
 from .._sidelog import SideFact, parse_side
-from ..workspace import Artifact, SessionNotFoundError, Workspace
+from .._workspace_source import Artifact, SessionNotFoundError, check_session_id
 from ._manifest import Manifest, summary_from_json
 from ._read import ShippedSession, Store, parse_session_url
 
-__all__ = ["StoreWorkspace"]
+__all__ = ["StoreSessions"]
 
 
-class StoreWorkspace(Workspace):
-    """Sessions shipped to a store, read as a workspace (read-only).
+class StoreSessions:
+    """Sessions shipped to a store (a :class:`~loopscribe._workspace_source.SessionSource`).
 
     Args:
         root: The store's URL.
-        codec: Decodes messages for :meth:`messages`.
+        codec: Decodes the shipped side logs' facts.
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, codec: Codec | None = None) -> None:
+    def __init__(self, root: str | os.PathLike[str], codec: Codec | None = None) -> None:
         self.store = Store(str(root))
         self.url = self.store.url
         self.root = Path(self.store.root)
         self.codec = codec or DEFAULT_CODEC
-        self._cache = {}
-        self._lock = threading.Lock()
         self.files_read = 0
+        self.unreadable: tuple[tuple[Path, OSError], ...] = ()
         self._views: dict[str, ShippedSession] = {}
         self._summaries: dict[str, tuple[Manifest, SessionSummary]] = {}
         self._views_lock = threading.Lock()
@@ -53,10 +52,11 @@ class StoreWorkspace(Workspace):
 
     def path(self, session_id: str) -> Path:
         """The shipped location of ``session_id`` (a URL)."""
-        super().path(session_id)  # validates the ID
+        check_session_id(session_id)
         return self.store.session_url(session_id)  # type: ignore[return-value]
 
-    def _existing(self, session_id: str) -> Path:
+    def existing(self, session_id: str) -> Path:
+        """The URL of a shipped session, its manifest read anew."""
         url = self.path(session_id)
         try:
             view = self.store.session(session_id)
@@ -78,12 +78,10 @@ class StoreWorkspace(Workspace):
             for m in self.store.manifests()
         )
 
-    # -- listing -------------------------------------------------------------
+    # -- summaries -----------------------------------------------------------
 
-    def list(
-        self, include_children: bool = False, *, include_channels: bool = False
-    ) -> builtins.list[SessionSummary]:
-        """Summaries of the shipped sessions, most recently updated first.
+    def summaries(self) -> builtins.list[SessionSummary]:
+        """Every shipped session's summary; a manifest unchanged since last time parsed once.
 
         ``status`` is as the shipper last saw it (``running``: a writer held
         the file when it shipped). A damaged manifest is left out and named
@@ -105,63 +103,55 @@ class StoreWorkspace(Workspace):
                 url = self.store.session_url(manifest.session_id)
                 summary = summary_from_json(manifest.summary, url)
             fresh[manifest.session_id] = (manifest, summary)
-            if (include_children or summary.parent_id is None) and (
-                include_channels or summary.source != "channel"
-            ):
-                out.append(summary)
+            out.append(summary)
         self._summaries = fresh
-        out.sort(key=lambda s: (s.updated, s.id), reverse=True)
         return out
 
-    def get(self, session_id: str) -> SessionSummary:
+    def summary(self, session_id: str) -> SessionSummary:
         """The summary of one shipped session (its manifest, read anew)."""
-        url = self._existing(session_id)
+        url = self.existing(session_id)
         with self._views_lock:
             manifest = self._views[str(url)].manifest
         return summary_from_json(manifest.summary, str(url))
 
-    def status(self, session_id: str) -> Status:
-        """The status the shipper last saw."""
-        return self.get(session_id).status
-
     def summary_of_path(self, path: Path | str) -> SessionSummary:
         """The summary of a shipped session given by its URL."""
         _store, sid, _seq = parse_session_url(str(path))
-        return self.get(sid)
+        return self.summary(sid)
 
-    # -- messages ------------------------------------------------------------
+    # -- reading ---------------------------------------------------------------
 
-    def messages_of_path(self, path: Path | str, last: int = 50, skip: int = 0) -> Any:
-        """:meth:`messages` for a shipped session given by its URL."""
+    def open(self, path: Path | str) -> ByteSource:
+        """The shipped session at URL ``path`` (its manifest read if not yet)."""
         url = str(path)
         with self._views_lock:
-            known = url in self._views
-        if not known:
+            view = self._views.get(url)
+        if view is None:
             _store, sid, _seq = parse_session_url(url)
-            self._existing(sid)
-        return super().messages_of_path(url, last, skip)  # type: ignore[arg-type]
+            self.existing(sid)
+            with self._views_lock:
+                view = self._views[url]
+        return view
 
-    def _side_compaction(self, path: Path) -> SideFact | None:
-        """The latest compaction in the session's shipped side log, if any."""
-        with self._views_lock:
-            view = self._views[str(path)]
-        facts = parse_side(view.side_log(), path, self.codec)
-        compactions = [f for f in facts if f.kind == ev.COMPACTION]
-        return compactions[-1] if compactions else None
-
-    def _open_source(self, path: Path) -> ByteSource:
-        with self._views_lock:
-            return self._views[str(path)]
-
-    def _visible_total(self, path: Path, side: Any = None) -> int:
+    def known_totals(self, path: Path | str, side: SideFact | None) -> tuple[int, int]:
+        """Visible and committed messages, as the manifest's summary counts them."""
         with self._views_lock:
             summary = self._views[str(path)].manifest.summary
         count = int(summary.get("message_count") or 0)
         compaction = summary.get("compaction")
-        return count if not compaction else max(0, count - int(compaction["before"]) + 1)
+        visible = count if not compaction else max(0, count - int(compaction["before"]) + 1)
+        return visible, self.summary_of_path(path).messages_total
+
+    def side_compaction(self, path: Path | str) -> SideFact | None:
+        """The latest compaction in the session's shipped side log, if any."""
+        view = self.open(path)
+        assert isinstance(view, ShippedSession)
+        facts = parse_side(view.side_log(), path, self.codec)  # type: ignore[arg-type]
+        compactions = [f for f in facts if f.kind == ev.COMPACTION]
+        return compactions[-1] if compactions else None
 
     def view(self, session_id: str) -> ShippedSession:
-        """The shipped session read by the last :meth:`messages` (bytes fetched, requests)."""
+        """The shipped session read by the last page (bytes fetched, requests)."""
         with self._views_lock:
             return self._views[str(self.path(session_id))]
 
@@ -170,7 +160,7 @@ class StoreWorkspace(Workspace):
     def artifacts(self, session_id: str) -> builtins.list[Artifact]:
         """The shipped artifacts, by name; ``path`` is each one's URL."""
         if not is_session_id(session_id):
-            self._existing(session_id)
+            self.existing(session_id)
             return []
         try:
             manifest = self.store.manifest(session_id)
@@ -185,32 +175,9 @@ class StoreWorkspace(Workspace):
 
     # -- writing: not here ---------------------------------------------------
 
-    def _read_only(self, what: str) -> NoReturn:
+    def require_writable(self, what: str) -> NoReturn:
+        """A store is read-only: every change raises."""
         raise StoreError(
             f"{self.url}: a store is read-only ({what}); change the session where it is "
             "recorded, and 'loopscribe ship' brings the change here"
         )
-
-    def create(self, **kwargs: Any) -> Any:
-        """Not possible in a store (read-only)."""
-        self._read_only("create")
-
-    def update(self, session_id: str, **fields: Any) -> SessionSummary:
-        """Not possible in a store (read-only)."""
-        self._read_only("update")
-
-    def set_todos(self, session_id: str, todos: Any) -> SessionSummary:
-        """Not possible in a store (read-only)."""
-        self._read_only("set_todos")
-
-    def compact(self, session_id: str, summary: Any, *, keep_last: int = 0) -> SessionSummary:
-        """Not possible in a store (read-only)."""
-        self._read_only("compact")
-
-    def delete(self, session_id: str) -> None:
-        """Not possible in a store (read-only)."""
-        self._read_only("delete")
-
-    def add_artifact(self, session_id: str, name: str, data: bytes) -> Artifact:
-        """Not possible in a store (read-only)."""
-        self._read_only("add_artifact")
