@@ -297,6 +297,12 @@ def error_type(data: Mapping[str, Any]) -> str | None:
     return None
 
 
+_Parts = tuple[Mapping[str, AttributeValue], int, int, int, int]
+"""A span's attributes, start and end (ns), trace and span IDs, as the bridge built them."""
+_Made = tuple[ReadableSpan, _Parts | None]
+"""A span the bridge made and its parts (``None``: a host's span, handed on as it came)."""
+
+
 # -- per-run state ---------------------------------------------------------------
 
 
@@ -624,7 +630,7 @@ class SpanBridge:
         if not spans:
             return
         emitted = 0
-        for span in spans:
+        for span, _parts in spans:
             try:
                 processor.on_end(span)
             except Exception:
@@ -637,12 +643,15 @@ class SpanBridge:
             self.spans_emitted += emitted
         metrics = self.metrics
         if metrics is not None:
-            for span in spans:
-                metrics.record(span)
+            for span, parts in spans:
+                if parts is None:
+                    metrics.record(span)  # a host's span, as it was handed on
+                else:
+                    metrics.measure(*parts)  # the bridge's own: read nothing back
 
     # -- state machine -------------------------------------------------------
 
-    def _observe(self, record: Record) -> list[ReadableSpan]:
+    def _observe(self, record: Record) -> list[_Made]:
         if record.type == ev.COMPACTION:
             self._compacted.add(record.session_id)
         run_id = record.run_id
@@ -678,7 +687,7 @@ class SpanBridge:
         if host_span_id(execution.id) is not None:
             # A span the host's instrumentation made: emitted as it was handed on.
             run.host = True
-            return [span_from_record_data(record.data)] if record.type == HOST_SPAN else []
+            return [(span_from_record_data(record.data), None)] if record.type == HOST_SPAN else []
         if record.type in _AGENT_LABELLED and execution.parent_id is None:
             # The top-level agent names the run and decides its status.
             run.agent = run.agent or _str(_plain(record.data.get("agent")))
@@ -731,7 +740,7 @@ class SpanBridge:
         run.latest[execution.id] = execution.attempt
         return attempt
 
-    def _close_run(self, run: _Run, record: Record) -> list[ReadableSpan]:
+    def _close_run(self, run: _Run, record: Record) -> list[_Made]:
         end_ns = _ns(record.ts)
         # Newest first, so nested work ends before what contains it.
         still_open = sorted(run.attempts.values(), key=lambda a: a.order, reverse=True)
@@ -760,7 +769,7 @@ class SpanBridge:
         attrs[LS_RUN_ID] = run.run_id
         return attrs
 
-    def _run_span(self, run: _Run, record: Record, end_ns: int) -> ReadableSpan:
+    def _run_span(self, run: _Run, record: Record, end_ns: int) -> _Made:
         attrs = self._common(run, "invoke_agent")
         _put(attrs, AGENT_NAME, run.agent)
         _put(attrs, PROVIDER_NAME, run.provider)
@@ -778,7 +787,7 @@ class SpanBridge:
 
     def _attempt_span(
         self, run: _Run, attempt: _Attempt, end_ns: int, *, incomplete: bool
-    ) -> ReadableSpan:
+    ) -> _Made:
         ex = attempt.execution
         parent = attempt.parent or _parent(run, attempt) or run.span
         operation = _OPERATIONS.get(ex.kind)
@@ -846,7 +855,7 @@ class SpanBridge:
         error_type: str | None,
         *,
         kind: SpanKind = _INTERNAL,
-    ) -> ReadableSpan:
+    ) -> _Made:
         # ReadableSpan skips the SDK's span limits; apply them here.
         # Every value is a str, int, float, bool or tuple of str the bridge
         # built itself, so the SDK's type cleaning has nothing to do; only limits can.
@@ -864,7 +873,8 @@ class SpanBridge:
             )
         # A description could only come from an error message; never set one.
         status = _ERROR_STATUS if error_type else _UNSET_STATUS
-        return ReadableSpan(
+        end_ns = max(start_ns, end_ns)
+        span = ReadableSpan(
             name=name,
             context=context,
             parent=parent,
@@ -874,9 +884,10 @@ class SpanBridge:
             status=status,
             start_time=start_ns,
             # Source clocks can disagree; a span never ends before it starts.
-            end_time=max(start_ns, end_ns),
+            end_time=end_ns,
             instrumentation_scope=self._scope,
         )
+        return span, (bounded, start_ns, end_ns, context.trace_id, context.span_id)
 
 
 class SessionLike(Protocol):
