@@ -254,6 +254,15 @@ _MAX_TYPE_CHARS = 128
 _CLASS_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Timeout", "Cancelled", "Failure")
 
 
+def _label(value: Any) -> str | None:
+    """``_str(_plain(value))``, with the common cases (a string, nothing) first."""
+    if type(value) is str:
+        return value or None
+    if value is None:
+        return None
+    return _str(_plain(value))
+
+
 def _type_name(value: Any) -> str | None:
     """``value`` when it reads as a type name, else ``None``."""
     if isinstance(value, str) and len(value) <= _MAX_TYPE_CHARS and _TYPE_NAME.fullmatch(value):
@@ -365,6 +374,10 @@ class _Run:
     ended: set[tuple[str, int]] = field(default_factory=set)
     started: int = 0
     resumed_at: list[int] = field(default_factory=list)
+    location: str | None = None
+    """``loopscribe.file`` of the run's spans, once known (see ``SpanBridge._location``)."""
+    refs: Callable[[int], str | None] | None = None
+    """References to the run's records by seq, once the location is known."""
     host: bool = False
     """The run holds spans the host's instrumentation made (see ``_host``): no run span."""
 
@@ -501,6 +514,8 @@ class SpanBridge:
         """The host's TracerProvider the bridge is bound to, or ``None``."""
         self._file = None if file_uri is None else to_file_uri(file_uri)
         self._ref_base = (ref_base or os.environ.get(REF_BASE_ENV) or "").rstrip("/") or None
+        self._viewer = self._ref_base is not None and "{" in self._ref_base
+        """References are viewer URLs (a template), which do not name the file."""
         self._files: dict[str, str] = {}
         self._scope = scope()
         self._runs: dict[tuple[str, str], _Run] = {}
@@ -576,34 +591,45 @@ class SpanBridge:
         if self.metrics is not None:
             self.metrics.shutdown()
 
-    @property
-    def _viewer_refs(self) -> bool:
-        """Whether references are viewer URLs (a template), which do not name the file."""
-        return self._ref_base is not None and "{" in self._ref_base
-
     def _location(self, run: _Run) -> str | None:
         """``loopscribe.file``: the shipped location with a store ``ref_base``, else the file."""
+        if run.location is not None:
+            return run.location
         base = self._ref_base
         if base is not None and "{" not in base:
-            return f"{base}/sessions/{run.session_id}"
-        return self._file_of(run)
+            location: str | None = f"{base}/sessions/{run.session_id}"
+        else:
+            location = self._file_of(run)
+        run.location = location  # kept once known: the run's spans all name one file
+        return location
 
     def _refs(self, run: _Run) -> Callable[[int], str | None]:
         """References to a run's records, by seq: in the store, in a viewer, or in the file."""
+        if run.refs is not None:
+            return run.refs
         base = self._ref_base
         if base is not None and "{" in base:
-            return lambda seq: base.format(session_id=run.session_id, seq=seq)
-        location = self._location(run)
-        if location is None:
-            return lambda seq: None
-        prefix = f"{location}#seq="
-        return lambda seq: f"{prefix}{seq}"
+            refs: Callable[[int], str | None] = lambda seq: base.format(  # noqa: E731
+                session_id=run.session_id, seq=seq
+            )
+        else:
+            location = self._location(run)
+            if location is None:
+                return lambda seq: None  # not known yet: the session may be bound later
+            prefix = f"{location}#seq="
+            refs = lambda seq: f"{prefix}{seq}"  # noqa: E731
+        run.refs = refs
+        return refs
 
     def __call__(self, record: Record) -> None:
         """Observe one written Record; end the spans it completes."""
         try:
             with self._lock:
                 spans = self._observe(record)
+                processor = self._processor
+                if spans and processor is not None:
+                    # Counted as handed on now; a span the processor refuses is taken back.
+                    self.spans_emitted += len(spans)
         except Exception:
             with self._lock:
                 self.failed_records += 1
@@ -616,7 +642,6 @@ class SpanBridge:
             return
         # Outside the lock: a processor that records into an observed session
         # must not deadlock the bridge.
-        processor = self._processor
         if processor is None:
             if spans:
                 with self._lock:
@@ -629,18 +654,15 @@ class SpanBridge:
             return
         if not spans:
             return
-        emitted = 0
+        on_end = processor.on_end
         for span, _parts in spans:
             try:
-                processor.on_end(span)
+                on_end(span)
             except Exception:
                 with self._lock:
                     self.dropped_spans += 1
+                    self.spans_emitted -= 1
                 logger.exception("span processor %r failed on span %r", self._processor, span.name)
-            else:
-                emitted += 1
-        with self._lock:
-            self.spans_emitted += emitted
         metrics = self.metrics
         if metrics is not None:
             for span, parts in spans:
@@ -684,21 +706,21 @@ class SpanBridge:
         execution = record.execution
         if execution is None:
             return []
-        if host_span_id(execution.id) is not None:
+        attempt_key = (execution.id, execution.attempt)
+        attempt = run.attempts.get(attempt_key)
+        if attempt is None and host_span_id(execution.id) is not None:
             # A span the host's instrumentation made: emitted as it was handed on.
             run.host = True
             return [(span_from_record_data(record.data), None)] if record.type == HOST_SPAN else []
         if record.type in _AGENT_LABELLED and execution.parent_id is None:
             # The top-level agent names the run and decides its status.
-            run.agent = run.agent or _str(_plain(record.data.get("agent")))
+            run.agent = run.agent or _label(record.data.get("agent"))
             if record.type == ev.AGENT_END:
                 run.error_type = error_type(record.data)
-        attempt_key = (execution.id, execution.attempt)
-        if attempt_key in run.ended:
-            # A late record for a finished attempt (retry_scheduled, message_end).
-            return []
-        attempt = run.attempts.get(attempt_key)
         if attempt is None:
+            if attempt_key in run.ended:
+                # A late record for a finished attempt (retry_scheduled, message_end).
+                return []
             attempt = self._new_attempt(run, record, execution)
             run.attempts[attempt_key] = attempt
             if execution.kind == "model" and record.session_id in self._compacted:
@@ -798,37 +820,48 @@ class SpanBridge:
             kind = _CLIENT
             name = _model_attrs(attrs, attempt, self._refs(run), self._legacy_cache)
             refs = INPUT_MESSAGES_REF in attrs or OUTPUT_MESSAGES_REF in attrs
-            if refs and not self._viewer_refs:
+            if refs and not self._viewer:
                 file = None  # the references name it already
         elif ex.kind == "tool":
             name = span_name("tool", model=None, tool=attempt.tool, agent=None, node=None)
-            _put(attrs, TOOL_NAME, attempt.tool)
+            if attempt.tool is not None:
+                attrs[TOOL_NAME] = attempt.tool
             attrs[TOOL_CALL_ID] = ex.id
-            _put(attrs, TOOL_TYPE, attempt.tool_type)
-            _put(attrs, TOOL_DESCRIPTION, attempt.tool_description)
+            if attempt.tool_type is not None:
+                attrs[TOOL_TYPE] = attempt.tool_type
+            if attempt.tool_description is not None:
+                attrs[TOOL_DESCRIPTION] = attempt.tool_description
             if attempt.mcp:
                 attrs.update(attempt.mcp)
         elif ex.kind == "agent":
             name = span_name("agent", model=None, tool=None, agent=attempt.agent, node=None)
-            _put(attrs, AGENT_NAME, attempt.agent)
-            _put(attrs, PROVIDER_NAME, attempt.provider)
-            _put(attrs, REQUEST_MODEL, attempt.request_model)
+            if attempt.agent is not None:
+                attrs[AGENT_NAME] = attempt.agent
+            if attempt.provider is not None:
+                attrs[PROVIDER_NAME] = attempt.provider
+            if attempt.request_model is not None:
+                attrs[REQUEST_MODEL] = attempt.request_model
         else:
             # Not a GenAI operation: a low-cardinality name and a type backends show.
             name = span_name(ex.kind, model=None, tool=None, agent=None, node=attempt.name)
             attrs[OPENINFERENCE_KIND] = _OPENINFERENCE_KINDS.get(ex.kind, "CHAIN")
         attrs[LS_EXECUTION_ID] = ex.id
         attrs[LS_EXECUTION_KIND] = ex.kind
-        _put(attrs, LS_PARENT_ID, ex.parent_id)
+        if ex.parent_id is not None:
+            attrs[LS_PARENT_ID] = ex.parent_id
         attrs[LS_ATTEMPT] = ex.attempt
         attrs[LS_SEQ_FIRST] = attempt.seq_first
         attrs[LS_SEQ_LAST] = attempt.seq_last
-        _put(attrs, LS_FILE, file)
-        _put(attrs, LS_SOURCE_FILE, attempt.source_file)
-        _put(attrs, LS_SOURCE_LINE, attempt.source_line)
+        if file is not None:
+            attrs[LS_FILE] = file
+        if attempt.source_file is not None:
+            attrs[LS_SOURCE_FILE] = attempt.source_file
+        if attempt.source_line is not None:
+            attrs[LS_SOURCE_LINE] = attempt.source_line
         if incomplete:
             attrs[LS_INCOMPLETE] = True
-        _put(attrs, ERROR_TYPE, attempt.error_type)
+        if attempt.error_type is not None:
+            attrs[ERROR_TYPE] = attempt.error_type
         if attempt.conversation is not None:
             # The sub-agent's own conversation; session.id stays the session's.
             attrs[CONVERSATION_ID] = attempt.conversation
@@ -860,9 +893,8 @@ class SpanBridge:
         # Every value is a str, int, float, bool or tuple of str the bridge
         # built itself, so the SDK's type cleaning has nothing to do; only limits can.
         limits = self._limits
-        if limits.max_span_attribute_length is None and (
-            limits.max_span_attributes is None or len(attrs) <= limits.max_span_attributes
-        ):
+        most = limits.max_span_attributes
+        if limits.max_span_attribute_length is None and (most is None or len(attrs) <= most):
             bounded: Mapping[str, AttributeValue] = attrs
         else:
             bounded = BoundedAttributes(
@@ -1046,12 +1078,12 @@ def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
     if kind in _MODEL_LABELLED:
         # Later records refine earlier ones: a router's choice wins over the
         # model the call started with.
-        attempt.request_model = _str(_plain(data.get("model"))) or attempt.request_model
+        attempt.request_model = _label(data.get("model")) or attempt.request_model
         attempt.provider = provider_name(_plain(data.get("provider"))) or attempt.provider
         stream = _plain(data.get("stream"))
         if isinstance(stream, bool):
             attempt.stream = stream
-        address = _str(_plain(data.get("server_address")))
+        address = _label(data.get("server_address"))
         if address is not None:
             attempt.server_address = address
             attempt.server_port = _count(_plain(data.get("server_port")))
@@ -1078,9 +1110,9 @@ def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
         attempt.usage = labels.usage
         attempt.finish_reasons = _finish_reason(data, labels.message)
     elif kind in _TOOL_LABELLED:
-        attempt.tool = _str(_plain(data.get("tool"))) or attempt.tool
-        attempt.tool_type = _str(_plain(data.get("tool_type"))) or attempt.tool_type
-        attempt.tool_description = _str(_plain(data.get("description"))) or attempt.tool_description
+        attempt.tool = _label(data.get("tool")) or attempt.tool
+        attempt.tool_type = _label(data.get("tool_type")) or attempt.tool_type
+        attempt.tool_description = _label(data.get("description")) or attempt.tool_description
         mcp = _plain(data.get("mcp"))
         if isinstance(mcp, Mapping) and attempt.mcp is None:
             attempt.mcp = {
@@ -1089,9 +1121,9 @@ def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
                 if (value := _str(mcp.get(key))) is not None
             }
     elif kind in _AGENT_LABELLED:
-        attempt.agent = attempt.agent or _str(_plain(data.get("agent")))
+        attempt.agent = attempt.agent or _label(data.get("agent"))
         if kind == ev.AGENT_START and attempt.execution.parent_id is not None:
-            own = _str(_plain(data.get("conversation_id"))) or _str(_plain(data.get("agent_id")))
+            own = _label(data.get("conversation_id")) or _label(data.get("agent_id"))
             attempt.conversation = own or attempt.conversation
     if attempt.execution.kind == "model":
         known = (attempt.provider is not None, attempt.request_model is not None)

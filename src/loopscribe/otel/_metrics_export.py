@@ -408,10 +408,10 @@ class MetricsAggregator:
     ) -> bool:
         """Add a span's values along its plan; ``False`` (nothing added) if a value is off."""
         checks, series = plan
-        for source, seconds in checks:
-            value = attrs[source]
-            kind = type(value)
-            if not ((kind is int or (seconds and kind is float)) and 0 <= value < _INT64):
+        for key, seconds in checks:
+            count = attrs[key]
+            kind = type(count)
+            if not ((kind is int or (seconds and kind is float)) and 0 <= count < _INT64):
                 return False  # not a count: the generic path leaves it out
         duration = (end - start) / 1e9 if end > start else 0.0
         bisect_left = bisect.bisect_left
@@ -466,8 +466,7 @@ def _copy(s: _Series) -> _Series:
 
 def _point(spec: _Instrument, labels: Labels, start: int, end: int, s: _Series) -> Any:
     exemplars = [
-        Exemplar({}, value, at, span, trace)
-        for value, at, trace, span in filter(None, s.exemplars)
+        Exemplar({}, value, at, span, trace) for value, at, trace, span in filter(None, s.exemplars)
     ]
     if spec.counter:
         latest = max(exemplars, key=lambda e: e.time_unix_nano)
