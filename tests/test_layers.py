@@ -47,6 +47,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
             {
                 "_source",
                 "_reader",
+                "_attempts",
                 "_verify",
                 "_bus",
                 "_scope",

@@ -37,6 +37,7 @@ from typing import Any, Literal
 import orjson
 
 from . import events as ev
+from ._attempts import ENDED, LATE, AttemptFold, Key
 from ._cost import ZERO, Cost, call_cost
 from ._errors import FormatError
 from ._fields import TokenUsage, node_name, plain, response_labels, span_name, text
@@ -47,7 +48,6 @@ from ._reader import to_record
 from ._runnames import run_names
 from ._safeopen import open_session_file
 from ._scope import AgentScopes
-from .otel._bridge import TERMINAL_TYPES, error_type
 from .otel._ids import parse_traceparent, run_span_id, span_id, trace_id
 
 __all__ = ["Bar", "BarState", "RunTimeline", "SessionTimeline", "load_timeline"]
@@ -62,6 +62,7 @@ _ERRORS_LISTED = 500
 _PROMPT_LOOKBACK = 200
 """Committed messages read back at most for an imported call's prompt preview."""
 _INPUT_TYPES = frozenset({ev.MODEL_REQUEST, ev.TOOL_EXEC_START, ev.TOOL_INVOKE_START})
+_AGENT_TYPES = frozenset({ev.AGENT_START, ev.AGENT_END})
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -200,7 +201,8 @@ class RunTimeline:
     bars: dict[tuple[str, int], Bar] = field(default_factory=dict)
     records: list[int] = field(default_factory=list)
     """Seqs of the run's records outside any execution (run_start, checkpoints, ...)."""
-    latest: dict[str, int] = field(default_factory=dict)
+    fold: AttemptFold[Bar] | None = None
+    """The run's execution attempts as they come (see ``_attempts``): each new one a bar."""
     by_span: dict[int, tuple[str, int]] = field(default_factory=dict)
     commits: bool = False
     """The run has ``message_end`` records: its host commits messages."""
@@ -778,28 +780,30 @@ class SessionTimeline:
             if record.type == ev.RUN_CLOSE:
                 self._close_run(run, record)
             return
-        if record.type in (ev.AGENT_START, ev.AGENT_END) and execution.parent_id is None:
-            run.agent = run.agent or text(plain(record.data.get("agent")))
-            if record.type == ev.AGENT_END:
-                run.error_type = error_type(record.data)
-        key = (execution.id, execution.attempt)
-        bar = run.bars.get(key)
-        if bar is None:
-            bar = self._new_bar(run, record, execution)
+        fold = run.fold
+        if fold is None:
+            fold = run.fold = self._fold(run)
+        bar, step = fold.feed(record, execution)
+        if record.type in _AGENT_TYPES and execution.parent_id is None:
+            run.agent, run.error_type = fold.agent, fold.error_type
+        if bar is None or step == LATE:
+            # A late record (retry_scheduled, message_end): listed, not timed.
+            late = run.bars.get((execution.id, execution.attempt))
+            if late is not None:
+                late.seqs.append(record.seq)
+                if record.type == ev.MESSAGE_END:
+                    late.committed = True
+            return
         bar.seqs.append(record.seq)
         if record.type == ev.MESSAGE_END:
             bar.committed = True
-        if bar.state != "open":
-            return  # a late record (retry_scheduled, message_end): listed, not timed
-        bar.seq_last = record.seq
         bar.absorb(record)
         if record.type in _INPUT_TYPES:
             if bar.input_seq is None:
                 bar.input_seq = record.seq
-        elif record.type in TERMINAL_TYPES:
+        elif step == ENDED:  # its terminal record
             bar.end = record.ts
             bar.end_seq = record.seq
-            bar.error_type = error_type(record.data)
             bar.state = "error" if bar.error_type else "ok"
 
     def _new_run(self, record: Record) -> RunTimeline:
@@ -822,21 +826,24 @@ class SessionTimeline:
             last_ts=record.ts,
         )
 
-    def _new_bar(self, run: RunTimeline, record: Record, execution: Execution) -> Bar:
+    def _fold(self, run: RunTimeline) -> AttemptFold[Bar]:
+        def start(record: Record, execution: Execution, parent: Key | None) -> Bar:
+            return self._new_bar(run, record, execution, parent)
+
+        return AttemptFold(start)
+
+    def _new_bar(
+        self, run: RunTimeline, record: Record, execution: Execution, parent: Key | None
+    ) -> Bar:
         sid = span_id(run.session_id, run.run_id, execution.id, execution.attempt)
-        parent = run.span_id
-        if execution.parent_id is not None and execution.parent_id in run.latest:
-            psid = span_id(
-                run.session_id, run.run_id, execution.parent_id, run.latest[execution.parent_id]
-            )
-            parent = run.span_id if psid == sid else psid
-        bar = Bar(execution, sid, parent, self._order, record.ts, record.seq, record.seq)
+        # A parent not seen (yet) is the run: a bar's row is drawn when it starts.
+        psid = run.span_id if parent is None else span_id(run.session_id, run.run_id, *parent)
+        bar = Bar(execution, sid, psid, self._order, record.ts, record.seq, record.seq)
         self._order += 1
         for earlier in range(1, execution.attempt):
             previous = run.bars.get((execution.id, earlier))
             if previous is not None:
                 previous.retried = True
-        run.latest[execution.id] = execution.attempt
         run.bars[bar.key] = bar
         run.by_span[sid] = bar.key
         return bar
@@ -844,11 +851,9 @@ class SessionTimeline:
     @staticmethod
     def _close_run(run: RunTimeline, record: Record) -> None:
         run.end = record.ts
-        for bar in run.bars.values():
-            if bar.state == "open":
-                bar.state = "incomplete"
-                bar.end = record.ts
-                bar.seq_last = record.seq
+        for bar in [] if run.fold is None else run.fold.close(record.seq):
+            bar.state = "incomplete"
+            bar.end = record.ts
 
     # -- views ---------------------------------------------------------------------
 

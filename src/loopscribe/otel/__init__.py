@@ -31,7 +31,8 @@ exported.
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from ._bridge import TERMINAL_TYPES, SpanBridge, replay, to_file_uri
+from .._attempts import TERMINAL_TYPES
+from ._bridge import SpanBridge, replay, to_file_uri
 from ._export import (
     OTLPJsonFileExporter,
     default_export_path,

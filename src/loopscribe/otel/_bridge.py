@@ -82,6 +82,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 from opentelemetry.util.types import AttributeValue
 
 from .. import events as ev
+from .._attempts import ENDED, LATE, AttemptFold, Key
 from .._fields import (
     RequestParams,
     node_name,
@@ -107,18 +108,6 @@ if TYPE_CHECKING:
     from ._metrics_export import EmbeddedMetrics
 
 logger = logging.getLogger("loopscribe.otel")
-
-TERMINAL_TYPES: Final = frozenset(
-    {
-        ev.MODEL_EXEC_END,
-        ev.TOOL_EXEC_END,
-        ev.TURN_END,
-        ev.AGENT_END,
-        ev.CONTEXT_TRANSFORM_END,
-        ev.GUARDRAIL_END,
-    }
-)
-"""Record types that end their execution attempt's span."""
 
 # Attribute keys. Spelled out rather than imported from the semantic-conventions
 # package, whose GenAI constants are deprecated there (and warn) as they move.
@@ -176,8 +165,6 @@ LS_INCOMPLETE = "loopscribe.incomplete"
 LS_SOURCE_FILE = "loopscribe.source.file"
 LS_SOURCE_LINE = "loopscribe.source.line"
 
-OTHER_ERROR = "_OTHER"
-"""``error.type`` when a failure carries no usable type (the conventions' fallback)."""
 
 _MODEL_LABELLED: Final = frozenset({ev.MODEL_EXEC_START, ev.MODEL_ROUTE, ev.MODEL_REQUEST})
 """Records that name a call's model, provider and server."""
@@ -247,13 +234,6 @@ def _finish_reason(data: Mapping[str, Any], message: Any) -> tuple[str, ...]:
     return ()
 
 
-_TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}(?:\.[A-Za-z_][A-Za-z0-9_]{0,63}){0,7}")
-"""A class name (``TimeoutError``, ``openai.RateLimitError``) or a provider's error type
-(``invalid_request_error``); anything else is free text and stays in the file."""
-_MAX_TYPE_CHARS = 128
-_CLASS_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Timeout", "Cancelled", "Failure")
-
-
 def _label(value: Any) -> str | None:
     """``_str(_plain(value))``, with the common cases (a string, nothing) first."""
     if type(value) is str:
@@ -261,49 +241,6 @@ def _label(value: Any) -> str | None:
     if value is None:
         return None
     return _str(_plain(value))
-
-
-def _type_name(value: Any) -> str | None:
-    """``value`` when it reads as a type name, else ``None``."""
-    if isinstance(value, str) and len(value) <= _MAX_TYPE_CHARS and _TYPE_NAME.fullmatch(value):
-        return value
-    return None
-
-
-def _http_status(value: Any) -> str | None:
-    """An HTTP error status (400-599) as the conventions write it: ``"503"``."""
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and 400 <= value <= 599:
-        return str(value)
-    return None
-
-
-def error_type(data: Mapping[str, Any]) -> str | None:
-    """The failure's type, never its message; ``None`` when nothing failed.
-
-    A bounded, low-cardinality value: a class or error-type name, an HTTP
-    status, or ``_OTHER``. A host that hands a message as the error (a string,
-    or a mapping whose ``type`` is free text) gets ``_OTHER``; the text stays
-    in the file.
-    """
-    error = _plain(data.get("error"))
-    if error is not None and error is not False:
-        if isinstance(error, str):
-            # A bare string is a type only when it looks like an exception class.
-            name = _type_name(error)
-            return name if name and name.endswith(_CLASS_SUFFIXES) else OTHER_ERROR
-        named = _type_name(_get(error, "type"))
-        if named is not None:
-            return named
-        for key in ("status_code", "status", "code"):
-            status = _http_status(_get(error, key))
-            if status is not None:
-                return status
-        return OTHER_ERROR
-    if data.get("is_error") is True:
-        return OTHER_ERROR
-    return None
 
 
 _Parts = tuple[Mapping[str, AttributeValue], int, int, int, int]
@@ -365,13 +302,10 @@ class _Run:
     host_parent: SpanContext | None
     start_ns: int
     seq_first: int
-    agent: str | None = None
+    fold: AttemptFold[_Attempt] = field(init=False)
+    """The run's execution attempts: the open ones, the latest of each execution."""
     provider: str | None = None
     model: str | None = None
-    error_type: str | None = None
-    attempts: dict[tuple[str, int], _Attempt] = field(default_factory=dict)
-    latest: dict[str, int] = field(default_factory=dict)
-    ended: set[tuple[str, int]] = field(default_factory=set)
     started: int = 0
     resumed_at: list[int] = field(default_factory=list)
     location: str | None = None
@@ -706,41 +640,37 @@ class SpanBridge:
         execution = record.execution
         if execution is None:
             return []
-        attempt_key = (execution.id, execution.attempt)
-        attempt = run.attempts.get(attempt_key)
-        if attempt is None and host_span_id(execution.id) is not None:
+        fold = run.fold
+        if (execution.id, execution.attempt) not in fold.open and host_span_id(
+            execution.id
+        ) is not None:
             # A span the host's instrumentation made: emitted as it was handed on.
             run.host = True
             return [(span_from_record_data(record.data), None)] if record.type == HOST_SPAN else []
-        if record.type in _AGENT_LABELLED and execution.parent_id is None:
-            # The top-level agent names the run and decides its status.
-            run.agent = run.agent or _label(record.data.get("agent"))
-            if record.type == ev.AGENT_END:
-                run.error_type = error_type(record.data)
-        if attempt is None:
-            if attempt_key in run.ended:
-                # A late record for a finished attempt (retry_scheduled, message_end).
-                return []
-            attempt = self._new_attempt(run, record, execution)
-            run.attempts[attempt_key] = attempt
-            if execution.kind == "model" and record.session_id in self._compacted:
-                self._compacted.discard(record.session_id)
-                attempt.compacted = True
-        attempt.seq_last = record.seq
-        _update(run, attempt, record)
-        if record.type not in TERMINAL_TYPES:
+        attempt, step = fold.feed(record, execution)
+        if attempt is None or step == LATE:
+            # A late record for a finished attempt (retry_scheduled, message_end).
             return []
-        del run.attempts[attempt_key]
-        run.ended.add(attempt_key)
+        _update(run, attempt, record)
+        if step != ENDED:
+            return []
         return [self._attempt_span(run, attempt, _ns(record.ts), incomplete=False)]
 
     def _new_run(self, record: Record, host: SpanContext | None) -> _Run:
         session_id, run_id = record.session_id, record.run_id or ""
         tid = trace_id(session_id, run_id) if host is None else host.trace_id
         own = SpanContext(tid, run_span_id(session_id, run_id), False, _SAMPLED)
-        return _Run(session_id, run_id, tid, own, host, _ns(record.ts), record.seq)
+        run = _Run(session_id, run_id, tid, own, host, _ns(record.ts), record.seq)
 
-    def _new_attempt(self, run: _Run, record: Record, execution: Execution) -> _Attempt:
+        def start(record: Record, execution: Execution, parent: Key | None) -> _Attempt:
+            return self._new_attempt(run, record, execution, parent)
+
+        run.fold = AttemptFold(start)
+        return run
+
+    def _new_attempt(
+        self, run: _Run, record: Record, execution: Execution, parent: Key | None
+    ) -> _Attempt:
         attempt = _Attempt(
             execution=execution,
             span_id=span_id(run.session_id, run.run_id, execution.id, execution.attempt),
@@ -752,25 +682,22 @@ class SpanBridge:
         run.started += 1
         # Resolve the parent while it is running; if it has not appeared yet,
         # try again when this attempt ends.
-        attempt.parent = _parent(run, attempt)
-        parent_id = execution.parent_id
-        if parent_id is not None:
-            number = run.latest.get(parent_id)
-            running = None if number is None else run.attempts.get((parent_id, number))
-            if running is not None:
-                attempt.conversation = running.conversation
-        run.latest[execution.id] = execution.attempt
+        attempt.parent = _parent_span(run, execution, parent)
+        running = None if parent is None else run.fold.open.get(parent)
+        if running is not None:
+            attempt.conversation = running.conversation
+        if execution.kind == "model" and record.session_id in self._compacted:
+            self._compacted.discard(record.session_id)
+            attempt.compacted = True
         return attempt
 
     def _close_run(self, run: _Run, record: Record) -> list[_Made]:
         end_ns = _ns(record.ts)
-        # Newest first, so nested work ends before what contains it.
-        still_open = sorted(run.attempts.values(), key=lambda a: a.order, reverse=True)
+        # seq.last always names the record that ended the span, here run_close:
+        # an exporter resuming from a seq cursor must not skip this span.
+        still_open = run.fold.close(record.seq)
         spans = []
-        for attempt in still_open:
-            # seq.last always names the record that ended the span, here run_close:
-            # an exporter resuming from a seq cursor must not skip this span.
-            attempt.seq_last = record.seq
+        for attempt in reversed(still_open):  # newest first: nested work ends before its parent
             spans.append(self._attempt_span(run, attempt, end_ns, incomplete=True))
         if not run.host:
             spans.append(self._run_span(run, record, end_ns))
@@ -793,25 +720,26 @@ class SpanBridge:
 
     def _run_span(self, run: _Run, record: Record, end_ns: int) -> _Made:
         attrs = self._common(run, "invoke_agent")
-        _put(attrs, AGENT_NAME, run.agent)
+        agent, error = run.fold.agent, run.fold.error_type
+        _put(attrs, AGENT_NAME, agent)
         _put(attrs, PROVIDER_NAME, run.provider)
         _put(attrs, REQUEST_MODEL, run.model)
         attrs[LS_SEQ_FIRST] = run.seq_first
         attrs[LS_SEQ_LAST] = record.seq
         _put(attrs, LS_FILE, self._location(run))
-        _put(attrs, ERROR_TYPE, run.error_type)
+        _put(attrs, ERROR_TYPE, error)
         if run.resumed_at:
             attrs["loopscribe.run.resumed_at_seq"] = tuple(run.resumed_at)
-        name = f"invoke_agent {run.agent}" if run.agent else "invoke_agent"
-        return self._span(
-            name, run.span, run.host_parent, attrs, run.start_ns, end_ns, run.error_type
-        )
+        name = f"invoke_agent {agent}" if agent else "invoke_agent"
+        return self._span(name, run.span, run.host_parent, attrs, run.start_ns, end_ns, error)
 
     def _attempt_span(
         self, run: _Run, attempt: _Attempt, end_ns: int, *, incomplete: bool
     ) -> _Made:
         ex = attempt.execution
-        parent = attempt.parent or _parent(run, attempt) or run.span
+        parent = attempt.parent
+        if parent is None:  # its parent had not appeared when it started: as things stand now
+            parent = _parent_span(run, ex, run.fold.parent(ex)) or run.span
         operation = _OPERATIONS.get(ex.kind)
         attrs = self._common(run, operation)
         file = self._location(run)
@@ -1030,25 +958,17 @@ def _put(attrs: dict[str, AttributeValue], key: str, value: str | int | float | 
         attrs[key] = value
 
 
-def _parent(run: _Run, attempt: _Attempt) -> SpanContext | None:
-    """The latest attempt seen of the parent execution, or ``None`` if none was seen.
-
-    An execution without ``parent_id`` belongs directly under the run span.
-    """
-    parent_id = attempt.execution.parent_id
-    if parent_id is None:
-        return run.span
-    parent_attempt = run.latest.get(parent_id)
-    if parent_attempt is None:
-        return None
-    running = run.attempts.get((parent_id, parent_attempt))
+def _parent_span(run: _Run, execution: Execution, parent: Key | None) -> SpanContext | None:
+    """The span of ``parent`` (the fold's); the run's span when the execution hangs from the
+    run; ``None`` while no attempt of its parent has been seen."""
+    if parent is None:
+        return run.span if run.fold.seen_parent(execution) else None
+    running = run.fold.open.get(parent)
     sid = (
-        span_id(run.session_id, run.run_id, parent_id, parent_attempt)
+        span_id(run.session_id, run.run_id, *parent)
         if running is None
         else running.span_id  # derived already, when the parent started
     )
-    if sid == attempt.span_id:
-        return run.span
     return SpanContext(run.trace_id, sid, False, _SAMPLED)
 
 
@@ -1131,8 +1051,6 @@ def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
             # Tell the enclosing agents once per newly known label, not on every record.
             attempt.informed = known
             _inform_agents(run, attempt)
-    if kind in TERMINAL_TYPES:
-        attempt.error_type = error_type(data)
 
 
 def _inform_agents(run: _Run, model: _Attempt) -> None:
@@ -1143,8 +1061,8 @@ def _inform_agents(run: _Run, model: _Attempt) -> None:
     seen: set[str] = set()
     while parent_id is not None and parent_id not in seen:
         seen.add(parent_id)
-        number = run.latest.get(parent_id)
-        parent = None if number is None else run.attempts.get((parent_id, number))
+        number = run.fold.latest.get(parent_id)
+        parent = None if number is None else run.fold.open.get((parent_id, number))
         if parent is None:
             return
         if parent.execution.kind == "agent":
