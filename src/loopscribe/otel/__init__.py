@@ -32,6 +32,7 @@ exported.
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from .._attempts import TERMINAL_TYPES
+from .._deferred import provided
 from ._bridge import SpanBridge, replay, to_file_uri
 from ._export import (
     OTLPJsonFileExporter,
@@ -55,7 +56,6 @@ from ._otlp import encode_otlp_json, encode_otlp_protobuf
 from ._resource import default_resource
 
 if _TYPE_CHECKING:
-    from ..intake import OffloadingProcessor
     from ._file_metrics import export_metrics
     from ._metrics_export import (
         EmbeddedMetrics,
@@ -125,11 +125,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    # The intake reads foreign spans; imported when first used, not with the bridge.
     if name == "OffloadingProcessor":
-        from ..intake import OffloadingProcessor
-
-        return OffloadingProcessor
+        # The intake's (a way in, a layer above): loaded by what the package facade
+        # registered, so that this package never imports the intake itself.
+        return provided(__name__, name)
     if name == "export_metrics":
         from ._file_metrics import export_metrics
 
