@@ -32,8 +32,8 @@ exported.
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from .._attempts import TERMINAL_TYPES
-from .._deferred import provided
-from ._bridge import SpanBridge, replay, to_file_uri
+from .._deferred import provided as _provided
+from ._bridge import SpanBridge, to_file_uri
 from ._export import (
     OTLPJsonFileExporter,
     default_export_path,
@@ -53,6 +53,7 @@ from ._metrics import (
     span_measurements,
 )
 from ._otlp import encode_otlp_json, encode_otlp_protobuf
+from ._replay import replay
 from ._resource import default_resource
 
 if _TYPE_CHECKING:
@@ -128,7 +129,7 @@ def __getattr__(name: str) -> object:
     if name == "OffloadingProcessor":
         # The intake's (a way in, a layer above): loaded by what the package facade
         # registered, so that this package never imports the intake itself.
-        return provided(__name__, name)
+        return _provided(__name__, name)
     if name == "export_metrics":
         from ._file_metrics import export_metrics
 
