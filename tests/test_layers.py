@@ -67,6 +67,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_sidelog",
                 "_backread",
                 "_timeline",
+                "_bars",
+                "_run_timeline",
                 "_runnames",
                 "_preview",
                 "live",
