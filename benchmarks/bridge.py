@@ -57,7 +57,7 @@ attempts to a closed loopback port. Every processor, exporter and thread the
 benchmark starts is shut down before it returns.
 
 Run: ``.venv/bin/python benchmarks/bridge.py [--turns N] [--reps N] [--profile]
-[--only model-call]``
+[--only model-call|spans]``
 """
 
 from __future__ import annotations
@@ -1279,7 +1279,9 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=200, help="model calls per pass (6.)")
     parser.add_argument("--profile", action="store_true", help="cProfile the bridge")
     parser.add_argument(
-        "--only", choices=("model-call",), help="run one section: 6. a live model call"
+        "--only",
+        choices=("model-call", "spans"),
+        help="run one section: 6. a live model call, or 2. per span against the SDK tracer",
     )
     args = parser.parse_args()
 
@@ -1289,6 +1291,11 @@ def main() -> int:
             met = bench_model_call(folder, args.calls, args.reps, profile=args.profile)
         return 0 if met else 1
     events = build_events(args.turns)
+    if args.only == "spans":
+        with environ(dict.fromkeys(_OTLP_VARIABLES)), scratch_dir() as folder:
+            ref = reference(folder, events)
+            met = bench_spans(ref, max(15, 2 * args.reps), profile=args.profile)
+        return 0 if met else 1
     # Sections 1-3 must not reach any collector the environment names.
     with environ(dict.fromkeys(_OTLP_VARIABLES)), scratch_dir() as folder:
         ref = reference(folder, events)

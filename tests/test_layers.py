@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_gc",
                 "_home",
                 "_locks",
+                "_deferred",
             }
         ),
     ),
@@ -47,6 +48,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
             {
                 "_source",
                 "_reader",
+                "_attempts",
                 "_verify",
                 "_bus",
                 "_scope",
@@ -68,6 +70,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_sidelog",
                 "_backread",
                 "_timeline",
+                "_bars",
+                "_run_timeline",
                 "_runnames",
                 "_preview",
                 "live",
@@ -82,21 +86,6 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ),
     ("ways in", frozenset({"adapters", "importers", "intake", "instrument"})),
     ("faces", frozenset({"viewer", "cli", "__main__", "__init__"})),
-)
-
-# Known departures, each to be removed as the code is moved; the test fails on any other
-# (and on an entry here that no longer happens, so the list only shrinks).
-ALLOWED: frozenset[tuple[str, str]] = frozenset(
-    {
-        # loopscribe.otel.OffloadingProcessor, kept importable, lives in the intake.
-        ("loopscribe.otel", "loopscribe.intake"),
-    }
-)
-# Imports that close a circle, dropped before looking for circles (same rule as above).
-ALLOWED_EDGES: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("loopscribe.otel", "loopscribe.intake"),
-    }
 )
 
 
@@ -183,27 +172,20 @@ def _private(name: str) -> bool:
 def test_every_import_points_down_and_no_private_name_crosses_a_package() -> None:
     modules = _modules()
     problems = []
-    used = set()
     for module, path in modules.items():
         mine = _layer(module)
         where = path.relative_to(ROOT.parent)
         for target, names, line, _runs in _imports(module, path):
             for full in _targets(target, names, modules):
                 theirs = _layer(full)
-                if theirs > mine and (module, full) in ALLOWED:
-                    used.add((module, full))
-                elif theirs > mine:
+                if theirs > mine:
                     problems.append(
                         f"{where}:{line}: {LAYERS[mine][0]} imports {LAYERS[theirs][0]} ({full})"
                     )
             if _package(target, modules) != _package(module, modules):
-                crossing = [n for n in names if _private(n)]
-                for name in crossing:
-                    if (module, f"{target}.{name}") in ALLOWED:
-                        used.add((module, f"{target}.{name}"))
-                    else:
+                for name in names:
+                    if _private(name):
                         problems.append(f"{where}:{line}: takes private {name} from {target}")
-    problems += [f"ALLOWED lists {a} -> {b}, which no longer happens" for a, b in ALLOWED - used]
     assert not problems, "\n".join(problems)
 
 
@@ -211,15 +193,12 @@ def test_no_module_imports_itself_in_a_circle() -> None:
     """No import at run time closes a circle (typing-only imports aside)."""
     modules = _modules()
     edges: dict[str, set[str]] = {m: set() for m in modules}
-    used: set[tuple[str, str]] = set()
     for module, path in modules.items():
         for target, names, _line, runs in _imports(module, path):
             if not runs:
                 continue  # an annotation's import: no circle at run time
             for full in _targets(target, names, modules):
-                if (module, full) in ALLOWED_EDGES:
-                    used.add((module, full))
-                elif full in modules and full != module:
+                if full in modules and full != module:
                     edges[module].add(full)
     # A package's __init__ re-exports its own modules: an edge into a package from
     # inside it is an edge to the module that defines the name, not a circle.
@@ -241,8 +220,4 @@ def test_no_module_imports_itself_in_a_circle() -> None:
     for module in sorted(edges):
         if module not in state:
             visit(module, [])
-    circles += [
-        f"ALLOWED_EDGES lists {a} -> {b}, which no longer happens"
-        for a, b in (ALLOWED_EDGES - used)
-    ]
     assert not circles, "\n".join(circles)

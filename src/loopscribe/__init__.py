@@ -9,6 +9,7 @@ from typing import IO as _IO
 
 from . import events
 from ._codec import Codec
+from ._deferred import provide as _provide
 from ._errors import (
     CorruptRecordError,
     DecodeError,
@@ -72,6 +73,17 @@ def _open_store_url(url: str) -> _IO[bytes]:
 
 
 _set_url_opener(_open_store_url)
+
+
+def _offloading_processor() -> object:
+    # loopscribe.otel offers the intake's processor where users import it from; the
+    # intake (a way in) is a layer above otel, so the import is made here, on first use.
+    from .intake import OffloadingProcessor
+
+    return OffloadingProcessor
+
+
+_provide("loopscribe.otel", "OffloadingProcessor", _offloading_processor)
 
 __version__ = "0.1.0"
 

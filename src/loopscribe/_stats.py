@@ -301,7 +301,7 @@ def _streamed(path: str | os.PathLike[str], top: int, cost: bool) -> SessionStat
                 run = self.runs[run_id]
                 self.done[run_id] = run_stats(run, top=top, cost=cost)
                 # What only the viewer reads: none of it counts toward the numbers.
-                run.bars, run.by_span, run.latest, run.records = {}, {}, {}, []
+                run.bars, run.by_span, run.fold, run.records = {}, {}, None, []
                 run.committed = run.committed[:0]
                 self.request_scopes.clear()
                 self.scoped_commits.clear()

@@ -27,7 +27,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from loopscribe.cli import main
-from loopscribe.otel import OffloadingProcessor, replay, span_record_data
+from loopscribe.intake import OffloadingProcessor
+from loopscribe.otel import replay, span_record_data
 
 from ..otlp_receiver import Received, http_receiver
 

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from loopscribe.otel import OffloadingProcessor
+from loopscribe.intake import OffloadingProcessor
 
 from ._support import EMBEDDED, FakeOpenAI, conversation, session_files
 

@@ -31,7 +31,9 @@ exported.
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from ._bridge import TERMINAL_TYPES, SpanBridge, replay, to_file_uri
+from .._attempts import TERMINAL_TYPES
+from .._deferred import provided as _provided
+from ._bridge import SpanBridge, to_file_uri
 from ._export import (
     OTLPJsonFileExporter,
     default_export_path,
@@ -51,10 +53,10 @@ from ._metrics import (
     span_measurements,
 )
 from ._otlp import encode_otlp_json, encode_otlp_protobuf
+from ._replay import replay
 from ._resource import default_resource
 
 if _TYPE_CHECKING:
-    from ..intake import OffloadingProcessor
     from ._file_metrics import export_metrics
     from ._metrics_export import (
         EmbeddedMetrics,
@@ -124,11 +126,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    # The intake reads foreign spans; imported when first used, not with the bridge.
     if name == "OffloadingProcessor":
-        from ..intake import OffloadingProcessor
-
-        return OffloadingProcessor
+        # The intake's (a way in, a layer above): loaded by what the package facade
+        # registered, so that this package never imports the intake itself.
+        return _provided(__name__, name)
     if name == "export_metrics":
         from ._file_metrics import export_metrics
 

@@ -62,138 +62,80 @@ a gap.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from opentelemetry import metrics as metrics_api
 from opentelemetry import trace as trace_api
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor, TracerProvider
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from .. import events as ev
+from .._attempts import ENDED, LATE, AttemptFold, Key
 from .._fields import (
-    RequestParams,
-    node_name,
-    provider_name,
-    request_params,
-    response_labels,
     span_name,
 )
-from .._fields import TokenUsage as _Usage
-from .._fields import count as _count
-from .._fields import field as _get
-from .._fields import plain as _plain
-from .._fields import text as _str
-from .._format import parse_ts
 from .._model import Execution, Record
-from .._reader import read
+from ._attributes import (
+    AGENT_NAME,
+    CONVERSATION_ID,
+    ERROR_TYPE,
+    INPUT_MESSAGES_REF,
+    LS_ATTEMPT,
+    LS_EXECUTION_ID,
+    LS_EXECUTION_KIND,
+    LS_FILE,
+    LS_INCOMPLETE,
+    LS_PARENT_ID,
+    LS_RUN_ID,
+    LS_SEQ_FIRST,
+    LS_SEQ_LAST,
+    LS_SOURCE_FILE,
+    LS_SOURCE_LINE,
+    OPENINFERENCE_KIND,
+    OPERATION_NAME,
+    OUTPUT_MESSAGES_REF,
+    PROVIDER_NAME,
+    REQUEST_MODEL,
+    SESSION_ID,
+    TOOL_CALL_ID,
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    TOOL_TYPE,
+    _model_attrs,
+    _put,
+)
 from ._host import HOST_SPAN, span_from_record_data
 from ._ids import host_span_id, parse_traceparent, run_span_id, span_id, trace_id
-from ._metrics import OTHER_PROVIDER, GenAIMetrics, host_meter_provider, semconv_mode
+from ._metrics import GenAIMetrics, host_meter_provider, semconv_mode
 from ._resource import default_resource, hashed, scope
+from ._run_state import (
+    _OPERATIONS,
+    _SAMPLED,
+    _Attempt,
+    _ns,
+    _parent_span,
+    _resume_from,
+    _Run,
+    _update,
+)
 
 if TYPE_CHECKING:
     from ._metrics_export import EmbeddedMetrics
 
 logger = logging.getLogger("loopscribe.otel")
 
-TERMINAL_TYPES: Final = frozenset(
-    {
-        ev.MODEL_EXEC_END,
-        ev.TOOL_EXEC_END,
-        ev.TURN_END,
-        ev.AGENT_END,
-        ev.CONTEXT_TRANSFORM_END,
-        ev.GUARDRAIL_END,
-    }
-)
-"""Record types that end their execution attempt's span."""
-
-# Attribute keys. Spelled out rather than imported from the semantic-conventions
-# package, whose GenAI constants are deprecated there (and warn) as they move.
-OPERATION_NAME = "gen_ai.operation.name"
-CONVERSATION_ID = "gen_ai.conversation.id"
-SESSION_ID = "session.id"
-REQUEST_MODEL = "gen_ai.request.model"
-RESPONSE_MODEL = "gen_ai.response.model"
-RESPONSE_ID = "gen_ai.response.id"
-TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
-PROVIDER_NAME = "gen_ai.provider.name"
-REQUEST_STREAM = "gen_ai.request.stream"
-REQUEST_TEMPERATURE = "gen_ai.request.temperature"
-REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
-REQUEST_TOP_P = "gen_ai.request.top_p"
-REQUEST_TOP_K = "gen_ai.request.top_k"
-REQUEST_FREQUENCY_PENALTY = "gen_ai.request.frequency_penalty"
-REQUEST_PRESENCE_PENALTY = "gen_ai.request.presence_penalty"
-REQUEST_STOP_SEQUENCES = "gen_ai.request.stop_sequences"
-REQUEST_SEED = "gen_ai.request.seed"
-REQUEST_CHOICE_COUNT = "gen_ai.request.choice.count"
-INPUT_TOKENS = "gen_ai.usage.input_tokens"
-OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
-CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
-CACHE_CREATION_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
-"""The name cache writes had before the conventions renamed it (kept unless ``latest``)."""
-CACHE_WRITE_TOKENS = "gen_ai.usage.cache_write.input_tokens"
-CONVERSATION_COMPACTED = "gen_ai.conversation.compacted"
-REASONING_TOKENS = "gen_ai.usage.reasoning.output_tokens"
-FINISH_REASONS = "gen_ai.response.finish_reasons"
-TOOL_NAME = "gen_ai.tool.name"
-TOOL_CALL_ID = "gen_ai.tool.call.id"
-TOOL_TYPE = "gen_ai.tool.type"
-TOOL_DESCRIPTION = "gen_ai.tool.description"
-AGENT_NAME = "gen_ai.agent.name"
-INPUT_MESSAGES_REF = "gen_ai.input.messages_ref"
-OUTPUT_MESSAGES_REF = "gen_ai.output.messages_ref"
-SYSTEM_INSTRUCTIONS_REF = "gen_ai.system_instructions_ref"
-TOOL_DEFINITIONS_REF = "gen_ai.tool.definitions_ref"
-SERVER_ADDRESS = "server.address"
-SERVER_PORT = "server.port"
-ERROR_TYPE = "error.type"
-OPENINFERENCE_KIND = "openinference.span.kind"
-LS_RUN_ID = "loopscribe.run.id"
-LS_EXECUTION_ID = "loopscribe.execution.id"
-LS_EXECUTION_KIND = "loopscribe.execution.kind"
-LS_PARENT_ID = "loopscribe.execution.parent_id"
-LS_ATTEMPT = "loopscribe.attempt"
-LS_SEQ_FIRST = "loopscribe.seq.first"
-LS_SEQ_LAST = "loopscribe.seq.last"
-LS_FILE = "loopscribe.file"
 REF_BASE_ENV = "LOOPSCRIBE_REF_BASE"
 """Environment variable: the default ``ref_base`` of every SpanBridge."""
-LS_INCOMPLETE = "loopscribe.incomplete"
-LS_SOURCE_FILE = "loopscribe.source.file"
-LS_SOURCE_LINE = "loopscribe.source.line"
 
-OTHER_ERROR = "_OTHER"
-"""``error.type`` when a failure carries no usable type (the conventions' fallback)."""
-
-_MODEL_LABELLED: Final = frozenset({ev.MODEL_EXEC_START, ev.MODEL_ROUTE, ev.MODEL_REQUEST})
-"""Records that name a call's model, provider and server."""
-_FIRST_CHUNK: Final = frozenset({ev.MODEL_STREAM, ev.MESSAGE_UPDATE})
-_MCP_ATTRIBUTES: Final = {
-    "method": "mcp.method.name",
-    "session_id": "mcp.session.id",
-    "protocol_version": "mcp.protocol.version",
-    "request_id": "jsonrpc.request.id",
-    "transport": "network.transport",
-}
-"""Keys of a tool record's ``mcp`` object and the MCP semantic conventions' attributes."""
-_TOOL_LABELLED: Final = frozenset({ev.TOOL_EXEC_START, ev.TOOL_INVOKE_START, ev.TOOL_EXEC_END})
-_AGENT_LABELLED: Final = frozenset({ev.AGENT_START, ev.AGENT_END})
-_OPERATIONS: Final = {"model": "chat", "tool": "execute_tool", "agent": "invoke_agent"}
-"""Execution kinds that are GenAI operations, and the operation each one is."""
 
 _OPENINFERENCE_KINDS: Final = {
     "guardrail": "GUARDRAIL",
@@ -204,9 +146,6 @@ _OPENINFERENCE_KINDS: Final = {
 }
 """``openinference.span.kind`` of the other kinds; ``CHAIN`` for every kind not listed."""
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _INTERNAL, _CLIENT = SpanKind.INTERNAL, SpanKind.CLIENT
 # Status values never change: one of each serves every span.
 _UNSET_STATUS, _ERROR_STATUS = Status(StatusCode.UNSET), Status(StatusCode.ERROR)
@@ -224,161 +163,10 @@ def to_file_uri(location: str | os.PathLike[str]) -> str:
     return Path(location).absolute().as_uri()
 
 
-def _ns(ts: datetime) -> int:
-    # Integer arithmetic: a float timestamp would lose nanosecond exactness.
-    if ts.tzinfo is None:
-        ts = ts.astimezone(UTC)
-    return (ts - _EPOCH) // _MICROSECOND * 1000
-
-
-# -- reading typed objects, raw JSON and host dicts alike ----------------------
-
-
-def _finish_reason(data: Mapping[str, Any], message: Any) -> tuple[str, ...]:
-    reason = _str(_plain(data.get("stop_reason")))
-    if reason is None:
-        reason = _str(_get(message, "stop_reason")) or _str(_get(message, "finish_reason"))
-    if reason is not None:
-        return (reason,)
-    choices = _get(message, "choices")
-    if isinstance(choices, list | tuple):
-        found = (_str(_get(choice, "finish_reason")) for choice in choices)
-        return tuple(r for r in found if r is not None)
-    return ()
-
-
-_TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}(?:\.[A-Za-z_][A-Za-z0-9_]{0,63}){0,7}")
-"""A class name (``TimeoutError``, ``openai.RateLimitError``) or a provider's error type
-(``invalid_request_error``); anything else is free text and stays in the file."""
-_MAX_TYPE_CHARS = 128
-_CLASS_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Timeout", "Cancelled", "Failure")
-
-
-def _type_name(value: Any) -> str | None:
-    """``value`` when it reads as a type name, else ``None``."""
-    if isinstance(value, str) and len(value) <= _MAX_TYPE_CHARS and _TYPE_NAME.fullmatch(value):
-        return value
-    return None
-
-
-def _http_status(value: Any) -> str | None:
-    """An HTTP error status (400-599) as the conventions write it: ``"503"``."""
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and 400 <= value <= 599:
-        return str(value)
-    return None
-
-
-def error_type(data: Mapping[str, Any]) -> str | None:
-    """The failure's type, never its message; ``None`` when nothing failed.
-
-    A bounded, low-cardinality value: a class or error-type name, an HTTP
-    status, or ``_OTHER``. A host that hands a message as the error (a string,
-    or a mapping whose ``type`` is free text) gets ``_OTHER``; the text stays
-    in the file.
-    """
-    error = _plain(data.get("error"))
-    if error is not None and error is not False:
-        if isinstance(error, str):
-            # A bare string is a type only when it looks like an exception class.
-            name = _type_name(error)
-            return name if name and name.endswith(_CLASS_SUFFIXES) else OTHER_ERROR
-        named = _type_name(_get(error, "type"))
-        if named is not None:
-            return named
-        for key in ("status_code", "status", "code"):
-            status = _http_status(_get(error, key))
-            if status is not None:
-                return status
-        return OTHER_ERROR
-    if data.get("is_error") is True:
-        return OTHER_ERROR
-    return None
-
-
-# -- per-run state ---------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Attempt:
-    execution: Execution
-    span_id: int
-    order: int
-    start_ns: int
-    seq_first: int
-    seq_last: int
-    parent: SpanContext | None = None
-    name: str | None = None
-    request_model: str | None = None
-    response_model: str | None = None
-    response_id: str | None = None
-    provider: str | None = None
-    stream: bool | None = None
-    server_address: str | None = None
-    server_port: int | None = None
-    params: RequestParams | None = None
-    usage: _Usage | None = None
-    finish_reasons: tuple[str, ...] = ()
-    request_seq: int | None = None
-    request_ns: int | None = None
-    first_chunk_ns: int | None = None
-    has_system: bool = False
-    has_tools: bool = False
-    informed: tuple[bool, bool] = (False, False)
-    response_seq: int | None = None
-    tool: str | None = None
-    tool_type: str | None = None
-    tool_description: str | None = None
-    mcp: dict[str, str] | None = None
-    agent: str | None = None
-    error_type: str | None = None
-    source_file: str | None = None
-    source_line: int | None = None
-    conversation: str | None = None
-    """A sub-agent's own conversation ID (the host's), inherited by what runs inside it."""
-    compacted: bool = False
-    """The first model call after a compaction."""
-
-
-@dataclass(slots=True)
-class _Run:
-    session_id: str
-    run_id: str
-    trace_id: int
-    span: SpanContext
-    host_parent: SpanContext | None
-    start_ns: int
-    seq_first: int
-    agent: str | None = None
-    provider: str | None = None
-    model: str | None = None
-    error_type: str | None = None
-    attempts: dict[tuple[str, int], _Attempt] = field(default_factory=dict)
-    latest: dict[str, int] = field(default_factory=dict)
-    ended: set[tuple[str, int]] = field(default_factory=set)
-    started: int = 0
-    resumed_at: list[int] = field(default_factory=list)
-    host: bool = False
-    """The run holds spans the host's instrumentation made (see ``_host``): no run span."""
-
-
-def _resume_from(run: _Run, start: object) -> None:
-    """Give a run first seen at its ``run_resume`` what its ``run_start`` said.
-
-    ``start`` is the ``run_start`` reference the record repeats (``seq``,
-    ``ts``, ``traceparent``); a record without one keeps the run as it is.
-    """
-    if not isinstance(start, Mapping):
-        return
-    seq, ts = start.get("seq"), start.get("ts")
-    if type(seq) is int and isinstance(ts, str):
-        with contextlib.suppress(ValueError):
-            run.start_ns, run.seq_first = _ns(parse_ts(ts)), seq
-    host = parse_traceparent(start.get("traceparent"))
-    if host is not None:
-        run.host_parent, run.trace_id = host, host.trace_id
-        run.span = SpanContext(host.trace_id, run.span.span_id, False, _SAMPLED)
+_Parts = tuple[Mapping[str, AttributeValue], int, int, int, int]
+"""A span's attributes, start and end (ns), trace and span IDs, as the bridge built them."""
+_Made = tuple[ReadableSpan, _Parts | None]
+"""A span the bridge made and its parts (``None``: a host's span, handed on as it came)."""
 
 
 class SpanBridge:
@@ -495,6 +283,8 @@ class SpanBridge:
         """The host's TracerProvider the bridge is bound to, or ``None``."""
         self._file = None if file_uri is None else to_file_uri(file_uri)
         self._ref_base = (ref_base or os.environ.get(REF_BASE_ENV) or "").rstrip("/") or None
+        self._viewer = self._ref_base is not None and "{" in self._ref_base
+        """References are viewer URLs (a template), which do not name the file."""
         self._files: dict[str, str] = {}
         self._scope = scope()
         self._runs: dict[tuple[str, str], _Run] = {}
@@ -570,34 +360,45 @@ class SpanBridge:
         if self.metrics is not None:
             self.metrics.shutdown()
 
-    @property
-    def _viewer_refs(self) -> bool:
-        """Whether references are viewer URLs (a template), which do not name the file."""
-        return self._ref_base is not None and "{" in self._ref_base
-
     def _location(self, run: _Run) -> str | None:
         """``loopscribe.file``: the shipped location with a store ``ref_base``, else the file."""
+        if run.location is not None:
+            return run.location
         base = self._ref_base
         if base is not None and "{" not in base:
-            return f"{base}/sessions/{run.session_id}"
-        return self._file_of(run)
+            location: str | None = f"{base}/sessions/{run.session_id}"
+        else:
+            location = self._file_of(run)
+        run.location = location  # kept once known: the run's spans all name one file
+        return location
 
     def _refs(self, run: _Run) -> Callable[[int], str | None]:
         """References to a run's records, by seq: in the store, in a viewer, or in the file."""
+        if run.refs is not None:
+            return run.refs
         base = self._ref_base
         if base is not None and "{" in base:
-            return lambda seq: base.format(session_id=run.session_id, seq=seq)
-        location = self._location(run)
-        if location is None:
-            return lambda seq: None
-        prefix = f"{location}#seq="
-        return lambda seq: f"{prefix}{seq}"
+            refs: Callable[[int], str | None] = lambda seq: base.format(  # noqa: E731
+                session_id=run.session_id, seq=seq
+            )
+        else:
+            location = self._location(run)
+            if location is None:
+                return lambda seq: None  # not known yet: the session may be bound later
+            prefix = f"{location}#seq="
+            refs = lambda seq: f"{prefix}{seq}"  # noqa: E731
+        run.refs = refs
+        return refs
 
     def __call__(self, record: Record) -> None:
         """Observe one written Record; end the spans it completes."""
         try:
             with self._lock:
                 spans = self._observe(record)
+                processor = self._processor
+                if spans and processor is not None:
+                    # Counted as handed on now; a span the processor refuses is taken back.
+                    self.spans_emitted += len(spans)
         except Exception:
             with self._lock:
                 self.failed_records += 1
@@ -610,7 +411,6 @@ class SpanBridge:
             return
         # Outside the lock: a processor that records into an observed session
         # must not deadlock the bridge.
-        processor = self._processor
         if processor is None:
             if spans:
                 with self._lock:
@@ -623,26 +423,26 @@ class SpanBridge:
             return
         if not spans:
             return
-        emitted = 0
-        for span in spans:
+        on_end = processor.on_end
+        for span, _parts in spans:
             try:
-                processor.on_end(span)
+                on_end(span)
             except Exception:
                 with self._lock:
                     self.dropped_spans += 1
+                    self.spans_emitted -= 1
                 logger.exception("span processor %r failed on span %r", self._processor, span.name)
-            else:
-                emitted += 1
-        with self._lock:
-            self.spans_emitted += emitted
         metrics = self.metrics
         if metrics is not None:
-            for span in spans:
-                metrics.record(span)
+            for span, parts in spans:
+                if parts is None:
+                    metrics.record(span)  # a host's span, as it was handed on
+                else:
+                    metrics.measure(*parts)  # the bridge's own: read nothing back
 
     # -- state machine -------------------------------------------------------
 
-    def _observe(self, record: Record) -> list[ReadableSpan]:
+    def _observe(self, record: Record) -> list[_Made]:
         if record.type == ev.COMPACTION:
             self._compacted.add(record.session_id)
         run_id = record.run_id
@@ -675,41 +475,37 @@ class SpanBridge:
         execution = record.execution
         if execution is None:
             return []
-        if host_span_id(execution.id) is not None:
+        fold = run.fold
+        if (execution.id, execution.attempt) not in fold.open and host_span_id(
+            execution.id
+        ) is not None:
             # A span the host's instrumentation made: emitted as it was handed on.
             run.host = True
-            return [span_from_record_data(record.data)] if record.type == HOST_SPAN else []
-        if record.type in _AGENT_LABELLED and execution.parent_id is None:
-            # The top-level agent names the run and decides its status.
-            run.agent = run.agent or _str(_plain(record.data.get("agent")))
-            if record.type == ev.AGENT_END:
-                run.error_type = error_type(record.data)
-        attempt_key = (execution.id, execution.attempt)
-        if attempt_key in run.ended:
+            return [(span_from_record_data(record.data), None)] if record.type == HOST_SPAN else []
+        attempt, step = fold.feed(record, execution)
+        if attempt is None or step == LATE:
             # A late record for a finished attempt (retry_scheduled, message_end).
             return []
-        attempt = run.attempts.get(attempt_key)
-        if attempt is None:
-            attempt = self._new_attempt(run, record, execution)
-            run.attempts[attempt_key] = attempt
-            if execution.kind == "model" and record.session_id in self._compacted:
-                self._compacted.discard(record.session_id)
-                attempt.compacted = True
-        attempt.seq_last = record.seq
         _update(run, attempt, record)
-        if record.type not in TERMINAL_TYPES:
+        if step != ENDED:
             return []
-        del run.attempts[attempt_key]
-        run.ended.add(attempt_key)
         return [self._attempt_span(run, attempt, _ns(record.ts), incomplete=False)]
 
     def _new_run(self, record: Record, host: SpanContext | None) -> _Run:
         session_id, run_id = record.session_id, record.run_id or ""
         tid = trace_id(session_id, run_id) if host is None else host.trace_id
         own = SpanContext(tid, run_span_id(session_id, run_id), False, _SAMPLED)
-        return _Run(session_id, run_id, tid, own, host, _ns(record.ts), record.seq)
+        run = _Run(session_id, run_id, tid, own, host, _ns(record.ts), record.seq)
 
-    def _new_attempt(self, run: _Run, record: Record, execution: Execution) -> _Attempt:
+        def start(record: Record, execution: Execution, parent: Key | None) -> _Attempt:
+            return self._new_attempt(run, record, execution, parent)
+
+        run.fold = AttemptFold(start)
+        return run
+
+    def _new_attempt(
+        self, run: _Run, record: Record, execution: Execution, parent: Key | None
+    ) -> _Attempt:
         attempt = _Attempt(
             execution=execution,
             span_id=span_id(run.session_id, run.run_id, execution.id, execution.attempt),
@@ -721,25 +517,22 @@ class SpanBridge:
         run.started += 1
         # Resolve the parent while it is running; if it has not appeared yet,
         # try again when this attempt ends.
-        attempt.parent = _parent(run, attempt)
-        parent_id = execution.parent_id
-        if parent_id is not None:
-            number = run.latest.get(parent_id)
-            running = None if number is None else run.attempts.get((parent_id, number))
-            if running is not None:
-                attempt.conversation = running.conversation
-        run.latest[execution.id] = execution.attempt
+        attempt.parent = _parent_span(run, execution, parent)
+        running = None if parent is None else run.fold.open.get(parent)
+        if running is not None:
+            attempt.conversation = running.conversation
+        if execution.kind == "model" and record.session_id in self._compacted:
+            self._compacted.discard(record.session_id)
+            attempt.compacted = True
         return attempt
 
-    def _close_run(self, run: _Run, record: Record) -> list[ReadableSpan]:
+    def _close_run(self, run: _Run, record: Record) -> list[_Made]:
         end_ns = _ns(record.ts)
-        # Newest first, so nested work ends before what contains it.
-        still_open = sorted(run.attempts.values(), key=lambda a: a.order, reverse=True)
+        # seq.last always names the record that ended the span, here run_close:
+        # an exporter resuming from a seq cursor must not skip this span.
+        still_open = run.fold.close(record.seq)
         spans = []
-        for attempt in still_open:
-            # seq.last always names the record that ended the span, here run_close:
-            # an exporter resuming from a seq cursor must not skip this span.
-            attempt.seq_last = record.seq
+        for attempt in reversed(still_open):  # newest first: nested work ends before its parent
             spans.append(self._attempt_span(run, attempt, end_ns, incomplete=True))
         if not run.host:
             spans.append(self._run_span(run, record, end_ns))
@@ -760,27 +553,28 @@ class SpanBridge:
         attrs[LS_RUN_ID] = run.run_id
         return attrs
 
-    def _run_span(self, run: _Run, record: Record, end_ns: int) -> ReadableSpan:
+    def _run_span(self, run: _Run, record: Record, end_ns: int) -> _Made:
         attrs = self._common(run, "invoke_agent")
-        _put(attrs, AGENT_NAME, run.agent)
+        agent, error = run.fold.agent, run.fold.error_type
+        _put(attrs, AGENT_NAME, agent)
         _put(attrs, PROVIDER_NAME, run.provider)
         _put(attrs, REQUEST_MODEL, run.model)
         attrs[LS_SEQ_FIRST] = run.seq_first
         attrs[LS_SEQ_LAST] = record.seq
         _put(attrs, LS_FILE, self._location(run))
-        _put(attrs, ERROR_TYPE, run.error_type)
+        _put(attrs, ERROR_TYPE, error)
         if run.resumed_at:
             attrs["loopscribe.run.resumed_at_seq"] = tuple(run.resumed_at)
-        name = f"invoke_agent {run.agent}" if run.agent else "invoke_agent"
-        return self._span(
-            name, run.span, run.host_parent, attrs, run.start_ns, end_ns, run.error_type
-        )
+        name = f"invoke_agent {agent}" if agent else "invoke_agent"
+        return self._span(name, run.span, run.host_parent, attrs, run.start_ns, end_ns, error)
 
     def _attempt_span(
         self, run: _Run, attempt: _Attempt, end_ns: int, *, incomplete: bool
-    ) -> ReadableSpan:
+    ) -> _Made:
         ex = attempt.execution
-        parent = attempt.parent or _parent(run, attempt) or run.span
+        parent = attempt.parent
+        if parent is None:  # its parent had not appeared when it started: as things stand now
+            parent = _parent_span(run, ex, run.fold.parent(ex)) or run.span
         operation = _OPERATIONS.get(ex.kind)
         attrs = self._common(run, operation)
         file = self._location(run)
@@ -789,37 +583,48 @@ class SpanBridge:
             kind = _CLIENT
             name = _model_attrs(attrs, attempt, self._refs(run), self._legacy_cache)
             refs = INPUT_MESSAGES_REF in attrs or OUTPUT_MESSAGES_REF in attrs
-            if refs and not self._viewer_refs:
+            if refs and not self._viewer:
                 file = None  # the references name it already
         elif ex.kind == "tool":
             name = span_name("tool", model=None, tool=attempt.tool, agent=None, node=None)
-            _put(attrs, TOOL_NAME, attempt.tool)
+            if attempt.tool is not None:
+                attrs[TOOL_NAME] = attempt.tool
             attrs[TOOL_CALL_ID] = ex.id
-            _put(attrs, TOOL_TYPE, attempt.tool_type)
-            _put(attrs, TOOL_DESCRIPTION, attempt.tool_description)
+            if attempt.tool_type is not None:
+                attrs[TOOL_TYPE] = attempt.tool_type
+            if attempt.tool_description is not None:
+                attrs[TOOL_DESCRIPTION] = attempt.tool_description
             if attempt.mcp:
                 attrs.update(attempt.mcp)
         elif ex.kind == "agent":
             name = span_name("agent", model=None, tool=None, agent=attempt.agent, node=None)
-            _put(attrs, AGENT_NAME, attempt.agent)
-            _put(attrs, PROVIDER_NAME, attempt.provider)
-            _put(attrs, REQUEST_MODEL, attempt.request_model)
+            if attempt.agent is not None:
+                attrs[AGENT_NAME] = attempt.agent
+            if attempt.provider is not None:
+                attrs[PROVIDER_NAME] = attempt.provider
+            if attempt.request_model is not None:
+                attrs[REQUEST_MODEL] = attempt.request_model
         else:
             # Not a GenAI operation: a low-cardinality name and a type backends show.
             name = span_name(ex.kind, model=None, tool=None, agent=None, node=attempt.name)
             attrs[OPENINFERENCE_KIND] = _OPENINFERENCE_KINDS.get(ex.kind, "CHAIN")
         attrs[LS_EXECUTION_ID] = ex.id
         attrs[LS_EXECUTION_KIND] = ex.kind
-        _put(attrs, LS_PARENT_ID, ex.parent_id)
+        if ex.parent_id is not None:
+            attrs[LS_PARENT_ID] = ex.parent_id
         attrs[LS_ATTEMPT] = ex.attempt
         attrs[LS_SEQ_FIRST] = attempt.seq_first
         attrs[LS_SEQ_LAST] = attempt.seq_last
-        _put(attrs, LS_FILE, file)
-        _put(attrs, LS_SOURCE_FILE, attempt.source_file)
-        _put(attrs, LS_SOURCE_LINE, attempt.source_line)
+        if file is not None:
+            attrs[LS_FILE] = file
+        if attempt.source_file is not None:
+            attrs[LS_SOURCE_FILE] = attempt.source_file
+        if attempt.source_line is not None:
+            attrs[LS_SOURCE_LINE] = attempt.source_line
         if incomplete:
             attrs[LS_INCOMPLETE] = True
-        _put(attrs, ERROR_TYPE, attempt.error_type)
+        if attempt.error_type is not None:
+            attrs[ERROR_TYPE] = attempt.error_type
         if attempt.conversation is not None:
             # The sub-agent's own conversation; session.id stays the session's.
             attrs[CONVERSATION_ID] = attempt.conversation
@@ -846,14 +651,13 @@ class SpanBridge:
         error_type: str | None,
         *,
         kind: SpanKind = _INTERNAL,
-    ) -> ReadableSpan:
+    ) -> _Made:
         # ReadableSpan skips the SDK's span limits; apply them here.
         # Every value is a str, int, float, bool or tuple of str the bridge
         # built itself, so the SDK's type cleaning has nothing to do; only limits can.
         limits = self._limits
-        if limits.max_span_attribute_length is None and (
-            limits.max_span_attributes is None or len(attrs) <= limits.max_span_attributes
-        ):
+        most = limits.max_span_attributes
+        if limits.max_span_attribute_length is None and (most is None or len(attrs) <= most):
             bounded: Mapping[str, AttributeValue] = attrs
         else:
             bounded = BoundedAttributes(
@@ -864,7 +668,8 @@ class SpanBridge:
             )
         # A description could only come from an error message; never set one.
         status = _ERROR_STATUS if error_type else _UNSET_STATUS
-        return ReadableSpan(
+        end_ns = max(start_ns, end_ns)
+        span = ReadableSpan(
             name=name,
             context=context,
             parent=parent,
@@ -874,9 +679,10 @@ class SpanBridge:
             status=status,
             start_time=start_ns,
             # Source clocks can disagree; a span never ends before it starts.
-            end_time=max(start_ns, end_ns),
+            end_time=end_ns,
             instrumentation_scope=self._scope,
         )
+        return span, (bounded, start_ns, end_ns, context.trace_id, context.span_id)
 
 
 class SessionLike(Protocol):
@@ -898,283 +704,3 @@ def _provider_processor(provider: TracerProvider) -> SpanProcessor:
             "span processor; pass SpanBridge(processor=...) instead"
         )
     return processor
-
-
-def _model_attrs(
-    attrs: dict[str, AttributeValue],
-    attempt: _Attempt,
-    ref: Callable[[int], str | None],
-    legacy_cache: bool = True,
-) -> str:
-    """The chat span's GenAI attributes, ``ref(seq)`` naming a record; returns the span name.
-
-    Written out rather than through :func:`_put`: this runs for every model call.
-    ``legacy_cache`` also writes cache writes under their former name.
-    """
-    value: str | int | float | None
-    model = attempt.request_model or attempt.response_model
-    # Every inference span names a provider: the conventions' "other" when none is known.
-    attrs[PROVIDER_NAME] = attempt.provider or OTHER_PROVIDER
-    if attempt.compacted:
-        attrs[CONVERSATION_COMPACTED] = True
-    if (value := attempt.request_model) is not None:
-        attrs[REQUEST_MODEL] = value
-    if (value := attempt.response_model) is not None:
-        attrs[RESPONSE_MODEL] = value
-    if (value := attempt.response_id) is not None:
-        attrs[RESPONSE_ID] = value
-    first, sent = attempt.first_chunk_ns, attempt.request_ns
-    if first is not None and sent is not None and attempt.stream is not False:
-        attrs[TIME_TO_FIRST_CHUNK] = max(0, first - sent) / 1e9
-    if attempt.stream is not None:
-        attrs[REQUEST_STREAM] = attempt.stream
-    if (address := attempt.server_address) is not None:
-        attrs[SERVER_ADDRESS] = address
-        if (value := attempt.server_port) is not None:
-            attrs[SERVER_PORT] = value
-    params = attempt.params
-    if params is not None:
-        if (value := params.temperature) is not None:
-            attrs[REQUEST_TEMPERATURE] = value
-        if (value := params.max_tokens) is not None:
-            attrs[REQUEST_MAX_TOKENS] = value
-        if (value := params.top_p) is not None:
-            attrs[REQUEST_TOP_P] = value
-        if (value := params.top_k) is not None:
-            attrs[REQUEST_TOP_K] = value
-        if (value := params.frequency_penalty) is not None:
-            attrs[REQUEST_FREQUENCY_PENALTY] = value
-        if (value := params.presence_penalty) is not None:
-            attrs[REQUEST_PRESENCE_PENALTY] = value
-        if params.stop_sequences:
-            attrs[REQUEST_STOP_SEQUENCES] = params.stop_sequences
-        if (value := params.seed) is not None:
-            attrs[REQUEST_SEED] = value
-        if params.choice_count is not None and params.choice_count != 1:
-            attrs[REQUEST_CHOICE_COUNT] = params.choice_count
-    usage = attempt.usage
-    if usage is not None:
-        if (value := usage.input_tokens) is not None:
-            attrs[INPUT_TOKENS] = value
-        if (value := usage.output_tokens) is not None:
-            attrs[OUTPUT_TOKENS] = value
-        # Zero counts of these are left out: most providers report 0 for "none".
-        if usage.cache_read:
-            attrs[CACHE_READ_TOKENS] = usage.cache_read
-        if usage.cache_creation:
-            attrs[CACHE_WRITE_TOKENS] = usage.cache_creation
-            if legacy_cache:
-                attrs[CACHE_CREATION_TOKENS] = usage.cache_creation
-        if usage.reasoning:
-            attrs[REASONING_TOKENS] = usage.reasoning
-    if attempt.finish_reasons:
-        attrs[FINISH_REASONS] = attempt.finish_reasons
-    request = None if attempt.request_seq is None else ref(attempt.request_seq)
-    if request is not None:
-        attrs[INPUT_MESSAGES_REF] = request
-        if attempt.has_system:
-            attrs[SYSTEM_INSTRUCTIONS_REF] = request
-        if attempt.has_tools:
-            attrs[TOOL_DEFINITIONS_REF] = request
-    response = None if attempt.response_seq is None else ref(attempt.response_seq)
-    if response is not None:
-        attrs[OUTPUT_MESSAGES_REF] = response
-    return span_name("model", model=model, tool=None, agent=None, node=None)
-
-
-def _put(attrs: dict[str, AttributeValue], key: str, value: str | int | float | None) -> None:
-    if value is not None:
-        attrs[key] = value
-
-
-def _parent(run: _Run, attempt: _Attempt) -> SpanContext | None:
-    """The latest attempt seen of the parent execution, or ``None`` if none was seen.
-
-    An execution without ``parent_id`` belongs directly under the run span.
-    """
-    parent_id = attempt.execution.parent_id
-    if parent_id is None:
-        return run.span
-    parent_attempt = run.latest.get(parent_id)
-    if parent_attempt is None:
-        return None
-    running = run.attempts.get((parent_id, parent_attempt))
-    sid = (
-        span_id(run.session_id, run.run_id, parent_id, parent_attempt)
-        if running is None
-        else running.span_id  # derived already, when the parent started
-    )
-    if sid == attempt.span_id:
-        return run.span
-    return SpanContext(run.trace_id, sid, False, _SAMPLED)
-
-
-def _has_system(data: Mapping[str, Any]) -> bool:
-    """Whether a model request carries system instructions (apart, or as leading messages)."""
-    for key in ("system", "instructions", "system_instructions"):
-        if data.get(key):
-            return True
-    messages = data.get("messages")
-    if not isinstance(messages, list | tuple) or not messages:
-        return False
-    first = messages[0]
-    role = _get(first, "role")
-    if not role and isinstance(first, Mapping):
-        role = first.get("$ls")  # a typed message read back raw
-    return role in ("system", "developer")
-
-
-def _update(run: _Run, attempt: _Attempt, record: Record) -> None:
-    """Take the references and labels a record holds; never a body."""
-    data = record.data
-    kind = record.type
-    if attempt.source_file is None and "source" in data:
-        _take_source(attempt, data)
-    if attempt.name is None and attempt.execution.kind not in _OPERATIONS:
-        attempt.name = node_name(data)
-    if kind in _MODEL_LABELLED:
-        # Later records refine earlier ones: a router's choice wins over the
-        # model the call started with.
-        attempt.request_model = _str(_plain(data.get("model"))) or attempt.request_model
-        attempt.provider = provider_name(_plain(data.get("provider"))) or attempt.provider
-        stream = _plain(data.get("stream"))
-        if isinstance(stream, bool):
-            attempt.stream = stream
-        address = _str(_plain(data.get("server_address")))
-        if address is not None:
-            attempt.server_address = address
-            attempt.server_port = _count(_plain(data.get("server_port")))
-        if kind == ev.MODEL_REQUEST:
-            attempt.request_seq = record.seq
-            attempt.request_ns = _ns(record.ts)
-            attempt.params = request_params(data.get("config")) or attempt.params
-            attempt.has_system = _has_system(data)
-            tools = _plain(data.get("tools"))
-            attempt.has_tools = isinstance(tools, list | tuple | Mapping) and bool(tools)
-    elif kind in _FIRST_CHUNK:
-        if attempt.first_chunk_ns is None and attempt.request_ns is not None:
-            attempt.first_chunk_ns = _ns(record.ts)
-    elif kind == ev.MODEL_EXEC_END:
-        attempt.response_seq = record.seq
-        first = data.get("first_chunk_ts")
-        if attempt.first_chunk_ns is None and attempt.request_ns is not None and first:
-            with contextlib.suppress(TypeError, ValueError):
-                attempt.first_chunk_ns = _ns(parse_ts(str(_plain(first))))
-        labels = response_labels(data)
-        attempt.response_model = labels.model or attempt.response_model
-        attempt.provider = attempt.provider or provider_name(labels.provider)
-        attempt.response_id = labels.response_id or attempt.response_id
-        attempt.usage = labels.usage
-        attempt.finish_reasons = _finish_reason(data, labels.message)
-    elif kind in _TOOL_LABELLED:
-        attempt.tool = _str(_plain(data.get("tool"))) or attempt.tool
-        attempt.tool_type = _str(_plain(data.get("tool_type"))) or attempt.tool_type
-        attempt.tool_description = _str(_plain(data.get("description"))) or attempt.tool_description
-        mcp = _plain(data.get("mcp"))
-        if isinstance(mcp, Mapping) and attempt.mcp is None:
-            attempt.mcp = {
-                attribute: value
-                for key, attribute in _MCP_ATTRIBUTES.items()
-                if (value := _str(mcp.get(key))) is not None
-            }
-    elif kind in _AGENT_LABELLED:
-        attempt.agent = attempt.agent or _str(_plain(data.get("agent")))
-        if kind == ev.AGENT_START and attempt.execution.parent_id is not None:
-            own = _str(_plain(data.get("conversation_id"))) or _str(_plain(data.get("agent_id")))
-            attempt.conversation = own or attempt.conversation
-    if attempt.execution.kind == "model":
-        known = (attempt.provider is not None, attempt.request_model is not None)
-        if known != attempt.informed:
-            # Tell the enclosing agents once per newly known label, not on every record.
-            attempt.informed = known
-            _inform_agents(run, attempt)
-    if kind in TERMINAL_TYPES:
-        attempt.error_type = error_type(data)
-
-
-def _inform_agents(run: _Run, model: _Attempt) -> None:
-    """Give the enclosing agents (and the run) the provider and model of their first call."""
-    run.provider = run.provider or model.provider
-    run.model = run.model or model.request_model
-    parent_id = model.execution.parent_id
-    seen: set[str] = set()
-    while parent_id is not None and parent_id not in seen:
-        seen.add(parent_id)
-        number = run.latest.get(parent_id)
-        parent = None if number is None else run.attempts.get((parent_id, number))
-        if parent is None:
-            return
-        if parent.execution.kind == "agent":
-            parent.provider = parent.provider or model.provider
-            parent.request_model = parent.request_model or model.request_model
-        parent_id = parent.execution.parent_id
-
-
-def _take_source(attempt: _Attempt, data: Mapping[str, Any]) -> None:
-    """The transcript line an imported execution came from: its first ``data.source``."""
-    source = _plain(data.get("source"))
-    file = _str(_get(source, "file"))
-    line = _count(_get(source, "line"))
-    if file is not None and line is not None:
-        attempt.source_file, attempt.source_line = file, line
-
-
-def replay(
-    path: str | os.PathLike[str],
-    processor: SpanProcessor | None = None,
-    *,
-    tracer_provider: trace_api.TracerProvider | None = None,
-    resource: Resource | None = None,
-    file_uri: str | os.PathLike[str] | None = None,
-    ref_base: str | None = None,
-    metrics: GenAIMetrics | metrics_api.MeterProvider | bool | None = None,
-) -> int:
-    """Emit the spans of a session file, exactly as a live :class:`SpanBridge` did.
-
-    Records are read without decoding typed values, so no codec
-    registrations are needed; the bridge reads the same field names from the
-    raw JSON as from the typed objects it saw live.
-
-    A run without ``run_close`` (interrupted, or still being written) gets
-    the spans of its finished attempts only, the same as the live bridge
-    emitted before the process stopped; see the module documentation.
-    The processor is neither flushed nor shut down.
-
-    Args:
-        path: The session file.
-        processor: Receives each span through ``on_end``.
-        tracer_provider: Instead of ``processor``: a host's SDK TracerProvider
-            (its processors and resource), as for :class:`SpanBridge`. With
-            neither, the global SDK provider if one is configured.
-        resource: The spans' Resource with ``processor``; default :func:`default_resource`.
-        file_uri: How spans name the file; default ``path`` as a ``file://`` URI,
-            which is what a live bridge attached to the Session used.
-        ref_base: As for :class:`SpanBridge`.
-        metrics: As for :class:`SpanBridge`; the measurements are recorded now
-            (for the recorded times, see :func:`export_metrics`).
-
-    Returns:
-        The number of spans handed to the processor.
-
-    Raises:
-        ValueError: Neither a processor nor a configured TracerProvider is there.
-        CorruptRecordError: A complete line of the file is damaged.
-        UnsupportedVersionError: The file's format version is not supported.
-        OSError: The file cannot be read.
-    """
-    bridge = SpanBridge(
-        processor,
-        tracer_provider=tracer_provider,
-        resource=resource,
-        file_uri=path if file_uri is None else file_uri,
-        ref_base=ref_base,
-        metrics=metrics,
-    )
-    if bridge.processor is None:
-        raise ValueError(
-            "replay needs somewhere to send spans: pass a processor or a tracer_provider "
-            "(or configure a global SDK TracerProvider)"
-        )
-    for record in read(path, decode=False):
-        bridge(record)
-    return bridge.spans_emitted

@@ -16,8 +16,8 @@ from opentelemetry.sdk.metrics.export import (
 )
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
-from ._bridge import replay
 from ._metrics_export import default_metric_exporter, metrics_data
+from ._replay import replay
 
 __all__ = ["export_metrics"]
 

@@ -40,9 +40,8 @@ from typing import Any, Final, Literal
 
 from opentelemetry import metrics as metrics_api
 from opentelemetry import trace as trace_api
-from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import NonRecordingSpan
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
 from ._resource import scope
@@ -172,6 +171,9 @@ class Measurement:
 
 
 _INT64: Final = 1 << 63
+_SAMPLED: Final = TraceFlags(TraceFlags.SAMPLED)
+_LABEL_SETS: Final = 4096
+"""Label sets whose attribute dictionaries :class:`GenAIMetrics` keeps made."""
 
 
 def _int(value: Any) -> int | None:
@@ -306,48 +308,82 @@ class GenAIMetrics:
         self.meter_provider = meter_provider or metrics_api.get_meter_provider()
         self._owned = owned
         self._meter = self.meter_provider.get_meter("loopscribe", _version())
-        self._instruments: dict[str, Any] = {}
+        self._sinks: dict[str, Any] = {}
+        self._label_dicts: dict[Labels, Mapping[str, AttributeValue]] = {}
         self._lock = threading.Lock()
         self.failed_spans = 0
         """Spans whose measurements could not be recorded (each was logged)."""
 
-    def _instrument(self, name: str) -> Any:
-        instrument = self._instruments.get(name)
-        if instrument is None:
+    def _sink(self, name: str) -> Any:
+        """The bound ``record`` (histogram) or ``add`` (counter) of instrument ``name``."""
+        sink = self._sinks.get(name)
+        if sink is None:
             with self._lock:
-                instrument = self._instruments.get(name)
-                if instrument is None:
+                sink = self._sinks.get(name)
+                if sink is None:
                     spec = INSTRUMENTS[name]
                     if spec.counter:
-                        instrument = self._meter.create_counter(
+                        sink = self._meter.create_counter(
                             name, unit=spec.unit, description=spec.description
-                        )
+                        ).add
                     else:
-                        instrument = self._meter.create_histogram(
+                        sink = self._meter.create_histogram(
                             name,
                             unit=spec.unit,
                             description=spec.description,
                             explicit_bucket_boundaries_advisory=list(spec.buckets),
-                        )
-                    self._instruments[name] = instrument
-        return instrument
+                        ).record
+                    self._sinks[name] = sink
+        return sink
+
+    def _attributes(self, labels: Labels) -> Mapping[str, AttributeValue]:
+        """One dictionary per label set, made once: a call's labels repeat call after call."""
+        found = self._label_dicts.get(labels)
+        if found is None:
+            if len(self._label_dicts) >= _LABEL_SETS:
+                self._label_dicts.clear()  # a bound, for hosts with unbounded label values
+            found = self._label_dicts[labels] = dict(labels)
+        return found
 
     def record(self, span: ReadableSpan) -> None:
         """Record the measurements of one finished span; never raises."""
         try:
-            found = span_measurements(span, self.mode)
-            if not found:
+            context, start, end = span.context, span.start_time, span.end_time
+            if context is None or start is None or end is None:
                 return
-            context = _span_context(span)
-            for m in found:
-                instrument = self._instrument(m.instrument)
-                if INSTRUMENTS[m.instrument].counter:
-                    instrument.add(m.value, m.attributes, context=context)
-                else:
-                    instrument.record(m.value, m.attributes, context=context)
+            self._measure(span.attributes or {}, start, end, context)
         except Exception:
             self.failed_spans += 1
             logger.exception("loopscribe could not record the metrics of span %r", span.name)
+
+    def measure(
+        self, attrs: Mapping[str, Any], start_ns: int, end_ns: int, trace_id: int, span_id: int
+    ) -> None:
+        """Record the measurements of a finished span given by its parts; never raises.
+
+        What :meth:`record` does, for a caller (the bridge) that holds the
+        span's attributes, times and IDs already.
+        """
+        try:
+            self._measure(attrs, start_ns, end_ns, SpanContext(trace_id, span_id, False, _SAMPLED))
+        except Exception:
+            self.failed_spans += 1
+            logger.exception(
+                "loopscribe could not record the metrics of span %r",
+                attrs.get("gen_ai.operation.name"),
+            )
+
+    def _measure(
+        self, attrs: Mapping[str, Any], start_ns: int, end_ns: int, span: SpanContext
+    ) -> None:
+        found = raw_measurements(attrs, start_ns, end_ns, self.mode)
+        if not found:
+            return
+        # Each measurement in the span's context: an exemplar-sampling provider
+        # (the SDK's default filter, ``trace_based``) keeps its trace and span IDs.
+        context = trace_api.set_span_in_context(NonRecordingSpan(span))
+        for name, value, labels in found:
+            self._sink(name)(value, self._attributes(labels), context=context)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Export what an owned provider holds; a host's provider is left to the host."""
@@ -361,13 +397,6 @@ class GenAIMetrics:
         if self._owned:
             self._owned = False
             self.meter_provider.shutdown()  # type: ignore[attr-defined]
-
-
-def _span_context(span: ReadableSpan) -> Context | None:
-    sc = span.context
-    if sc is None:
-        return None
-    return trace_api.set_span_in_context(NonRecordingSpan(sc))
 
 
 def _version() -> str:

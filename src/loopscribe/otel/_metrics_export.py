@@ -36,6 +36,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from .._files import append_whole, open_append
 from ._metrics import (
+    _INFERENCE,
     AGENT_DURATION,
     INSTRUMENTS,
     OPERATION_DURATION,
@@ -219,7 +220,8 @@ class _Series:
         self.low = float("inf")
         self.high = float("-inf")
         self.buckets = [0] * buckets
-        self.exemplars: dict[int, tuple[float, int, int, int]] = {}
+        self.exemplars: list[tuple[float, int, int, int] | None] = [None] * buckets
+        """The latest measurement per bucket: value, time, trace and span IDs."""
 
 
 _BOUNDS: Final = {name: spec.buckets for name, spec in INSTRUMENTS.items()}
@@ -239,6 +241,14 @@ _TTFC: Final = "gen_ai.response.time_to_first_chunk"
 _INT64: Final = 1 << 63
 
 
+_Plan = tuple[
+    tuple[tuple[str, bool], ...], tuple[tuple[_Series, tuple[float, ...], str | None], ...]
+]
+"""What a span of one signature adds: the attributes to check first (as seconds or
+counts), then each series with its bounds and the attribute its value comes from
+(``None``: the span's duration)."""
+
+
 class MetricsAggregator:
     """Adds up the measurements of spans itself, cheaply, for the embedded default and export.
 
@@ -256,11 +266,10 @@ class MetricsAggregator:
 
     def __init__(self, semconv: str | None = None, *, window_ns: int = 0) -> None:
         self.mode = semconv_mode(semconv)
+        self._current = self.mode == "current"
         self._window = window_ns
         self._series: dict[tuple[str, Labels, int], _Series] = {}
-        self._plans: dict[
-            tuple[Any, ...], tuple[tuple[_Series, tuple[float, ...], str | None], ...]
-        ] = {}
+        self._plans: dict[tuple[Any, ...], _Plan] = {}
         self._lock = threading.Lock()
         self.failed_spans = 0
         """Spans that could not be measured (each was logged)."""
@@ -272,40 +281,70 @@ class MetricsAggregator:
             if context is None or start is None or end is None:
                 return
             attrs = span.attributes or {}
-            window = end // self._window * self._window if self._window else 0
-            exemplar = (end, context.trace_id, context.span_id)
-            if self.mode == "current":
+        except Exception:
+            self.failed_spans += 1
+            logger.exception("loopscribe could not measure span %r", span.name)
+            return
+        self.measure(attrs, start, end, context.trace_id, context.span_id)
+
+    def measure(
+        self, attrs: Mapping[str, Any], start_ns: int, end_ns: int, trace_id: int, span_id: int
+    ) -> None:
+        """Add the measurements of a finished span given by its parts; never raises.
+
+        What :meth:`record` does, for a caller (the bridge) that holds the
+        span's attributes, times and IDs already.
+        """
+        try:
+            window = end_ns // self._window * self._window if self._window else 0
+            if self._current:
                 get = attrs.get
+                operation = get(_OPERATION)
                 # Spans with the same labels (and the same measurements present)
                 # share a plan: the series they add to, found once.
-                signature = (
-                    get(_OPERATION),
-                    get(_PROVIDER),
-                    get(_REQUEST_MODEL),
-                    get(_RESPONSE_MODEL),
-                    get(_ADDRESS),
-                    get(_PORT),
-                    get(_ERROR),
-                    get(_TOOL),
-                    get(_TOOL_TYPE),
-                    get(_AGENT),
-                    _INPUT in attrs,
-                    _OUTPUT in attrs,
-                    _TTFC in attrs,
-                    window,
-                )
+                signature: tuple[Any, ...]
+                if operation in _INFERENCE:
+                    signature = (
+                        operation,
+                        get(_PROVIDER),
+                        get(_REQUEST_MODEL),
+                        get(_RESPONSE_MODEL),
+                        get(_ADDRESS),
+                        get(_PORT),
+                        get(_ERROR),
+                        _INPUT in attrs,
+                        _OUTPUT in attrs,
+                        _TTFC in attrs,
+                        window,
+                    )
+                elif operation == "execute_tool":
+                    signature = (operation, get(_TOOL), get(_TOOL_TYPE), get(_ERROR), window)
+                elif operation == "invoke_agent":
+                    signature = (
+                        operation,
+                        get(_AGENT),
+                        get(_PROVIDER),
+                        get(_REQUEST_MODEL),
+                        get(_ERROR),
+                        window,
+                    )
+                else:
+                    return  # no GenAI operation: nothing to measure
                 plan = self._plans.get(signature)
                 if plan is None:
-                    plan = self._plan(attrs, start, end, window, signature)
-                if plan and self._apply(plan, attrs, start, end, exemplar):
+                    plan = self._plan(attrs, start_ns, end_ns, window, signature)
+                if self._apply(plan, attrs, start_ns, end_ns, trace_id, span_id):
                     return
-            found = raw_measurements(attrs, start, end, self.mode)
+            found = raw_measurements(attrs, start_ns, end_ns, self.mode)
+            exemplar = (end_ns, trace_id, span_id)
             with self._lock:
                 for name, value, labels in found:
                     self._add(self._get(name, labels, window), _BOUNDS[name], value, exemplar)
         except Exception:
             self.failed_spans += 1
-            logger.exception("loopscribe could not measure span %r", span.name)
+            logger.exception(
+                "loopscribe could not measure span %r", attrs.get("gen_ai.operation.name")
+            )
 
     def _get(self, name: str, labels: Labels, window: int) -> _Series:
         key = (name, labels, window)
@@ -335,7 +374,7 @@ class MetricsAggregator:
         end: int,
         window: int,
         signature: tuple[Any, ...],
-    ) -> tuple[tuple[_Series, tuple[float, ...], str | None], ...]:
+    ) -> _Plan:
         """The series a span of this signature adds to, and where each value comes from."""
         sources = {
             OPERATION_DURATION: None,
@@ -344,6 +383,7 @@ class MetricsAggregator:
             TIME_TO_FIRST_CHUNK: _TTFC,
         }
         plan = []
+        checks = []
         with self._lock:
             for name, _value, labels in raw_measurements(attrs, start, end, self.mode):
                 source: str | None
@@ -352,31 +392,31 @@ class MetricsAggregator:
                 else:
                     source = sources[name]
                 plan.append((self._get(name, labels, window), _BOUNDS[name], source))
-            self._plans[signature] = found = tuple(plan)
+                if source is not None:
+                    checks.append((source, source == _TTFC))
+            self._plans[signature] = found = (tuple(checks), tuple(plan))
         return found
 
     def _apply(
         self,
-        plan: tuple[tuple[_Series, tuple[float, ...], str | None], ...],
+        plan: _Plan,
         attrs: Mapping[str, Any],
         start: int,
         end: int,
-        exemplar: tuple[int, int, int],
+        trace: int,
+        span: int,
     ) -> bool:
         """Add a span's values along its plan; ``False`` (nothing added) if a value is off."""
-        for _series, _bounds, source in plan:
-            if source is not None:
-                value = attrs[source]
-                kind = type(value)
-                if not (
-                    (kind is int or (kind is float and source == _TTFC)) and 0 <= value < _INT64
-                ):
-                    return False  # not a count: the generic path leaves it out
-        duration = max(0, end - start) / 1e9
-        _, trace, span = exemplar
+        checks, series = plan
+        for key, seconds in checks:
+            count = attrs[key]
+            kind = type(count)
+            if not ((kind is int or (seconds and kind is float)) and 0 <= count < _INT64):
+                return False  # not a count: the generic path leaves it out
+        duration = (end - start) / 1e9 if end > start else 0.0
         bisect_left = bisect.bisect_left
         with self._lock:
-            for s, bounds, source in plan:
+            for s, bounds, source in series:
                 value = duration if source is None else attrs[source]
                 s.count += 1
                 s.total += value
@@ -420,14 +460,13 @@ class MetricsAggregator:
 def _copy(s: _Series) -> _Series:
     c = _Series(0)
     c.count, c.total, c.low, c.high = s.count, s.total, s.low, s.high
-    c.buckets, c.exemplars = list(s.buckets), dict(s.exemplars)
+    c.buckets, c.exemplars = list(s.buckets), list(s.exemplars)
     return c
 
 
 def _point(spec: _Instrument, labels: Labels, start: int, end: int, s: _Series) -> Any:
     exemplars = [
-        Exemplar({}, value, at, span, trace)
-        for _, (value, at, trace, span) in sorted(s.exemplars.items())
+        Exemplar({}, value, at, span, trace) for value, at, trace, span in filter(None, s.exemplars)
     ]
     if spec.counter:
         latest = max(exemplars, key=lambda e: e.time_unix_nano)
@@ -490,6 +529,8 @@ class EmbeddedMetrics:
         exporter: MetricExporter | None = None,
     ) -> None:
         self.aggregator = MetricsAggregator(semconv)
+        self.measure = self.aggregator.measure
+        """As :meth:`MetricsAggregator.measure` (the bridge's hot path: no export, no SDK call)."""
         self.exporter = default_metric_exporter(session_path) if exporter is None else exporter
         self._resource = resource
         self._start_ns = time.time_ns()
