@@ -9,9 +9,8 @@ from typing import Any
 import orjson
 import pytest
 
-from loopscribe import Execution, Redactor, Session, read, verify
+from loopscribe import Event, Execution, Redactor, Session, read, verify
 from loopscribe import events as ev
-from loopscribe._format import format_ts
 
 SECRET = "sk-bulk-7f3a9c1e5b2d4f6a8c0e"
 EVENTS: list[tuple[str, Execution | None, dict[str, Any]]] = [
@@ -49,9 +48,10 @@ def test_bulk_lines_equal_run_record(tmp_path: Path, chain: bool, redact: bool) 
     with Session.create(path, chain=chain, redact=redactor) as session:
         session._buffer_writes()
         run = session.begin_run(timestamp=when)
+        writer = run.bulk()
         for kind, execution, data in EVENTS:
-            run._record(kind, execution, data, when)
-            session._append_bulk(kind, run.id, execution, data, format_ts(when)[1])
+            run.record(Event(kind, execution, data, when))
+            writer.write(kind, execution, data, when)
         run.close(timestamp=when)
     lines = path.read_bytes().splitlines()
     kinds = {kind.encode() for kind, _, _ in EVENTS}
@@ -71,6 +71,6 @@ def test_bulk_needs_buffered_writes(tmp_path: Path) -> None:
     """A session writing each record at once (or with observers) never takes the bulk path."""
     with Session.create(tmp_path / "s.jsonl") as session:
         run = session.begin_run()
-        with pytest.raises(AssertionError, match="buffered"):
-            session._append_bulk(ev.MESSAGE_END, run.id, None, {}, format_ts(None)[1])
+        with pytest.raises(ValueError, match="buffered"):
+            run.bulk()
         run.close()

@@ -49,8 +49,6 @@ import orjson
 from .. import events as ev
 from .._errors import LoopscribeError
 from .._files import make_private_dir
-from .._format import format_ts as format_record_ts
-from .._freeze import FrozenConfig, freeze_config
 from .._locks import fcntl
 from .._model import Event, Execution, Record
 from .._reader import read
@@ -78,8 +76,8 @@ _HEAD_BYTES = 1 << 20
 
 _PROGRESS_STEP = 1 << 20
 
-BulkAppend = Callable[[str, str, Execution | None, Mapping[str, Any], str], None]
-"""``Session._append_bulk``: kind, run ID, execution, data, stored time."""
+Write = Callable[[str, Execution | None, Mapping[str, Any], datetime | None], None]
+"""Writes one record into the open run: kind, execution, data, source time."""
 
 
 class ImportStateError(LoopscribeError, ValueError):
@@ -508,10 +506,10 @@ class Destination:
         self._run: Run | None = None
         self._replay: Iterator[Record] | None = None
         self._skip = 0
-        self.writing: Run | None = None
-        """The open run while records are written (not matched after a crash): the fast path."""
-        self.bulk: BulkAppend | None = None
-        """``Session._append_bulk`` of an import that nobody observes: no Record is built."""
+        self.write: Write | None = None
+        """Writes a record into the open run while records are written (not matched after
+        a crash): the fast path. An import's is :meth:`BulkWriter.write`, which builds no
+        Record; a live writer's records each through :meth:`Run.record`."""
 
     def scrubbed(self, value: Any) -> Any:
         """``value`` (JSON) as the session's redaction leaves it in a record.
@@ -594,7 +592,6 @@ class Destination:
             # An import can be done again from the cursor, which moves only after
             # the final fsync: lines go out in blocks, not one write each.
             session._buffer_writes()
-            self.bulk = session._append_bulk
         self._session = session
         self._update_writing()
         return session
@@ -674,12 +671,18 @@ class Destination:
     def _update_writing(self) -> None:
         """Once nothing is left to match, continue the open run for real."""
         if self._skip or self._session is None:
-            self.writing = None
+            self.write = None
             return
         if self._run_id is not None and self._run is None:
             # The transcript holds every event: continuing is no gap (no run_resume).
             self._run = self._session._continue_run(self._run_id, gap=False)
-        self.writing = self._run
+        run = self._run
+        if run is None:
+            self.write = None
+        elif self._live:
+            self.write = _recorder(run)
+        else:
+            self.write = run.bulk().write
 
     def record(self, event: Event) -> None:
         """Record a host event in the open run."""
@@ -764,6 +767,17 @@ class Destination:
         return self._session
 
 
+def _recorder(run: Run) -> Write:
+    """A live writer's :data:`Write`: each record through :meth:`Run.record`, observed."""
+
+    def write(
+        kind: str, execution: Execution | None, data: Mapping[str, Any], timestamp: datetime | None
+    ) -> None:
+        run.record(Event(kind, execution, data, timestamp))
+
+    return write
+
+
 # -- the engine -------------------------------------------------------------------
 
 
@@ -795,8 +809,6 @@ class Mapper:
         """SHA-256 of the transcript up to where it was read."""
         self.title_from: str | None = None
         """What the session's title was taken from: ``summary``, ``user`` or nothing yet."""
-        self._ts_at: datetime | None = None
-        self._ts_text_at = ""
         self._looked_ahead = False
 
     # -- for subclasses ------------------------------------------------------------
@@ -831,32 +843,20 @@ class Mapper:
         timestamp: datetime | None,
     ) -> None:
         """Record an event, opening a run first when none is open."""
-        run = self.dest.writing
-        if run is not None:
-            bulk = self.dest.bulk
-            if bulk is not None and (kind not in ev.POLICY_TYPES or kind == ev.MODEL_REQUEST):
-                if kind == ev.MODEL_REQUEST and type(data.get("config")) is not FrozenConfig:
-                    # What Run.record writes for a request: its config frozen.
-                    data = {**data, "config": freeze_config(data.get("config"), run.session.codec)}
-                bulk(kind, run.id, execution, data, self._ts_text(timestamp))
-            else:
-                run._record(kind, execution, data, timestamp)
+        write = self.dest.write
+        if write is not None:
+            write(kind, execution, data, timestamp)
             self.report.records += 1
         else:
             if not self.dest.run_open:
                 self.begin_run(timestamp)
             self.dest.record(Event(kind, execution, data, timestamp))
-        if timestamp is not None and (self.record_ts is None or timestamp > self.record_ts):
+        if (
+            timestamp is not None
+            and timestamp is not self.record_ts
+            and (self.record_ts is None or timestamp > self.record_ts)
+        ):
             self.record_ts = timestamp
-
-    def _ts_text(self, timestamp: datetime | None) -> str:
-        """The stored form of a record's time (``None``: now)."""
-        if timestamp is None:
-            return format_record_ts(None)[1]
-        if timestamp is not self._ts_at:
-            # The records of one source line share its time object: format it once.
-            self._ts_at, self._ts_text_at = timestamp, format_record_ts(timestamp)[1]
-        return self._ts_text_at
 
     def begin_run(self, timestamp: datetime | None) -> None:
         """Start a run (a turn of the agent) at ``timestamp``."""
