@@ -25,7 +25,7 @@ and credential environment variables); the same passes import each
 transcript with ``redact=False`` too, which prints what redaction costs.
 
 Where the time goes, to tell the importer's own work from the session
-writer's: the same import with ``Run._record``, ``Session._append_bulk``
+writer's: the same import with ``Run._record``, ``BulkWriter.write``
 and ``fsync`` stubbed out.
 And a floor: each parsed line wrapped in a record envelope, encoded and
 written in blocks, with no mapping at all (``floor_pass``), which bounds
@@ -71,7 +71,8 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from benchmarks._workload import median, scratch_dir
-from loopscribe import Run, Session
+from loopscribe import Run
+from loopscribe._session import BulkWriter
 from loopscribe.importers import claude_code, codex
 from loopscribe.otel import encode_otlp_protobuf, replay
 
@@ -277,15 +278,15 @@ def import_one(path: Path, out: Path, *, redact: bool = True) -> tuple[int, int]
 @contextmanager
 def _writer_stubbed() -> Iterator[None]:
     """Run._record, the bulk writes and fsync do nothing: what is left is the importer's work."""
-    record, bulk, fsync = Run._record, Session._append_bulk, os.fsync
+    record, bulk, fsync = Run._record, BulkWriter.write, os.fsync
     Run._record = lambda self, *event: None  # type: ignore[method-assign]
-    Session._append_bulk = lambda self, *record: None  # type: ignore[method-assign]
+    BulkWriter.write = lambda self, *record: None  # type: ignore[method-assign]
     os.fsync = lambda fd: None
     try:
         yield
     finally:
         Run._record = record  # type: ignore[method-assign]
-        Session._append_bulk = bulk  # type: ignore[method-assign]
+        BulkWriter.write = bulk  # type: ignore[method-assign]
         os.fsync = fsync
 
 
