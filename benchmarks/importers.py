@@ -71,8 +71,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from benchmarks._workload import median, scratch_dir
-from loopscribe import Run
-from loopscribe._session import BulkWriter
+from loopscribe import BulkWriter, Run
 from loopscribe.importers import claude_code, codex
 from loopscribe.otel import encode_otlp_protobuf, replay
 

@@ -4,9 +4,9 @@ Durability rules, and why:
 
 * Each record is one ``os.write`` of one complete line on an ``O_APPEND``
   descriptor, with no application buffer, so a crash loses at most the line
-  being written and never interleaves two records. (The transcript
-  importers, which can redo their work from a cursor, write blocks of
-  lines instead: see ``Session._buffer_writes``.)
+  being written and never interleaves two records. (A *buffered* Session,
+  for bulk loads that can be done again, such as the transcript importers,
+  writes blocks of lines instead: see ``Session.create(buffered=True)``.)
 * No fsync per event: that would cost milliseconds per record. ``Run.close``,
   ``Session.close`` and ``save_checkpoint`` fsync; a new file also fsyncs
   its directory so the file itself survives a power loss.
@@ -177,6 +177,19 @@ def _joined(observers: Iterable[Observer], bus: Bus | bool) -> Iterable[Observer
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
 
 
+def _unbuffered(
+    observers: Iterable[Observer], buffered: bool, path: str | os.PathLike[str]
+) -> tuple[Observer, ...]:
+    """``observers``, refused for a buffered Session: they are promised records in the file."""
+    observers = tuple(observers)
+    if buffered and observers:
+        raise ValueError(
+            f"{path}: a buffered Session cannot have observers (or join a bus); open it "
+            "without buffered=True to observe its records"
+        )
+    return observers
+
+
 def _traceparent(parent: str | Context) -> str:
     """Normalize a run's parent to a W3C traceparent string."""
     if isinstance(parent, str):
@@ -298,6 +311,7 @@ class Session:
         open_run_start: Mapping[str, Any] | None = None,
         messages: int = 0,
         compaction_at: int | None = None,
+        buffered: bool = False,
     ) -> None:
         """Use :meth:`create` or :meth:`open`; this constructor is internal."""
         self._fd = fd
@@ -329,8 +343,8 @@ class Session:
         # The SHA-256 of the last line when the file is hash-chained, else None.
         self._chain_head = chain_head
         self._redact = redact
-        # Lines not yet written, while buffering (see _buffer_writes); None: write each at once.
-        self._pending: bytearray | None = None
+        # Lines not yet written, when buffered (see create()); None: write each at once.
+        self._pending: bytearray | None = bytearray() if buffered else None
         self._pending_at = 0
         self.observer_errors = 0
         """How many times an observer raised (each was logged)."""
@@ -360,6 +374,7 @@ class Session:
         session_id: str | None = None,
         redact: LineRedactor | None = None,
         bus: Bus | bool = False,
+        buffered: bool = False,
     ) -> Session:
         """Create a new session file with a fresh random ``session_id``.
 
@@ -379,15 +394,20 @@ class Session:
             bus: ``True`` joins the process-wide live bus
                 (``loopscribe.live.global_bus()``), so any part of the process
                 can subscribe to this session; a ``Bus`` joins that one.
+            buffered: Write records in blocks of about 1 MiB instead of one
+                ``write`` each, for bulk loads that can be done again after a
+                crash (the transcript importers); see :attr:`buffered` for
+                what a crash keeps. A buffered Session takes no observers.
 
         Raises:
             SessionExistsError: ``path`` exists already.
             SessionLockedError: Another handle locked the new file first.
-            ValueError: ``session_id`` is not 32 lowercase hex digits.
+            ValueError: ``session_id`` is not 32 lowercase hex digits, or
+                ``buffered`` with observers or a bus.
             TypeError: ``bus`` is neither a bool nor a ``Bus``.
             OSError: The folder is missing or not writable.
         """
-        observers = _joined(observers, bus)
+        observers = _unbuffered(_joined(observers, bus), buffered, path)
         if session_id is None:
             session_id = secrets.token_hex(16)
         elif not is_session_id(session_id):
@@ -419,6 +439,7 @@ class Session:
             size=0,
             chain_head="" if chain else None,
             redact=redact,
+            buffered=buffered,
         )
         start: dict[str, Any] = {"format_version": FORMAT_VERSION}
         if chain:
@@ -445,6 +466,7 @@ class Session:
         redact: LineRedactor | None = None,
         chain: bool = False,
         bus: Bus | bool = False,
+        buffered: bool = False,
     ) -> Session:
         """Open an existing session file for appending.
 
@@ -467,6 +489,7 @@ class Session:
                 checks every record from there on and says where the chain
                 begins; the records before it are not protected.
             bus: As for :meth:`create`.
+            buffered: As for :meth:`create`.
 
         Raises:
             FileNotFoundError: ``path`` does not exist.
@@ -475,8 +498,9 @@ class Session:
             UnsupportedVersionError: The file's format version is not supported.
             FormatError: The file holds no complete ``session_start`` record.
             TypeError: ``bus`` is neither a bool nor a ``Bus``.
+            ValueError: ``buffered`` with observers or a bus.
         """
-        observers = _joined(observers, bus)
+        observers = _unbuffered(_joined(observers, bus), buffered, path)
         path = Path(path).absolute()
         require_locks(path)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
@@ -562,6 +586,7 @@ class Session:
             open_run_start=open_run_start,
             messages=messages,
             compaction_at=compaction_at,
+            buffered=buffered,
         )
         if chain and not chained:
             try:
@@ -614,8 +639,43 @@ class Session:
         """Bytes written to the file so far: the offset of the next record."""
         return self._size
 
+    @property
+    def buffered(self) -> bool:
+        """Whether records are written in blocks (``create(buffered=True)``).
+
+        What a crash keeps of a buffered Session: records wait in memory in a
+        block of about 1 MiB, which goes to the file (one ``write``) when it
+        is full, on :meth:`flush`, and before every fsync (``Run.close``,
+        ``Run.detach``, ``save_checkpoint``, :meth:`close`). A process killed
+        at any moment (SIGKILL included) leaves the file holding every record
+        of every block written before, in order, and none of the block still
+        in memory; at most the block being written is cut inside a line, and
+        that unfinished line is dropped by every reader and removed by
+        :meth:`open`. A power loss keeps what was fsynced, as for any
+        Session. So a buffered Session is for loads that can be done again
+        from where the file ends (the transcript importers keep a cursor,
+        saved only after the fsync that covers its records).
+        """
+        return self._pending is not None
+
+    def flush(self) -> None:
+        """Write the records waiting in the block now (no fsync); nothing to do unbuffered.
+
+        Raises:
+            LoopscribeError: The sticky recording error, if recording failed.
+            SessionClosedError: The Session is closed.
+        """
+        with self._lock:
+            self._check_usable()
+            self._flush()
+
     def add_observer(self, observer: Observer) -> None:
-        """Deliver every later Record to ``observer`` as well."""
+        """Deliver every later Record to ``observer`` as well.
+
+        Raises:
+            ValueError: The Session is buffered (see :attr:`buffered`).
+        """
+        _unbuffered((observer,), self._pending is not None, self._path)
         _bind(observer, self)
         with self._lock:
             self._observers = (*self._observers, observer)
@@ -681,7 +741,7 @@ class Session:
             )
             return run
 
-    def resume_run(self, run_id: str) -> Run:
+    def resume_run(self, run_id: str, *, gap: bool = True) -> Run:
         """Continue the file's last run, left open by :meth:`Run.detach` (or a crash).
 
         The gap stays visible: a ``run_resume`` record (``data.after_seq``:
@@ -690,18 +750,20 @@ class Session:
         Whatever happened between the earlier writer stopping and this
         resume was not recorded; readers must not assume the run is whole.
         A live agent after a crash should begin a new run instead, as the
-        recorder's rules ask. (The transcript importers continue a run
-        without this record: their source holds every event, so an import
-        in two parts writes exactly what one import writes.)
+        recorder's rules ask.
+
+        Args:
+            run_id: The run to continue: the file's last run, still open.
+            gap: ``False`` continues without a ``run_resume`` record, as if
+                the run had never stopped. Only for a writer whose source
+                holds every event of the run, so nothing was missed in
+                between: a transcript import done in two parts writes
+                exactly what one import writes.
 
         Raises:
             RunStateError: A run is open on this Session, or ``run_id`` is not
                 the file's last run or that run is closed.
         """
-        return self._continue_run(run_id, gap=True)
-
-    def _continue_run(self, run_id: str, *, gap: bool) -> Run:
-        """:meth:`resume_run`; ``gap=False`` (importers only) writes no ``run_resume``."""
         with self._lock:
             self._check_usable()
             if self._run is not None:
@@ -950,20 +1012,6 @@ class Session:
                 except Exception:
                     self.observer_errors += 1
                     logger.exception("loopscribe observer %r failed on a %s", sink, kind)
-
-    def _buffer_writes(self) -> None:
-        """From now on, write lines in blocks of about 1 MiB instead of one by one.
-
-        For bulk loads that can be done again (the transcript importers):
-        fsync, checkpoints and close write the block first, and a file cut
-        inside a block still ends on whole lines once opened, but a crash
-        loses every line of the block. Observers would see records before
-        they reach the file, so a Session with observers refuses.
-        """
-        if self._observers:
-            raise ValueError(f"{self._path}: cannot buffer writes of a Session with observers")
-        if self._pending is None:
-            self._pending = bytearray()
 
     def _flush(self) -> None:
         """Write the buffered lines (one block) now."""

@@ -474,9 +474,10 @@ class Destination:
     Run lifecycle records carry source timestamps
     (``Session.begin_run(timestamp=)``, ``Run.close(timestamp=)``,
     ``Session.annotate(timestamp=)``), and a run left open by one import is
-    continued by the next (``Run.detach()``, ``Session._continue_run()``).
+    continued by the next (``Run.detach()``, ``Session.resume_run(gap=False)``).
 
-    An import writes in blocks, since it can be done again from its cursor. A
+    An import writes in blocks (a buffered Session, ``Session.create(buffered=True)``),
+    since it can be done again from its cursor. A
     ``live`` writer (the Claude Agent SDK session store) writes each record at
     once, its ``observers`` see the records as they are written, and when it
     reopens a file it matches the records there as the normal way to continue
@@ -559,6 +560,7 @@ class Destination:
                 metadata=self._metadata(),
                 observers=self._observers,
                 redact=self._redact,
+                buffered=not self._live,
             )
         else:
             if not self.path.exists():
@@ -566,7 +568,12 @@ class Destination:
                     f"{self.path}: missing, but its import cursor exists; delete "
                     f"{cursor_path(self.path)} to import the transcript again"
                 )
-            session = Session.open(self.path, observers=self._observers, redact=self._redact)
+            session = Session.open(
+                self.path,
+                observers=self._observers,
+                redact=self._redact,
+                buffered=not self._live,
+            )
             if session.id != cursor.session_id or session.next_seq < cursor.dest_seq:
                 session.close()
                 raise ImportStateError(
@@ -588,10 +595,6 @@ class Destination:
                         self.path,
                         self._skip,
                     )
-        if not self._live:
-            # An import can be done again from the cursor, which moves only after
-            # the final fsync: lines go out in blocks, not one write each.
-            session._buffer_writes()
         self._session = session
         self._update_writing()
         return session
@@ -675,7 +678,7 @@ class Destination:
             return
         if self._run_id is not None and self._run is None:
             # The transcript holds every event: continuing is no gap (no run_resume).
-            self._run = self._session._continue_run(self._run_id, gap=False)
+            self._run = self._session.resume_run(self._run_id, gap=False)
         run = self._run
         if run is None:
             self.write = None
