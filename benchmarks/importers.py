@@ -36,7 +36,8 @@ transcript (``--size-mib``), another one four times as large, and reports
 their peak resident set sizes, which must not grow with the transcript.
 
 First, side by side with the code of an earlier commit (``--baseline``,
-extracted with ``git archive`` into a scratch folder): a folder of many
+extracted with ``git archive`` into a scratch folder; each child keeps its
+bytecode in the scratch folder, as an installed package does): a folder of many
 transcripts imported the way ``loopscribe import`` did it there (one
 transcript after the other, each made durable alone) and the way it does
 now, in one process (``--jobs 1``) and over every core, each in a fresh
@@ -502,7 +503,12 @@ def side_by_side(folder: Path, copies: int, min_mib: float, reps: int, rev: str)
 
     def child(mode: str, src: Path, jobs: int, out: Path) -> tuple[int, int]:
         spec = {"mode": mode, "jobs": jobs, "out": str(out), "groups": groups}
-        env = {**os.environ, "PYTHONPATH": str(src)}
+        # Bytecode cached in the scratch folder (the warm-up pass writes it): a child
+        # measures the import, not the compiling of loopscribe's source, which an
+        # installed package never pays (PYTHONDONTWRITEBYTECODE would make every
+        # child compile it again).
+        env = {**os.environ, "PYTHONPATH": str(src), "PYTHONPYCACHEPREFIX": str(folder / "pyc")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         done = subprocess.run(
             [sys.executable, "-c", _SIDE_CHILD, json.dumps(spec, default=str)],
             check=True,
