@@ -19,6 +19,7 @@ from ._scan import (
     _LIFECYCLE,
     _LIFECYCLE_TEXT,
     _MIN_KEY_SECRET,
+    _NEXT_RUN,
     _NOT_TOKEN,
     _RUN,
     _RUNS,
@@ -271,6 +272,8 @@ class Redactor:
                     t.keep(m, found)
         for pattern in self._own:
             found.extend(_span(m) for m in pattern.finditer(line, lo))
+        if not found:
+            return found
         snapped = (_snap(line, s, e) for s, e in found)
         return [(s, e) for s, e in snapped if e > s]
 
@@ -294,25 +297,29 @@ class Redactor:
         i = find(_RUN, lo)
         if i < 0:
             return
+        if i - 2 < lo:
+            self._run(line, i, lo, found)
+            i = find(_NEXT_RUN, i) + 1
+            if not i:
+                return
         starts = self._head_forms
         plain = self._plain_before
         gaps = self._gaps
         tails = self._word_tails
         heads = self._heads.get
+        run = self._run
         while True:
-            if i - 2 < lo:
-                self._run(line, i, lo, found)
-            elif (before := line[i - 1]) in plain or (before in gaps and line[i - 2] not in tails):
+            before = line[i - 1]
+            if before in plain or (before in gaps and line[i - 2] not in tails):
                 if line[i : i + 3] in starts:
                     for t in heads(line[i : i + 3].lower(), ()):
                         t.at(line, i, found)
             else:
-                self._run(line, i, lo, found)
-            end = find(b" ", i)
-            if end < 0:
-                return
-            i = find(_RUN, end)
-            if i < 0:
+                run(line, i, lo, found)
+            # The next run begins one byte after the next space that a run's length of
+            # token bytes follows: that space ends this run, and no run starts before it.
+            i = find(_NEXT_RUN, i) + 1
+            if not i:
                 return
 
     def _run(self, line: bytes, i: int, lo: int, found: list[tuple[int, int]]) -> None:

@@ -15,6 +15,8 @@ _RUNS = bytes(0x61 if c in _RUN_BYTES else 0x20 for c in range(256))
 _MIN_RUN = 12
 """The shortest token run a shape can start with (``SessionToken``)."""
 _RUN = b"a" * _MIN_RUN
+_NEXT_RUN = b" " + _RUN
+"""A space and a run's length of token bytes: where the next run begins, one byte on."""
 _NOT_TOKEN = frozenset(range(256)) - frozenset(_RUN_BYTES)
 _BACKSLASH = 0x5C
 _ESCAPE_LETTERS = frozenset(b"nrtbf")
