@@ -25,7 +25,7 @@ and credential environment variables); the same passes import each
 transcript with ``redact=False`` too, which prints what redaction costs.
 
 Where the time goes, to tell the importer's own work from the session
-writer's: the same import with ``Run._record``, ``Session._append_bulk``
+writer's: the same import with ``Run._record``, ``BulkWriter.write``
 and ``fsync`` stubbed out.
 And a floor: each parsed line wrapped in a record envelope, encoded and
 written in blocks, with no mapping at all (``floor_pass``), which bounds
@@ -36,7 +36,8 @@ transcript (``--size-mib``), another one four times as large, and reports
 their peak resident set sizes, which must not grow with the transcript.
 
 First, side by side with the code of an earlier commit (``--baseline``,
-extracted with ``git archive`` into a scratch folder): a folder of many
+extracted with ``git archive`` into a scratch folder; each child keeps its
+bytecode in the scratch folder, as an installed package does): a folder of many
 transcripts imported the way ``loopscribe import`` did it there (one
 transcript after the other, each made durable alone) and the way it does
 now, in one process (``--jobs 1``) and over every core, each in a fresh
@@ -71,7 +72,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from benchmarks._workload import median, scratch_dir
-from loopscribe import Run, Session
+from loopscribe import BulkWriter, Run
 from loopscribe.importers import claude_code, codex
 from loopscribe.otel import encode_otlp_protobuf, replay
 
@@ -277,15 +278,15 @@ def import_one(path: Path, out: Path, *, redact: bool = True) -> tuple[int, int]
 @contextmanager
 def _writer_stubbed() -> Iterator[None]:
     """Run._record, the bulk writes and fsync do nothing: what is left is the importer's work."""
-    record, bulk, fsync = Run._record, Session._append_bulk, os.fsync
+    record, bulk, fsync = Run._record, BulkWriter.write, os.fsync
     Run._record = lambda self, *event: None  # type: ignore[method-assign]
-    Session._append_bulk = lambda self, *record: None  # type: ignore[method-assign]
+    BulkWriter.write = lambda self, *record: None  # type: ignore[method-assign]
     os.fsync = lambda fd: None
     try:
         yield
     finally:
         Run._record = record  # type: ignore[method-assign]
-        Session._append_bulk = bulk  # type: ignore[method-assign]
+        BulkWriter.write = bulk  # type: ignore[method-assign]
         os.fsync = fsync
 
 
@@ -502,7 +503,12 @@ def side_by_side(folder: Path, copies: int, min_mib: float, reps: int, rev: str)
 
     def child(mode: str, src: Path, jobs: int, out: Path) -> tuple[int, int]:
         spec = {"mode": mode, "jobs": jobs, "out": str(out), "groups": groups}
-        env = {**os.environ, "PYTHONPATH": str(src)}
+        # Bytecode cached in the scratch folder (the warm-up pass writes it): a child
+        # measures the import, not the compiling of loopscribe's source, which an
+        # installed package never pays (PYTHONDONTWRITEBYTECODE would make every
+        # child compile it again).
+        env = {**os.environ, "PYTHONPATH": str(src), "PYTHONPYCACHEPREFIX": str(folder / "pyc")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         done = subprocess.run(
             [sys.executable, "-c", _SIDE_CHILD, json.dumps(spec, default=str)],
             check=True,

@@ -234,8 +234,7 @@ def test_buffered_writes_go_out_in_blocks_before_every_fsync(
     session_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The importers' bulk mode: lines wait in a block, which is written before any fsync."""
-    s = Session.create(session_path)
-    s._buffer_writes()
+    s = Session.create(session_path, buffered=True)
     calls = Calls(monkeypatch)
     run = s.begin_run()
     for i in range(250):
@@ -258,11 +257,14 @@ def test_buffered_writes_go_out_in_blocks_before_every_fsync(
 
 def test_buffered_writes_are_refused_with_observers(session_path: Path) -> None:
     """Observers are promised records that are on disk: a buffering Session cannot keep that."""
+    with pytest.raises(ValueError, match="observers"):
+        Session.create(session_path, observers=[lambda record: None], buffered=True)
+    assert not session_path.exists()
     with (
-        Session.create(session_path, observers=[lambda record: None]) as s,
+        Session.create(session_path, buffered=True) as s,
         pytest.raises(ValueError, match="observers"),
     ):
-        s._buffer_writes()
+        s.add_observer(lambda record: None)
 
 
 def test_a_failed_block_write_is_sticky_and_cuts_the_whole_block(
@@ -270,10 +272,10 @@ def test_a_failed_block_write_is_sticky_and_cuts_the_whole_block(
 ) -> None:
     """A block written in part is cut back to where it began: the file ends on a line boundary."""
     arm = fail_writes_after(monkeypatch, partial=True)
-    s = Session.create(session_path)
+    s = Session.create(session_path, buffered=True)
     run = s.begin_run()
+    s.flush()
     good = session_path.read_bytes()
-    s._buffer_writes()
     for i in range(10):
         run.record(Event("tool_exec_start", EX, {"i": i, "pad": "x" * 100_000}))
     assert session_path.read_bytes() == good  # all ten are waiting in the block

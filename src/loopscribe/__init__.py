@@ -57,7 +57,7 @@ from ._messages import (
 from ._model import Actor, CallRef, Event, Execution, Record, Transient
 from ._reader import load_checkpoint, read
 from ._redact import COMMON_PATTERNS, Redactor
-from ._session import Observer, Run, Session, current_run
+from ._session import BulkWriter, Observer, Run, Session, current_run
 from ._source import set_url_opener as _set_url_opener
 from ._verify import BrokenLink, VerifyReport, verify
 from .summary import summarize
@@ -95,6 +95,7 @@ __all__ = [
     "AgentLoop",
     "AssistantMessage",
     "BrokenLink",
+    "BulkWriter",
     "CallRef",
     "Chunk",
     "Codec",

@@ -65,6 +65,7 @@ from typing import Any
 import orjson
 
 from .. import events as ev
+from .._freeze import freeze_config
 from .._model import Execution
 from .._redact import LineRedactor
 from ._common import (
@@ -312,6 +313,9 @@ class CodexImporter(Importer):
         """Between ``task_started`` and its end: user input there joins the running turn."""
         self.provider = "openai"
         self.request_ts: datetime | None = None
+        self._config: tuple[object, dict[str, Any] | None] = (None, None)
+        """The turn context a request's config was last frozen from, and that config: each
+        request of a turn carries it, frozen once (``Run.record`` freezes a config)."""
 
     # -- state -------------------------------------------------------------------
 
@@ -566,10 +570,8 @@ class CodexImporter(Importer):
                 "provider": self.provider,
                 "messages": [],
             }
-            config = {
-                k: v for k, v in context.items() if k != "model" and not k.endswith("instructions")
-            }
-            if config:
+            config = self._frozen_config(context)
+            if config is not None:
                 request["config"] = config
             request["source"] = source
             # The call began when its input was complete, not with its first output item.
@@ -581,6 +583,17 @@ class CodexImporter(Importer):
         response.ts = ts
         response.source = source
         return response
+
+    def _frozen_config(self, context: dict[str, Any]) -> dict[str, Any] | None:
+        """A request's config from the turn context (``None``: it has none), frozen once a turn."""
+        seen, frozen = self._config
+        if seen is not context:
+            config = {
+                k: v for k, v in context.items() if k != "model" and not k.endswith("instructions")
+            }
+            frozen = freeze_config(config) if config else None
+            self._config = (context, frozen)
+        return frozen
 
     def _end_response(self) -> None:
         response = self.response

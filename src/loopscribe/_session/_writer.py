@@ -1,58 +1,33 @@
-"""The writer: a Session owns one file; a Run scopes one loop invocation.
+"""The Session: the single writer of one session file (the package docstring has its rules).
 
-Durability rules, and why:
-
-* Each record is one ``os.write`` of one complete line on an ``O_APPEND``
-  descriptor, with no application buffer, so a crash loses at most the line
-  being written and never interleaves two records. (The transcript
-  importers, which can redo their work from a cursor, write blocks of
-  lines instead: see ``Session._buffer_writes``.)
-* No fsync per event: that would cost milliseconds per record. ``Run.close``,
-  ``Session.close`` and ``save_checkpoint`` fsync; a new file also fsyncs
-  its directory so the file itself survives a power loss.
-* A short write is completed or cut back to the last line boundary, and the
-  handle fails: a partial line is never followed by another record.
-* Write, sync and encoding errors are sticky (see ``loopscribe._errors``).
-  Data never causes one: a value the codec cannot hold is recorded as a
-  ``snapshot_error`` diagnostic and recording goes on. An encoding error
-  is the host's set-up mistake (an unregistered class where a message
-  belongs, a custom codec's refusal), raised before anything is written.
-  A failed fsync is never retried, because a retry can report success for
-  data the kernel has already dropped.
-* One writer per file: an exclusive, non-blocking ``flock`` on the open
-  file description. It fails at once for a second handle in this or
-  another process and dies with the process, so SIGKILL leaves no stale lock.
+Over 800 lines because the Session is one object whose methods share its
+lock and its file state (creation, opening with its scan, appending, the
+block buffer, syncing and closing); its helpers (locks, observers, trace
+parents) and its Runs live in their own modules.
 """
 
 from __future__ import annotations
 
-import contextlib
-import enum
 import errno
 import hashlib
 import logging
 import os
-import re
 import secrets
-import struct
-import sys
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping
-from contextvars import ContextVar, Token
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Self
 
-import orjson
 from opentelemetry import trace
 from opentelemetry.context import Context
 
-from . import events as ev
-from ._bus import Bus, global_bus
-from ._codec import DEFAULT_CODEC, DUMPS_OPTIONS, TAG_KEY_BYTES, Codec
-from ._errors import (
+from .. import events as ev
+from .._bus import Bus
+from .._codec import DEFAULT_CODEC, Codec
+from .._errors import (
     EncodeError,
     ForkedWriterError,
     FormatError,
@@ -60,81 +35,28 @@ from ._errors import (
     RunStateError,
     SessionClosedError,
     SessionExistsError,
-    SessionLockedError,
     WriteError,
 )
-from ._fields import typed_positions
-from ._files import sync_debt
-from ._format import FORMAT_VERSION, Scanner, format_ts, is_session_id
-from ._freeze import FrozenConfig, freeze_config
-from ._locks import fcntl, require_locks
-from ._model import Actor, CallRef, Event, Execution, Record, Transient, new_record
-from ._redact import LineRedactor
+from .._fields import typed_positions
+from .._files import sync_debt
+from .._format import FORMAT_VERSION, Scanner, format_ts, is_session_id
+from .._locks import require_locks
+from .._model import Actor, Execution, Record, Transient, new_record
+from .._redact import LineRedactor
+from ._file import _BLOCK_BYTES, _COUNTED, _forks, _fsync_dir, _lock, _remove_unborn
+from ._observers import Observer, _bind, _joined, _transient_sinks, _unbuffered
+from ._parent import ACTIVE_SPAN, _format_traceparent, _Join, _traceparent
+from ._run import Run
 
 logger = logging.getLogger("loopscribe")
 
-Observer = Callable[[Record], object]
-"""A callable that receives every Record after it is written.
-
-Observers run on the recording thread, in record order, while the Session's
-lock is held: keep them fast. One that raises is logged and counted, never
-propagated into the agent loop. An observer that also has an
-``on_transient(item)`` method receives the transient events (token deltas,
-tool progress) as :class:`Transient` values, in the same order; they are
-never written to the file. An observer with a ``bind_session(session)``
-method (a SpanBridge) is called with the Session when it is attached, so it
-learns the session's ID and file.
-"""
-
-
-class _Join(enum.Enum):
-    ACTIVE_SPAN = "active span"
-
-
-ACTIVE_SPAN: Final = _Join.ACTIVE_SPAN
-"""``begin_run``'s default parent: the active OpenTelemetry span, if there is one."""
-
 _SCAN_BUFFER_BYTES = 1 << 16
-_BLOCK_BYTES = 1 << 20
-_BULK_OPTIONS = DUMPS_OPTIONS | orjson.OPT_APPEND_NEWLINE
-# Records that carry the file's committed-message count: a top-level "messages" key
-# (and, on message_end after a compaction, "compaction": that record's offset).
-_COUNTED: Final = frozenset({ev.MESSAGE_END, ev.COMPACTION})
-
-# Bumped in every forked child: a handle created before the fork is the
-# parent's. Cheaper than an os.getpid() system call on every record.
-_forks = [0]
-os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
 CHAIN_ALGORITHM = "sha256"
+
 
 # The Session handles open in this process, by path: lets the workspace append
 # through this process's own handle instead of failing on its lock.
-_CURRENT_RUN: ContextVar[Run | None] = ContextVar("loopscribe_current_run", default=None)
-"""The run a ``with run:`` block made current (see :func:`current_run`)."""
-
-
-def current_run() -> Run | None:
-    """The run made current by the innermost ``with session.begin_run() as run:`` block.
-
-    The ``with`` block sets a context variable, so code called inside it sees
-    the run, and so do asyncio tasks created inside it and threads started
-    with ``contextvars.copy_context().run``. SDK instrumentation
-    (``loopscribe.instrument``) records the calls it sees into this run.
-    A run that is closed (or whose Session is) is not current.
-    """
-    run = _CURRENT_RUN.get()
-    if run is None or run._closed or run._session._closed:
-        return None
-    return run
-
-
 _OPEN_HANDLES: weakref.WeakValueDictionary[Path, Session] = weakref.WeakValueDictionary()
-
-
-def _transient_sinks(observers: Iterable[Observer]) -> tuple[Callable[[Transient], object], ...]:
-    """The ``on_transient`` methods of the observers that have one (the live Bus)."""
-    sinks = (getattr(o, "on_transient", None) for o in observers)
-    return tuple(sink for sink in sinks if callable(sink))
 
 
 def open_handle(path: str | os.PathLike[str]) -> Session | None:
@@ -158,112 +80,6 @@ def _run_start_ref(obj: Mapping[str, Any]) -> dict[str, Any]:
 def _chained_from_start(start: Mapping[str, Any] | None) -> bool:
     """Whether the file was created hash-chained (its ``session_start`` says so)."""
     return start is not None and start.get("data", {}).get("chain") == CHAIN_ALGORITHM
-
-
-def _joined(observers: Iterable[Observer], bus: Bus | bool) -> Iterable[Observer]:
-    """``observers``, and the bus a Session was asked to join (``True``: the process's)."""
-    if bus is False:
-        return observers
-    if bus is True:
-        return (*observers, global_bus())
-    if not isinstance(bus, Bus):
-        raise TypeError(
-            f"bus= takes True (the process-wide loopscribe.live.global_bus()) or a "
-            f"loopscribe.live.Bus, got {type(bus).__name__}"
-        )
-    return (*observers, bus)
-
-
-_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
-
-
-def _traceparent(parent: str | Context) -> str:
-    """Normalize a run's parent to a W3C traceparent string."""
-    if isinstance(parent, str):
-        match = _TRACEPARENT.fullmatch(parent)
-        if match is None or not int(match[1], 16) or not int(match[2], 16):
-            raise ValueError(
-                f"parent {parent!r} is not a W3C traceparent "
-                "('00-<32 hex trace id>-<16 hex span id>-<2 hex flags>', ids not all zero)"
-            )
-        return parent
-    ctx = trace.get_current_span(parent).get_span_context()
-    if not ctx.is_valid:
-        raise ValueError("parent Context holds no valid span; pass a Context with a recording span")
-    return _format_traceparent(ctx)
-
-
-def _format_traceparent(ctx: trace.SpanContext) -> str:
-    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
-
-
-def _bind(observer: Observer, session: Session) -> None:
-    """Tell an observer that has ``bind_session`` (a SpanBridge) which Session it observes."""
-    bind = getattr(observer, "bind_session", None)
-    if not callable(bind):
-        return
-    try:
-        bind(session)
-    except Exception:
-        logger.exception("loopscribe observer %r could not bind to %s", observer, session.path)
-
-
-def _lock(fd: int, path: Path) -> None:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise SessionLockedError(
-            errno.EWOULDBLOCK,
-            f"{path}: another Session handle, in this or another process, is writing "
-            "this file; close it first, or read the file with loopscribe.read()",
-        ) from None
-
-
-# struct flock on 64-bit Linux: l_type, l_whence, l_start, l_len, l_pid (and padding).
-_FLOCK_STRUCT = "hhqqi4x"
-_OPEN_RUN_LOCKS = (
-    sys.platform.startswith("linux") and hasattr(fcntl, "F_OFD_SETLK") and sys.maxsize > 2**32
-)
-
-
-def _run_lock(fd: int, *, held: bool) -> None:
-    """Hold an OFD lock on byte 0 while a run is open; it dies with the process.
-
-    Readers (``Workspace``) see it in /proc/locks, so a writer that is alive
-    but has no run open — it reopened the file after a crash — is told apart
-    from one that is running. Best-effort: where OFD locks are missing, the
-    workspace falls back to the writer lock alone.
-    """
-    if not _OPEN_RUN_LOCKS:
-        return
-    kind = fcntl.F_WRLCK if held else fcntl.F_UNLCK
-    with contextlib.suppress(OSError):
-        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack(_FLOCK_STRUCT, kind, os.SEEK_SET, 0, 1, 0))
-
-
-def _remove_unborn(fd: int, path: Path) -> None:
-    """Remove the file ``create`` just made if nothing could be written to it (a full disk).
-
-    Left behind, the empty file would make the next ``create`` of the same
-    path fail. Only this very file goes: the lock is still held, and the
-    name must still lead to the descriptor's file.
-    """
-    with contextlib.suppress(OSError):
-        st, named = os.fstat(fd), os.stat(path)
-        if st.st_size == 0 and (named.st_dev, named.st_ino) == (st.st_dev, st.st_ino):
-            path.unlink()
-
-
-def _fsync_dir(path: Path) -> None:
-    debt = sync_debt()
-    if debt is not None:
-        debt.owe_dir(path.parent)
-        return
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Session:
@@ -298,6 +114,7 @@ class Session:
         open_run_start: Mapping[str, Any] | None = None,
         messages: int = 0,
         compaction_at: int | None = None,
+        buffered: bool = False,
     ) -> None:
         """Use :meth:`create` or :meth:`open`; this constructor is internal."""
         self._fd = fd
@@ -329,8 +146,8 @@ class Session:
         # The SHA-256 of the last line when the file is hash-chained, else None.
         self._chain_head = chain_head
         self._redact = redact
-        # Lines not yet written, while buffering (see _buffer_writes); None: write each at once.
-        self._pending: bytearray | None = None
+        # Lines not yet written, when buffered (see create()); None: write each at once.
+        self._pending: bytearray | None = bytearray() if buffered else None
         self._pending_at = 0
         self.observer_errors = 0
         """How many times an observer raised (each was logged)."""
@@ -360,6 +177,7 @@ class Session:
         session_id: str | None = None,
         redact: LineRedactor | None = None,
         bus: Bus | bool = False,
+        buffered: bool = False,
     ) -> Session:
         """Create a new session file with a fresh random ``session_id``.
 
@@ -379,15 +197,20 @@ class Session:
             bus: ``True`` joins the process-wide live bus
                 (``loopscribe.live.global_bus()``), so any part of the process
                 can subscribe to this session; a ``Bus`` joins that one.
+            buffered: Write records in blocks of about 1 MiB instead of one
+                ``write`` each, for bulk loads that can be done again after a
+                crash (the transcript importers); see :attr:`buffered` for
+                what a crash keeps. A buffered Session takes no observers.
 
         Raises:
             SessionExistsError: ``path`` exists already.
             SessionLockedError: Another handle locked the new file first.
-            ValueError: ``session_id`` is not 32 lowercase hex digits.
+            ValueError: ``session_id`` is not 32 lowercase hex digits, or
+                ``buffered`` with observers or a bus.
             TypeError: ``bus`` is neither a bool nor a ``Bus``.
             OSError: The folder is missing or not writable.
         """
-        observers = _joined(observers, bus)
+        observers = _unbuffered(_joined(observers, bus), buffered, path)
         if session_id is None:
             session_id = secrets.token_hex(16)
         elif not is_session_id(session_id):
@@ -419,6 +242,7 @@ class Session:
             size=0,
             chain_head="" if chain else None,
             redact=redact,
+            buffered=buffered,
         )
         start: dict[str, Any] = {"format_version": FORMAT_VERSION}
         if chain:
@@ -445,6 +269,7 @@ class Session:
         redact: LineRedactor | None = None,
         chain: bool = False,
         bus: Bus | bool = False,
+        buffered: bool = False,
     ) -> Session:
         """Open an existing session file for appending.
 
@@ -467,6 +292,7 @@ class Session:
                 checks every record from there on and says where the chain
                 begins; the records before it are not protected.
             bus: As for :meth:`create`.
+            buffered: As for :meth:`create`.
 
         Raises:
             FileNotFoundError: ``path`` does not exist.
@@ -475,8 +301,9 @@ class Session:
             UnsupportedVersionError: The file's format version is not supported.
             FormatError: The file holds no complete ``session_start`` record.
             TypeError: ``bus`` is neither a bool nor a ``Bus``.
+            ValueError: ``buffered`` with observers or a bus.
         """
-        observers = _joined(observers, bus)
+        observers = _unbuffered(_joined(observers, bus), buffered, path)
         path = Path(path).absolute()
         require_locks(path)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
@@ -562,6 +389,7 @@ class Session:
             open_run_start=open_run_start,
             messages=messages,
             compaction_at=compaction_at,
+            buffered=buffered,
         )
         if chain and not chained:
             try:
@@ -614,8 +442,43 @@ class Session:
         """Bytes written to the file so far: the offset of the next record."""
         return self._size
 
+    @property
+    def buffered(self) -> bool:
+        """Whether records are written in blocks (``create(buffered=True)``).
+
+        What a crash keeps of a buffered Session: records wait in memory in a
+        block of about 1 MiB, which goes to the file (one ``write``) when it
+        is full, on :meth:`flush`, and before every fsync (``Run.close``,
+        ``Run.detach``, ``save_checkpoint``, :meth:`close`). A process killed
+        at any moment (SIGKILL included) leaves the file holding every record
+        of every block written before, in order, and none of the block still
+        in memory; at most the block being written is cut inside a line, and
+        that unfinished line is dropped by every reader and removed by
+        :meth:`open`. A power loss keeps what was fsynced, as for any
+        Session. So a buffered Session is for loads that can be done again
+        from where the file ends (the transcript importers keep a cursor,
+        saved only after the fsync that covers its records).
+        """
+        return self._pending is not None
+
+    def flush(self) -> None:
+        """Write the records waiting in the block now (no fsync); nothing to do unbuffered.
+
+        Raises:
+            LoopscribeError: The sticky recording error, if recording failed.
+            SessionClosedError: The Session is closed.
+        """
+        with self._lock:
+            self._check_usable()
+            self._flush()
+
     def add_observer(self, observer: Observer) -> None:
-        """Deliver every later Record to ``observer`` as well."""
+        """Deliver every later Record to ``observer`` as well.
+
+        Raises:
+            ValueError: The Session is buffered (see :attr:`buffered`).
+        """
+        _unbuffered((observer,), self._pending is not None, self._path)
         _bind(observer, self)
         with self._lock:
             self._observers = (*self._observers, observer)
@@ -681,7 +544,7 @@ class Session:
             )
             return run
 
-    def resume_run(self, run_id: str) -> Run:
+    def resume_run(self, run_id: str, *, gap: bool = True) -> Run:
         """Continue the file's last run, left open by :meth:`Run.detach` (or a crash).
 
         The gap stays visible: a ``run_resume`` record (``data.after_seq``:
@@ -690,18 +553,20 @@ class Session:
         Whatever happened between the earlier writer stopping and this
         resume was not recorded; readers must not assume the run is whole.
         A live agent after a crash should begin a new run instead, as the
-        recorder's rules ask. (The transcript importers continue a run
-        without this record: their source holds every event, so an import
-        in two parts writes exactly what one import writes.)
+        recorder's rules ask.
+
+        Args:
+            run_id: The run to continue: the file's last run, still open.
+            gap: ``False`` continues without a ``run_resume`` record, as if
+                the run had never stopped. Only for a writer whose source
+                holds every event of the run, so nothing was missed in
+                between: a transcript import done in two parts writes
+                exactly what one import writes.
 
         Raises:
             RunStateError: A run is open on this Session, or ``run_id`` is not
                 the file's last run or that run is closed.
         """
-        return self._continue_run(run_id, gap=True)
-
-    def _continue_run(self, run_id: str, *, gap: bool) -> Run:
-        """:meth:`resume_run`; ``gap=False`` (importers only) writes no ``run_resume``."""
         with self._lock:
             self._check_usable()
             if self._run is not None:
@@ -890,49 +755,6 @@ class Session:
                     logger.exception("loopscribe observer %r failed on seq %d", observer, seq)
             return record
 
-    def _append_bulk(
-        self,
-        kind: str,
-        run_id: str,
-        execution: Execution | None,
-        data: Mapping[str, Any],
-        ts_text: str,
-    ) -> None:
-        """:meth:`_append` for a bulk load that nobody observes: the same line, no Record.
-
-        For the transcript importers, on a Session that buffers its writes
-        (so has no observers, see :meth:`_buffer_writes`). ``kind`` is a type
-        a run writes as it is (not in ``events.POLICY_TYPES``, or a
-        ``model_request`` whose config the caller froze as :meth:`Run.record`
-        does) and ``ts_text`` the stored form of its time
-        (``format_ts(timestamp)[1]``), which the caller may reuse.
-        """
-        with self._lock:
-            if self._closed or self._error is not None or _forks[0] != self._forks:
-                self._check_usable()  # raises the reason
-            if self._pending is None:
-                raise AssertionError("bulk appends need buffered writes (_buffer_writes)")
-            seq = self._next_seq
-            obj = self._envelope(seq, kind, run_id, ts_text, execution, data)
-            line = None
-            if type(self._codec) is Codec:
-                # Imported data is plain JSON: the codec's fast path without its type
-                # hook. Anything else (a typed value, the key "$ls") goes through it.
-                with contextlib.suppress(orjson.JSONEncodeError):
-                    line = orjson.dumps(obj, option=_BULK_OPTIONS)
-                if line is not None and line.find(b"$") >= 0 and TAG_KEY_BYTES in line:
-                    line = None
-            if line is None:
-                try:
-                    line = self._codec.dumps(obj, newline=True, typed=typed_positions)
-                except EncodeError as exc:
-                    raise self._refused(exc, seq, kind) from None
-            if self._redact is not None:
-                line = self._redact(line)
-            offset = self._size
-            self._buffer(self._pending, line, offset)
-            self._advance(seq, kind, line, offset)
-
     def _envelope(
         self,
         seq: int,
@@ -994,20 +816,6 @@ class Session:
                     self.observer_errors += 1
                     logger.exception("loopscribe observer %r failed on a %s", sink, kind)
 
-    def _buffer_writes(self) -> None:
-        """From now on, write lines in blocks of about 1 MiB instead of one by one.
-
-        For bulk loads that can be done again (the transcript importers):
-        fsync, checkpoints and close write the block first, and a file cut
-        inside a block still ends on whole lines once opened, but a crash
-        loses every line of the block. Observers would see records before
-        they reach the file, so a Session with observers refuses.
-        """
-        if self._observers:
-            raise ValueError(f"{self._path}: cannot buffer writes of a Session with observers")
-        if self._pending is None:
-            self._pending = bytearray()
-
     def _flush(self) -> None:
         """Write the buffered lines (one block) now."""
         pending = self._pending
@@ -1056,218 +864,3 @@ class Session:
             os.fsync(self._fd)
         except OSError as exc:
             raise self._fail(WriteError(exc.errno, f"{self._path}: fsync failed: {exc}")) from exc
-
-
-_FIRST_CHUNK: Final = frozenset({ev.MESSAGE_UPDATE, ev.MODEL_STREAM})
-
-
-class Run:
-    """One loop invocation inside a Session. Get one from ``Session.begin_run()``.
-
-    ``run_close`` (written by :meth:`close`) means the recording scope closed,
-    not that the loop succeeded: success is in ``agent_end`` or ``model_exec_end``.
-    """
-
-    def __init__(self, session: Session, run_id: str) -> None:
-        """Internal: use :meth:`Session.begin_run`."""
-        self._session = session
-        self._id = run_id
-        self._closed = False
-        # The event recorded last and its result: the same object again is not written twice.
-        self._last: tuple[Event, Record | None] | None = None
-        self._first_chunk: dict[tuple[str, int], str] = {}
-        """When each streamed model attempt's first chunk arrived, for its ``model_exec_end``."""
-        # Tokens of the ``with`` blocks that made this run current, innermost last.
-        self._tokens: list[Token[Run | None]] = []
-        _run_lock(session._fd, held=True)
-
-    @property
-    def id(self) -> str:
-        """The run's random ID (16 lowercase hex digits), fresh for every run."""
-        return self._id
-
-    @property
-    def session(self) -> Session:
-        """The Session this run records into."""
-        return self._session
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closed
-
-    def ref(self, execution: Execution) -> CallRef:
-        """The CallRef of ``execution`` in this run, for an external timeline."""
-        return CallRef(self._session.id, self._id, execution.id, execution.attempt)
-
-    def record(self, event: Event) -> Record | None:
-        """Write ``event`` if the recording policy keeps it (see ``loopscribe.events``).
-
-        The same Event object recorded again right after itself is one fact
-        delivered twice (a host recording both an AgentLoop's stream and its
-        executor's observer): when it has a source timestamp, nothing more is
-        written and the first call's result is returned.
-
-        Returns:
-            The written Record, or ``None`` for a transient event that is not
-            written. In a hash-chained session, ``Record.chain_hash`` is the
-            SHA-256 of the written line (what the next record's ``prev``
-            holds): keep it elsewhere to prove later what was written.
-
-        Raises:
-            ValueError: ``event.type`` is a lifecycle type the Session writes itself.
-            UnknownTypeError: A message (or artifact) position holds an object
-                of a class not registered with the codec (sticky; nothing of the
-                record is written). Data elsewhere never raises: the built-in
-                codec diagnoses what JSON cannot hold.
-            EncodeError: A custom codec refused the data (sticky).
-            WriteError: The write failed (sticky).
-            SessionClosedError: The run or its Session is closed.
-        """
-        last = self._last
-        if last is not None and last[0] is event:
-            return last[1]
-        record = self._record(event.type, event.execution, event.data, event.timestamp, event.actor)
-        self._last = (event, record) if event.timestamp is not None else None
-        return record
-
-    def _record(
-        self,
-        kind: str,
-        execution: Execution | None,
-        data: Mapping[str, Any],
-        timestamp: datetime | None,
-        actor: Actor | None = None,
-    ) -> Record | None:
-        """:meth:`record` for callers that hold the event's parts (the importers)."""
-        special = kind in ev.POLICY_TYPES
-        if special and kind in ev.RESERVED:
-            raise ValueError(
-                f"{kind!r} is written by loopscribe itself; use begin_run(), "
-                "save_checkpoint() or close() instead"
-            )
-        if self._closed or self._session._closed:
-            self._check_open()  # raises the reason
-        written = ev.written_data(kind, data) if special else data
-        if written is None:
-            if execution is not None and kind in _FIRST_CHUNK:
-                # Chunks are not written, but when the first one came is: the
-                # attempt's model_exec_end carries it (time to first chunk).
-                key = (execution.id, execution.attempt)
-                if key not in self._first_chunk:
-                    self._first_chunk[key] = format_ts(timestamp)[1]
-            # Transient: still a failure point if recording already failed.
-            if self._session.error is not None:
-                raise self._session.error
-            if self._session._transient_sinks:
-                self._session._publish_transient(kind, self._id, execution, data, timestamp)
-            return None
-        if kind == ev.MODEL_EXEC_END and execution is not None and self._first_chunk:
-            first = self._first_chunk.pop((execution.id, execution.attempt), None)
-            if first is not None and "first_chunk_ts" not in written:
-                written = {**written, "first_chunk_ts": first}
-        if kind == ev.MODEL_REQUEST and type(written.get("config")) is not FrozenConfig:
-            # Requests built with events.model_request are frozen already; freeze
-            # hand-built ones too, so no credential reaches the file either way.
-            config = freeze_config(written.get("config"), self._session.codec)
-            written = {**written, "config": config}
-        return self._session._append(kind, self._id, execution, written, timestamp, actor)
-
-    def save_checkpoint(self, snapshot: Any, *, timestamp: datetime | None = None) -> Record:
-        """Append a codec-encoded snapshot and fsync it together with every prior record.
-
-        ``Session.load_checkpoint`` returns the latest one. ``timestamp`` is when
-        it was taken at the source; ``None`` means now.
-        """
-        self._check_open()
-        with self._session._lock:
-            record = self._session._append(
-                ev.CHECKPOINT,
-                self._id,
-                None,
-                {"snapshot": snapshot, "synced": self._session._sync_mark()},
-                timestamp,
-            )
-            self._session._sync()
-            return record
-
-    def close(self, *, timestamp: datetime | None = None, sync: bool = True) -> None:
-        """Write ``run_close`` and fsync. Closing twice is harmless.
-
-        Args:
-            timestamp: When the run ended at the source; ``None`` means now.
-            sync: ``False`` leaves the fsync to a later sync point (the next
-                run close, checkpoint or ``Session.close``): for writers that
-                can redo their work after a crash, such as the importers,
-                which close one run per imported turn.
-
-        Raises:
-            LoopscribeError: The sticky recording error, if recording failed.
-        """
-        session = self._session
-        with session._lock:
-            if self._closed:
-                return
-            self._closed = True
-            session._run = None
-            session._open_run_id = None
-            session._check_open()
-            data = {"synced": session._sync_mark()} if sync else {}
-            session._append(ev.RUN_CLOSE, self._id, None, data, timestamp)
-            # Released once run_close is written: a reader never sees the run
-            # open without its lock while its writer is alive.
-            _run_lock(session._fd, held=False)
-            if sync:
-                session._sync()
-
-    def detach(self) -> None:
-        """Stop recording into this run without closing it: no ``run_close``.
-
-        The records so far are fsynced; the run stays open in the file, as
-        after a crash, until :meth:`Session.resume_run` continues it (in this
-        or a later process, writing ``run_resume``). ``Session.close`` then
-        leaves it open too.
-        """
-        session = self._session
-        with session._lock:
-            if self._closed:
-                return
-            self._closed = True
-            session._run = None
-            session._check_open()
-            _run_lock(session._fd, held=False)
-            session._sync()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SessionClosedError(f"run {self._id} is closed; begin a new run to record")
-        self._session._check_open()
-
-    def __enter__(self) -> Self:
-        self._tokens.append(_CURRENT_RUN.set(self))
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._tokens:
-            token = self._tokens.pop()
-            try:
-                _CURRENT_RUN.reset(token)
-            except ValueError:
-                # Exited in another context than it was entered in (a generator
-                # resumed elsewhere): that context no longer sees this run.
-                if _CURRENT_RUN.get() is self:
-                    _CURRENT_RUN.set(None)
-        if exc is not None and self._session.error is not None:
-            # The recording failure is already propagating; do not raise it twice.
-            with contextlib.suppress(LoopscribeError):
-                self.close()
-            return
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"<Run {self._id} of session {self._session.id}{' closed' if self._closed else ''}>"
