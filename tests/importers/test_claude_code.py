@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 import loopscribe
 from loopscribe.importers import SOURCE_EVENT, ImportStateError, claude_code
-from loopscribe.importers._common import cursor_path
+from loopscribe.importers._cursor import cursor_path
 from loopscribe.otel import _bridge
 
 from ._support import (

@@ -11,7 +11,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
 from loopscribe.importers import SOURCE_EVENT, codex
-from loopscribe.importers._common import cursor_path
+from loopscribe.importers._cursor import cursor_path
 from loopscribe.otel import _bridge
 
 from ._support import (

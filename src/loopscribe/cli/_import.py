@@ -20,8 +20,10 @@ from .._errors import LoopscribeError
 from .._home import sessions_home
 from .._redact import LineRedactor, Redactor
 from ..importers import claude_code, codex
-from ..importers._common import DEFAULT_SETTLE_SECONDS, Cursor, ImportReport, cursor_path
+from ..importers._cursor import Cursor, cursor_path
+from ..importers._importer import DEFAULT_SETTLE_SECONDS
 from ..importers._pool import Outcome, default_jobs, import_many
+from ..importers._report import ImportReport
 from ._kinds import AGENT_LABELS, file_kind
 from ._options import REF_BASE_HELP, home_of, seconds
 from ._output import CliError, Out

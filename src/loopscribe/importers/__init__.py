@@ -14,6 +14,8 @@ they write unless told otherwise (``redact=``, by default
 is not, and why.
 """
 
-from ._common import CURSOR_SUFFIX, SOURCE_EVENT, Cursor, ImportReport, ImportStateError
+from ._cursor import CURSOR_SUFFIX, Cursor, ImportStateError
+from ._mapper import SOURCE_EVENT
+from ._report import ImportReport
 
 __all__ = ["CURSOR_SUFFIX", "SOURCE_EVENT", "Cursor", "ImportReport", "ImportStateError"]

@@ -22,11 +22,8 @@ from ._claude_state import (
     _first_text,
     _Response,
 )
-from ._common import (
-    Mapper,
-    Source,
-    parse_ts,
-)
+from ._lines import parse_ts
+from ._mapper import Mapper, Source
 
 
 class ClaudeCodeMapping(Mapper):

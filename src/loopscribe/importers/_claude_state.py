@@ -9,11 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from .._model import Execution
-from ._common import (
-    Source,
-    format_ts,
-    parse_ts,
-)
+from ._lines import format_ts, parse_ts
+from ._mapper import Source
 
 NAME = "claude-code"
 TASK_TOOLS = frozenset({"Task", "Agent"})

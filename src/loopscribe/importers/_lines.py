@@ -120,19 +120,3 @@ def has_reserved_key(raw: bytes) -> bool:
     than a search for the whole key.
     """
     return raw.find(b"$") >= 0 and _TAG_KEY in raw
-
-
-def strip_reserved(value: Any) -> Any:
-    """Rename the codec's reserved key ``$ls`` wherever a value uses it.
-
-    The importers no longer need this (the codec escapes the key and it reads
-    back equal); it is kept for callers that want the renamed form.
-    """
-    if isinstance(value, dict):
-        return {
-            ("$ls (renamed by the importer)" if k == "$ls" else k): strip_reserved(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [strip_reserved(v) for v in value]
-    return value

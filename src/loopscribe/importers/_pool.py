@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from .._errors import LoopscribeError
 from ._batch import SyncBatch, owing_syncs
-from ._common import ImportReport
+from ._report import ImportReport
 
 __all__ = ["Outcome", "default_jobs", "import_many"]
 

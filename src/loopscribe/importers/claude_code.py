@@ -61,18 +61,10 @@ from .._errors import LoopscribeError
 from .._redact import LineRedactor
 from ._claude_mapping import ClaudeCodeMapping
 from ._claude_state import NAME, AgentContext
-from ._common import (
-    DEFAULT_SETTLE_SECONDS,
-    MAX_LINE_DEPTH,
-    Importer,
-    ImportReport,
-    Source,
-    nested_type,
-    parse_ts,
-    read_lines,
-    result_of,
-    too_deep,
-)
+from ._importer import DEFAULT_SETTLE_SECONDS, Importer, result_of
+from ._lines import MAX_LINE_DEPTH, nested_type, parse_ts, read_lines, too_deep
+from ._mapper import Source
+from ._report import ImportReport
 
 __all__ = [
     "NAME",

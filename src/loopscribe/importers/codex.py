@@ -68,16 +68,10 @@ from .. import events as ev
 from .._freeze import freeze_config
 from .._model import Execution
 from .._redact import LineRedactor
-from ._common import (
-    DEFAULT_SETTLE_SECONDS,
-    Importer,
-    ImportReport,
-    Source,
-    format_ts,
-    nested_type,
-    parse_ts,
-    result_of,
-)
+from ._importer import DEFAULT_SETTLE_SECONDS, Importer, result_of
+from ._lines import format_ts, nested_type, parse_ts
+from ._mapper import Source
+from ._report import ImportReport
 
 __all__ = ["CodexImporter", "default_dir", "find_transcripts", "import_transcript"]
 

@@ -16,12 +16,7 @@ from ..._codec import snapshot_error
 from ..._errors import FormatError
 from ..._reader import read
 from ..._safeopen import open_session_file
-from ...importers._common import (
-    MAX_LINE_DEPTH,
-    has_reserved_key,
-    parse_ts,
-    too_deep,
-)
+from ...importers._lines import MAX_LINE_DEPTH, has_reserved_key, parse_ts, too_deep
 from . import _values
 from ._folder import _HEAD_BYTES
 

@@ -34,7 +34,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ...importers._common import Destination, ImportReport, Source, parse_ts
+from ...importers._destination import Destination
+from ...importers._lines import parse_ts
+from ...importers._mapper import Source
+from ...importers._report import ImportReport
 from ...importers.claude_code import AgentContext, ClaudeCodeMapping, start_ts
 
 __all__ = ["LiveClaudeCode", "agent_id_of"]

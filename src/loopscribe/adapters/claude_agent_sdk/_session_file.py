@@ -22,12 +22,9 @@ from ..._errors import LoopscribeError
 from ..._files import owing_syncs
 from ..._session import Observer
 from ...importers._batch import SyncBatch
-from ...importers._common import (
-    Cursor,
-    Destination,
-    ImportReport,
-    ImportStateError,
-)
+from ...importers._cursor import Cursor, ImportStateError
+from ...importers._destination import Destination
+from ...importers._report import ImportReport
 from ...importers.claude_code import NAME
 from ...otel import SpanBridge
 from . import _values

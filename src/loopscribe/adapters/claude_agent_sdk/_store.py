@@ -26,10 +26,8 @@ from ..._home import sessions_home
 from ..._redact import LineRedactor
 from ..._session import Observer
 from ...importers._batch import SyncBatch
-from ...importers._common import (
-    ImportReport,
-    import_redactor,
-)
+from ...importers._destination import import_redactor
+from ...importers._report import ImportReport
 from . import _values
 from ._folder import (
     SUMMARY_SUFFIX,
