@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import logging
 import secrets
 import threading
 import types
@@ -38,17 +37,18 @@ import orjson
 from opentelemetry import trace
 
 from .. import events as ev
+from .._hostkit import run_ids
 from .._model import Event, Execution
 from .._session import Run
 from ..otel import host_execution_id
 from ._body import (
+    GUARD,
     STREAM_CLOSED,
     Endpoint,
     Outcome,
     Reader,
     RequestParts,
     body_text,
-    failures,
     loads,
     stream_base,
     tee_class,
@@ -56,8 +56,6 @@ from ._body import (
 from ._mcp import mcp_tools_of
 from ._patch import Instrumentation, patch
 from ._target import target_run
-
-logger = logging.getLogger("loopscribe.instrument")
 
 CURRENT_CALL: ContextVar[Call | None] = ContextVar("loopscribe_instrument_call", default=None)
 
@@ -67,14 +65,7 @@ def _now() -> datetime:
 
 
 def _record(run: Run, event: Event) -> None:
-    try:
-        run.record(event)
-    except Exception:
-        failures[0] += 1
-        if failures[0] == 1:
-            logger.exception(
-                "loopscribe could not record %s; later failures are counted", event.type
-            )
+    GUARD.record(run, event)
 
 
 class Call:
@@ -121,15 +112,16 @@ class Call:
                 ),
             )
             self._failed = None
-        self.attempt += 1
-        ex = Execution(self.id, "model", self.attempt)
+        # Each attempt the SDK's retry loop sends is the next attempt of the call's execution.
+        ex = run_ids(self.run).call(self.id, "model", None)
+        self.attempt = ex.attempt
         self._open = ex
         raw = _content(request)
         body = loads(raw) if raw is not None else None
         try:
             parts = self.endpoint.request(body)
         except Exception:
-            logger.exception("loopscribe could not read a %s request", self.endpoint.provider)
+            GUARD.failed(f"reading a {self.endpoint.provider} request")
             parts = RequestParts("", [], [], {})
         url = request.url
         _record(
@@ -237,8 +229,7 @@ class Call:
         try:
             return self._received(ex, response)
         except Exception:
-            failures[0] += 1
-            logger.exception("loopscribe could not follow a %s response", self.endpoint.provider)
+            GUARD.failed(f"following a {self.endpoint.provider} response")
             return response
 
     def _received(self, ex: Execution, response: Any) -> Any:
@@ -460,20 +451,12 @@ def unwrap_http_clients(provider: str) -> None:
 
 
 def _safe_begin(call: Call, request: Any) -> Execution | None:
-    try:
-        return call.begin(request)
-    except Exception:
-        failures[0] += 1
-        logger.exception("loopscribe could not record an attempt")
-        return None
+    ex: Execution | None = GUARD.call("recording an attempt", call.begin, request)
+    return ex
 
 
 def _safe(fn: Callable[..., object], *args: Any) -> None:
-    try:
-        fn(*args)
-    except Exception:
-        failures[0] += 1
-        logger.exception("loopscribe could not record a failed attempt")
+    GUARD.call("recording a failed attempt", fn, *args)
 
 
 def open_call(endpoint: Endpoint, http_client: Any) -> Call | None:
@@ -487,8 +470,7 @@ def open_call(endpoint: Endpoint, http_client: Any) -> Call | None:
         wrap_http_client(http_client, endpoint.provider)
         return Call(endpoint, run)
     except Exception:
-        failures[0] += 1
-        logger.exception("loopscribe could not open a call")
+        GUARD.failed("opening a call")
         return None
 
 
@@ -550,8 +532,7 @@ def _open(scope: Scope, client: Any, args: tuple[Any, ...], kwargs: dict[str, An
     try:
         found = scope(client, args, kwargs)
     except Exception:
-        failures[0] += 1
-        logger.exception("loopscribe could not tell what an SDK request is")
+        GUARD.failed("telling what an SDK request is")
         return None
     if found is None or found[1] is None:
         return None
