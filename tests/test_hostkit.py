@@ -134,6 +134,19 @@ def test_open_executions_drain_innermost_first() -> None:
     assert table.drain() == []
 
 
+def test_open_executions_trim_lets_the_oldest_go_beyond_a_bound() -> None:
+    """Ends that never come (a span never ended) keep the table bounded, oldest out first."""
+    table: OpenExecutions[int, str] = OpenExecutions()
+    for n in range(5):
+        table.open(n, f"v{n}")
+    table.open(1, "v1 again")  # opened again: the newest now
+    assert table.trim(3) == [(0, "v0"), (2, "v2")]
+    assert list(table) == [3, 4, 1]
+    assert table.trim(3) == []
+    assert table.trim(-1) == [(3, "v3"), (4, "v4"), (1, "v1 again")]
+    assert len(table) == 0
+
+
 def test_committed_says_first_once() -> None:
     committed: Committed[str] = Committed()
     assert [committed.first(k) for k in ("a", "b", "a", "b", "c")] == [1, 1, 0, 0, 1]
