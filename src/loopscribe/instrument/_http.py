@@ -37,7 +37,6 @@ import orjson
 from opentelemetry import trace
 
 from .. import events as ev
-from .._hostkit import run_ids
 from .._model import Event, Execution
 from .._session import Run
 from ..otel import host_execution_id
@@ -113,8 +112,12 @@ class Call:
             )
             self._failed = None
         # Each attempt the SDK's retry loop sends is the next attempt of the call's execution.
-        ex = run_ids(self.run).call(self.id, "model", None)
-        self.attempt = ex.attempt
+        # The id is this call's alone (a fresh one, or a host span no other call of the run
+        # took), so the call counts its attempts itself: the run's RunIds would keep every
+        # call id for as long as the run lives, and the per-process session's run lives
+        # as long as the process.
+        self.attempt += 1
+        ex = Execution(self.id, "model", self.attempt)
         self._open = ex
         raw = _content(request)
         body = loads(raw) if raw is not None else None
