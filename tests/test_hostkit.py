@@ -134,6 +134,19 @@ def test_open_executions_drain_innermost_first() -> None:
     assert table.drain() == []
 
 
+def test_open_executions_trim_lets_the_oldest_go_beyond_a_bound() -> None:
+    """Ends that never come (a span never ended) keep the table bounded, oldest out first."""
+    table: OpenExecutions[int, str] = OpenExecutions()
+    for n in range(5):
+        table.open(n, f"v{n}")
+    table.open(1, "v1 again")  # opened again: the newest now
+    assert table.trim(3) == [(0, "v0"), (2, "v2")]
+    assert list(table) == [3, 4, 1]
+    assert table.trim(3) == []
+    assert table.trim(-1) == [(3, "v3"), (4, "v4"), (1, "v1 again")]
+    assert len(table) == 0
+
+
 def test_committed_says_first_once() -> None:
     committed: Committed[str] = Committed()
     assert [committed.first(k) for k in ("a", "b", "a", "b", "c")] == [1, 1, 0, 0, 1]
@@ -259,3 +272,103 @@ def test_a_turn_named_by_its_number_ends_with_that_number() -> None:
     assert terminal(turn, "3").data["turn"] == 3
     assert terminal(turn, "", turn=2).data["turn"] == 2
     assert terminal(turn, "").data["turn"] == 0
+
+
+# -- the instrumentors and the intake: a failing recording never reaches the host ----------
+
+
+def _only_the_runs_own_lines(line: bytes) -> bytes:
+    """A redactor that breaks on every record but the session's and the run's own."""
+    if any(f'"type":"{kind}"'.encode() in line for kind in _OWN):
+        return line
+    raise RuntimeError("redactor broke")
+
+
+_OWN = ("session_start", "run_start", "run_close")
+
+
+def test_a_failing_recording_never_breaks_an_instrumented_sdk_call(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every record of an instrumented OpenAI call fails; the caller gets its answer.
+
+    Every failure is counted on the instrumentations' one guard; the first
+    is logged once, with its traceback, at ERROR on the ``loopscribe``
+    logger; nothing but the run's own records reaches the file.
+    """
+    from loopscribe import instrument
+    from loopscribe.instrument._body import GUARD
+    from tests.instrument.conftest import Server
+    from tests.instrument.test_openai import CHAT, ask, client
+
+    monkeypatch.setattr(GUARD, "errors", 0)  # the process's guard: as if none failed yet
+    server = Server()
+    server.reply(429, json={"error": {"message": "later"}}, headers={"retry-after-ms": "1"})
+    server.reply(200, json=CHAT)
+    path = tmp_path / "s.jsonl"
+    handle = instrument.openai()
+    try:
+        with (
+            caplog.at_level(logging.DEBUG, logger=LOGGER),
+            Session.create(path, redact=_only_the_runs_own_lines) as session,
+            session.begin_run(),
+        ):
+            answer = ask(client(server))
+    finally:
+        handle.uninstrument()
+    assert answer.choices[0].message.content == "Let me look."
+    assert len(server.bodies) == 2
+    # Two attempts, each: start, request, end; the retry between; the user's messages.
+    assert GUARD.errors >= 7
+    (first,) = _errors(caplog)
+    assert first.name == LOGGER
+    assert first.exc_info is not None
+    assert "recording failed" in first.getMessage()
+    assert [r.type for r in loopscribe.read(path)] == list(_OWN)
+
+
+def test_a_failing_recording_never_breaks_the_hosts_spans(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The intake's records all fail; the host's span ends and goes on without its bodies."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from loopscribe.intake import OffloadingProcessor
+    from tests.intake.test_processor import MESSAGES, REPLY
+
+    exporter = InMemorySpanExporter()
+    processor = OffloadingProcessor(
+        SimpleSpanProcessor(exporter), tmp_path / "sessions", redact=_only_the_runs_own_lines
+    )
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": MESSAGES,
+        "gen_ai.output.messages": REPLY,
+    }
+    try:
+        with caplog.at_level(logging.DEBUG, logger=LOGGER):
+            for _ in range(3):
+                with provider.get_tracer("host").start_as_current_span(
+                    "chat m", attributes=attributes
+                ):
+                    pass
+    finally:
+        provider.shutdown()
+    spans = exporter.get_finished_spans()
+    assert len(spans) == 3
+    for span in spans:
+        assert "CANARY" not in str(dict(span.attributes or {}))
+        assert (span.attributes or {})["gen_ai.operation.name"] == "chat"
+    assert processor.failed == 3
+    assert processor.guard.errors == 3
+    assert processor.recorded == 0
+    (first,) = _errors(caplog)
+    assert first.name == LOGGER
+    assert first.exc_info is not None
+    assert "recording failed" in first.getMessage()
+    for file in (tmp_path / "sessions").glob("*.jsonl"):
+        assert {r.type for r in loopscribe.read(file)} <= set(_OWN)

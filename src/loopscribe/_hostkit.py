@@ -225,6 +225,18 @@ class OpenExecutions(Generic[K, V]):
         """The open values, in opening order."""
         return list(self._open.values())
 
+    def trim(self, limit: int) -> list[tuple[K, V]]:
+        """Forget the oldest open entries beyond ``limit``; return them, oldest first.
+
+        For a host whose ends may never come (a span that is never ended):
+        what it keeps open stays bounded.
+        """
+        let_go: list[tuple[K, V]] = []
+        while len(self._open) > max(limit, 0):
+            key = next(iter(self._open))
+            let_go.append((key, self._open.pop(key)))
+        return let_go
+
     def drain(self) -> list[tuple[K, V]]:
         """Forget everything still open; return it innermost (last opened) first."""
         left = list(self._open.items())

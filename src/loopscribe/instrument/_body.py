@@ -11,8 +11,6 @@ closed it unread.
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import sys
 import zlib
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -21,13 +19,13 @@ from typing import Any, Final, Protocol
 
 import orjson
 
+from .._hostkit import Guard
 from .._messages import AssistantMessage, Usage
 from .._model import Execution
 
-logger = logging.getLogger("loopscribe.instrument")
-
-failures = [0]
-"""How many recording steps failed (each logged)."""
+GUARD = Guard("SDK instrumentor")
+"""The never-raise policy of every SDK instrumentation in the process: each failure
+counted, the first logged at ERROR with its traceback, later ones at DEBUG."""
 
 _BODY_LIMIT: Final = 1 << 20
 """Bytes of a non-streamed error body kept in the record (a 500 page can be large)."""
@@ -245,9 +243,7 @@ class Reader:
         try:
             outcome = self._call.endpoint.response(body)
         except Exception:
-            logger.exception(
-                "loopscribe could not read a %s response", self._call.endpoint.provider
-            )
+            GUARD.failed(f"reading a {self._call.endpoint.provider} response")
             outcome = Outcome(extra={"body": body})
         self._call.end(self._ex, outcome, None, self._http)
 
@@ -264,10 +260,7 @@ class Reader:
                 for event, text in self._sse.feed(chunk):
                     self._call.delta(self._ex, self._assembler.feed(event, text))
         except Exception:
-            failures[0] += 1
-            logger.exception(
-                "loopscribe could not read a streamed %s body", self._call.endpoint.provider
-            )
+            GUARD.failed(f"reading a streamed {self._call.endpoint.provider} body")
             self._sse = self._assembler = None
 
     def done(self) -> None:
@@ -304,9 +297,7 @@ class Reader:
         try:
             return self._assembler.outcome()
         except Exception:
-            logger.exception(
-                "loopscribe could not assemble a %s stream", self._call.endpoint.provider
-            )
+            GUARD.failed(f"assembling a {self._call.endpoint.provider} stream")
             return Outcome(complete=False)
 
 
@@ -357,8 +348,7 @@ class _SyncTee:
             else:
                 self._reader.broke(exc)
         except Exception:
-            failures[0] += 1
-            logger.exception("loopscribe could not end a streamed call")
+            GUARD.failed("ending a streamed call")
 
     def close(self) -> None:
         try:
@@ -369,7 +359,7 @@ class _SyncTee:
     def _end_closed(self) -> None:
         if not self._ended:
             self._ended = True
-            with contextlib.suppress(Exception):
+            with GUARD.contained("ending a stream the caller closed"):
                 self._reader.broke(STREAM_CLOSED)
 
     def __getattr__(self, name: str) -> Any:

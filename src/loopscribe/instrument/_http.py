@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import logging
 import secrets
 import threading
 import types
@@ -42,13 +41,13 @@ from .._model import Event, Execution
 from .._session import Run
 from ..otel import host_execution_id
 from ._body import (
+    GUARD,
     STREAM_CLOSED,
     Endpoint,
     Outcome,
     Reader,
     RequestParts,
     body_text,
-    failures,
     loads,
     stream_base,
     tee_class,
@@ -56,8 +55,6 @@ from ._body import (
 from ._mcp import mcp_tools_of
 from ._patch import Instrumentation, patch
 from ._target import target_run
-
-logger = logging.getLogger("loopscribe.instrument")
 
 CURRENT_CALL: ContextVar[Call | None] = ContextVar("loopscribe_instrument_call", default=None)
 
@@ -67,14 +64,7 @@ def _now() -> datetime:
 
 
 def _record(run: Run, event: Event) -> None:
-    try:
-        run.record(event)
-    except Exception:
-        failures[0] += 1
-        if failures[0] == 1:
-            logger.exception(
-                "loopscribe could not record %s; later failures are counted", event.type
-            )
+    GUARD.record(run, event)
 
 
 class Call:
@@ -121,6 +111,11 @@ class Call:
                 ),
             )
             self._failed = None
+        # Each attempt the SDK's retry loop sends is the next attempt of the call's execution.
+        # The id is this call's alone (a fresh one, or a host span no other call of the run
+        # took), so the call counts its attempts itself: the run's RunIds would keep every
+        # call id for as long as the run lives, and the per-process session's run lives
+        # as long as the process.
         self.attempt += 1
         ex = Execution(self.id, "model", self.attempt)
         self._open = ex
@@ -129,7 +124,7 @@ class Call:
         try:
             parts = self.endpoint.request(body)
         except Exception:
-            logger.exception("loopscribe could not read a %s request", self.endpoint.provider)
+            GUARD.failed(f"reading a {self.endpoint.provider} request")
             parts = RequestParts("", [], [], {})
         url = request.url
         _record(
@@ -237,8 +232,7 @@ class Call:
         try:
             return self._received(ex, response)
         except Exception:
-            failures[0] += 1
-            logger.exception("loopscribe could not follow a %s response", self.endpoint.provider)
+            GUARD.failed(f"following a {self.endpoint.provider} response")
             return response
 
     def _received(self, ex: Execution, response: Any) -> Any:
@@ -460,20 +454,12 @@ def unwrap_http_clients(provider: str) -> None:
 
 
 def _safe_begin(call: Call, request: Any) -> Execution | None:
-    try:
-        return call.begin(request)
-    except Exception:
-        failures[0] += 1
-        logger.exception("loopscribe could not record an attempt")
-        return None
+    ex: Execution | None = GUARD.call("recording an attempt", call.begin, request)
+    return ex
 
 
 def _safe(fn: Callable[..., object], *args: Any) -> None:
-    try:
-        fn(*args)
-    except Exception:
-        failures[0] += 1
-        logger.exception("loopscribe could not record a failed attempt")
+    GUARD.call("recording a failed attempt", fn, *args)
 
 
 def open_call(endpoint: Endpoint, http_client: Any) -> Call | None:
@@ -487,8 +473,7 @@ def open_call(endpoint: Endpoint, http_client: Any) -> Call | None:
         wrap_http_client(http_client, endpoint.provider)
         return Call(endpoint, run)
     except Exception:
-        failures[0] += 1
-        logger.exception("loopscribe could not open a call")
+        GUARD.failed("opening a call")
         return None
 
 
@@ -550,8 +535,7 @@ def _open(scope: Scope, client: Any, args: tuple[Any, ...], kwargs: dict[str, An
     try:
         found = scope(client, args, kwargs)
     except Exception:
-        failures[0] += 1
-        logger.exception("loopscribe could not tell what an SDK request is")
+        GUARD.failed("telling what an SDK request is")
         return None
     if found is None or found[1] is None:
         return None

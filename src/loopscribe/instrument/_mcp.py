@@ -27,12 +27,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import events as ev
+from .._hostkit import LOGGER
 from .._model import Event, Execution
 from .._session import Run
+from ._body import GUARD
 from ._patch import Instrumentation, patch
 from ._target import target_run
 
-logger = logging.getLogger("loopscribe.instrument")
+logger = logging.getLogger(LOGGER)
 
 METHOD = "tools/call"
 
@@ -56,10 +58,7 @@ def mcp_tools_of(run: Run, tools: list[Any]) -> dict[str, str]:
 
 
 def _record(run: Run, event: Event) -> None:
-    try:
-        run.record(event)
-    except Exception:
-        logger.exception("loopscribe could not record %s", event.type)
+    GUARD.record(run, event)
 
 
 def _plain(value: Any) -> Any:
@@ -150,7 +149,7 @@ def _client_list_tools(original: Any) -> Any:
                     if isinstance(name, str):
                         listed[name] = str(server)
         except Exception:
-            logger.exception("loopscribe could not note the tools an MCP server listed")
+            GUARD.failed("noting the tools an MCP server listed")
         return result
 
     list_tools.__wrapped__ = original  # type: ignore[attr-defined]

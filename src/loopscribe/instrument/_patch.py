@@ -7,7 +7,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-logger = logging.getLogger("loopscribe.instrument")
+from .._hostkit import LOGGER
+
+logger = logging.getLogger(LOGGER)
 
 
 class Instrumentation:

@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Final
 
 from .._home import HOME_ENV, sessions_home
+from .._hostkit import LOGGER
 from .._session import Run, Session, current_run
+from ._body import GUARD
 
-logger = logging.getLogger("loopscribe.instrument")
+logger = logging.getLogger(LOGGER)
 
 DIR_ENV: Final = HOME_ENV
 """Environment variable: the folder of the per-process session (the sessions home)."""
@@ -64,10 +66,8 @@ def default_session() -> Session | None:
 def _close_default() -> None:
     session, _state.default = _state.default, None
     if session is not None:
-        try:
+        with GUARD.contained("closing the per-process session"):
             session.close()
-        except Exception:
-            logger.exception("closing the per-process loopscribe session failed")
 
 
 def target_run() -> Run | None:

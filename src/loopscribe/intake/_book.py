@@ -45,13 +45,14 @@ from typing import Any, Final
 
 from .._errors import FormatError, LoopscribeError, SessionExistsError, SessionLockedError
 from .._format import is_session_id
+from .._hostkit import LOGGER, OpenExecutions
 from .._model import Event, Execution
 from .._redact import LineRedactor
 from .._session import Run, Session
 from ..otel import HOST_SPAN, host_execution_id, to_file_uri
 from ._records import LS_RUN_ID, Plan, references
 
-logger = logging.getLogger("loopscribe.intake")
+logger = logging.getLogger(LOGGER)
 
 MAX_OPEN: Final = 64
 """Session files a Book keeps open at once."""
@@ -156,8 +157,9 @@ class Book:
         self._open_traces: dict[int, set[str]] = {}
         # span ID -> (attempt, end time, references) of the spans recorded lately.
         self._seen: OrderedDict[int, tuple[int, int | None, dict[str, str | int]]] = OrderedDict()
-        self.pending: dict[int, Pending] = {}
-        """Spans recorded by a hook whose ``host_span`` record waits for the span's end."""
+        self.pending: OpenExecutions[int, Pending] = OpenExecutions()
+        """Spans recorded by a hook whose ``host_span`` record waits for the span's end,
+        by span ID: executions open until their span ends (at most :data:`MAX_PENDING`)."""
         _LIVE.add(self)
 
     # -- sessions ----------------------------------------------------------------------
@@ -357,9 +359,8 @@ class Book:
         while len(self._seen) > MAX_SEEN:
             self._seen.popitem(last=False)
         if make_span is None:
-            self.pending[ref.span_id] = Pending(key, ref, execution, refs)
-            while len(self.pending) > MAX_PENDING:
-                del self.pending[next(iter(self.pending))]
+            self.pending.open(ref.span_id, Pending(key, ref, execution, refs))
+            self.pending.trim(MAX_PENDING)
         else:
             run.record(Event(HOST_SPAN, execution, make_span(refs), end))
         return Written(entry.session.id, run.id, execution, tuple(seqs), refs)
@@ -369,7 +370,7 @@ class Book:
         if not self.pending:
             return None  # the common case, without the lock
         with self.lock:
-            return self.pending.pop(span_id, None)
+            return self.pending.close(span_id)
 
     def record_span(self, pending: Pending, data: Mapping[str, Any], end: datetime) -> None:
         """Write the ``host_span`` record of a span recorded before it ended.
@@ -420,7 +421,7 @@ class Book:
         self._paths.pop(_PROCESS, None)
         self._open_traces = {}
         self._seen = OrderedDict()
-        self.pending = {}
+        self.pending = OpenExecutions()
 
 
 def _reset_after_fork() -> None:

@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from .._errors import LoopscribeError
 from .._home import HOME_ENV, sessions_home
+from .._hostkit import LOGGER, Guard
 from .._redact import LineRedactor
 from ..otel import span_record_data
 from ._book import Book, SpanRef, book_for
@@ -37,7 +38,7 @@ from ._otel_genai import CONTENT_KEYS, OPERATION_KINDS, from_hook
 from ._processor import conversation_of, is_local_root, span_ref, to_datetime
 from ._records import exception_error, kind_of, labels, plan
 
-logger = logging.getLogger("loopscribe.intake")
+logger = logging.getLogger(LOGGER)
 
 DIR_ENV: Final = HOME_ENV
 """Environment variable: the sessions folder of the completion hook (the sessions home)."""
@@ -48,8 +49,9 @@ DEFAULT_DIR: Final = "loopscribe-sessions"
 class _SpanEnds(SpanProcessor):
     """Joins a host's processor chain, last: writes the hook's spans' ``host_span`` records."""
 
-    def __init__(self, book: Book) -> None:
+    def __init__(self, book: Book, guard: Guard) -> None:
         self._book = book
+        self._guard = guard
 
     def on_end(self, span: ReadableSpan) -> None:
         ctx = span.context
@@ -62,7 +64,7 @@ class _SpanEnds(SpanProcessor):
             if is_local_root(span) and self._book.has_open_run(ctx.trace_id):
                 self._book.end_trace(ctx.trace_id, to_datetime(span.end_time))
         except Exception:
-            logger.exception("loopscribe completion hook could not record span %r", span.name)
+            self._guard.failed(f"recording the end of span {span.name!r}")
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         self._book.flush()
@@ -96,7 +98,9 @@ class LoopscribeCompletionHook:
         if directory is None:
             directory = sessions_home()
         self.book: Book = book_for(directory, redact=redact)
-        self._ends = _SpanEnds(self.book)
+        self.guard = Guard("completion hook")
+        """The never-raise policy: unexpected failures counted, the first logged at ERROR."""
+        self._ends = _SpanEnds(self.book, self.guard)
         self._joined: weakref.WeakSet[Any] = weakref.WeakSet()
         self.recorded = 0
         """Operations recorded."""
@@ -119,7 +123,7 @@ class LoopscribeCompletionHook:
             self._complete(inputs, outputs, system_instruction, tool_definitions, span, log_record)
         except Exception:
             self.failed += 1
-            logger.exception("loopscribe completion hook could not record an operation")
+            self.guard.failed("recording an operation")
 
     def _complete(
         self,

@@ -31,6 +31,7 @@ from typing import Any, Final
 from opentelemetry.sdk._logs import LogRecordProcessor, ReadWriteLogRecord
 
 from .._errors import LoopscribeError
+from .._hostkit import LOGGER, Guard
 from .._redact import LineRedactor
 from ._book import SpanRef, book_for
 from ._found import Found, Message
@@ -38,7 +39,7 @@ from ._otel_genai import CONTENT_EVENTS, CONTENT_KEYS, DETAILS_EVENT, MESSAGE_EV
 from ._processor import conversation_of, to_datetime
 from ._records import kind_of, labels, plan
 
-logger = logging.getLogger("loopscribe.intake")
+logger = logging.getLogger(LOGGER)
 
 _WAITING_SPANS: Final = 1_000
 """Calls whose input messages wait for their reply at once; the oldest is recorded without."""
@@ -71,6 +72,8 @@ class OffloadingLogProcessor(LogRecordProcessor):
         """Log records whose content was not what the convention says (each logged)."""
         self.downstream_errors = 0
         """Times the downstream processor raised (each logged)."""
+        self.guard = Guard("OffloadingLogProcessor")
+        """The never-raise policy: unexpected failures counted, the first logged at ERROR."""
 
     def on_emit(self, log_record: ReadWriteLogRecord) -> None:
         """Record the content, then hand the log record on without it (never raises)."""
@@ -78,7 +81,7 @@ class OffloadingLogProcessor(LogRecordProcessor):
             handed = self._offload(log_record)
         except Exception:
             self.failed += 1
-            logger.exception("loopscribe intake could not record a log record")
+            self.guard.failed("recording a log record")
             handed = _without(log_record, set(CONTENT_KEYS) | {""}, {})
         try:
             self.downstream.on_emit(handed)
@@ -168,7 +171,7 @@ class OffloadingLogProcessor(LogRecordProcessor):
             self._flush_waiting()
             self.book.flush()
         except Exception:
-            logger.exception("loopscribe intake could not flush %s", self.book.directory)
+            self.guard.failed(f"flushing {self.book.directory}")
         return bool(self.downstream.force_flush(timeout_millis))
 
     def shutdown(self) -> None:
@@ -177,7 +180,7 @@ class OffloadingLogProcessor(LogRecordProcessor):
             self._flush_waiting()
             self.book.close()
         except Exception:
-            logger.exception("loopscribe intake could not close %s", self.book.directory)
+            self.guard.failed(f"closing {self.book.directory}")
         self.downstream.shutdown()
 
 

@@ -37,6 +37,7 @@ from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import SpanContext, StatusCode
 
 from .._errors import LoopscribeError
+from .._hostkit import LOGGER, Guard
 from .._redact import LineRedactor
 from ..otel import GenAIMetrics, host_meter_provider, span_record_data
 from ._book import Book, SpanRef, book_for
@@ -47,7 +48,7 @@ from ._records import carries_content, collect, exception_error, kind_of, labels
 if TYPE_CHECKING:
     from ..otel import EmbeddedMetrics
 
-logger = logging.getLogger("loopscribe.intake")
+logger = logging.getLogger(LOGGER)
 
 METRICS_STEM: Final = "intake"
 """The embedded default writes the folder's metrics to ``intake.metrics.otlp.jsonl`` in it."""
@@ -193,6 +194,8 @@ class OffloadingProcessor(SpanProcessor):
         """Spans with a body not as its convention says (each logged; kept as it came)."""
         self.downstream_errors = 0
         """Times the downstream processor raised (each logged)."""
+        self.guard = Guard("OffloadingProcessor")
+        """The never-raise policy: unexpected failures counted, the first logged at ERROR."""
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         """A local root span that names a conversation names it for its whole trace."""
@@ -215,7 +218,7 @@ class OffloadingProcessor(SpanProcessor):
             handed = self._offload(span)
         except Exception:
             self.failed += 1
-            logger.exception("loopscribe intake could not record span %r", span.name)
+            self.guard.failed(f"recording span {span.name!r}")
             handed = handed_on(span, *_without_bodies(span))
         try:
             self.downstream.on_end(handed)
@@ -234,7 +237,7 @@ class OffloadingProcessor(SpanProcessor):
             sink.record(found)
         except Exception:
             self.metrics_errors += 1
-            logger.exception("loopscribe intake could not measure span %r", span.name)
+            self.guard.failed(f"measuring span {span.name!r}")
 
     def _sink(self, span: ReadableSpan) -> GenAIMetrics | EmbeddedMetrics:
         """The host's MeterProvider, else the embedded default; made once."""
@@ -346,13 +349,13 @@ class OffloadingProcessor(SpanProcessor):
         try:
             self.book.flush()
         except Exception:
-            logger.exception("loopscribe intake could not sync %s", self.book.directory)
+            self.guard.failed(f"syncing {self.book.directory}")
         flushed = True
         if self.metrics is not None:
             try:
                 flushed = self.metrics.force_flush(timeout_millis)
             except Exception:
-                logger.exception("loopscribe intake could not flush its metrics")
+                self.guard.failed("flushing its metrics")
                 flushed = False
         return self.downstream.force_flush(timeout_millis) and flushed
 
@@ -361,12 +364,10 @@ class OffloadingProcessor(SpanProcessor):
         try:
             self.book.close()
         except Exception:
-            logger.exception("loopscribe intake could not close %s", self.book.directory)
+            self.guard.failed(f"closing {self.book.directory}")
         if self.metrics is not None:
-            try:
+            with self.guard.contained("stopping its metrics"):
                 self.metrics.shutdown()
-            except Exception:
-                logger.exception("loopscribe intake could not stop its metrics")
         self.downstream.shutdown()
 
 
