@@ -303,11 +303,8 @@ def _streamed(path: str | os.PathLike[str], top: int, cost: bool) -> SessionStat
                 # What only the viewer reads: none of it counts toward the numbers.
                 run.bars, run.by_span, run.fold, run.records = {}, {}, None, []
                 run.committed = run.committed[:0]
-                self.request_scopes.clear()
-                self.scoped_commits.clear()
-                self.scoped_compactions.clear()
 
-    fold = Fold(path)
+    fold = Fold(path, index=False)  # counts only: no record offsets, no conversation scopes
     fold.done = {}
     fold.refresh()
     return SessionStats(

@@ -81,8 +81,12 @@ class SessionTimeline:
         session_records: Seqs of records outside any run.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, index: bool = True) -> None:
         self.path = Path(path)
+        self._index = index
+        """Keep what a page reads back by seq: each record's offset and size, and each
+        execution's conversation scope. ``False`` (``stats``) keeps counts only, so memory
+        is bounded by the open runs, not by the file."""
         self.lock = threading.RLock()
         """Held while the fold grows, and by a request that reads it (see ``Catalog``)."""
         self._facts: tuple[int, dict[str, Any]] | None = None
@@ -97,6 +101,7 @@ class SessionTimeline:
         self.session_records: list[int] = []
         self._offsets = array("q")
         self._sizes = array("q")
+        self._count = 0
         self.compaction_seqs = array("q")
         """Seqs of ``compaction`` records, ascending (where a context starts anew)."""
         self.scoped_commits: dict[str | None, array[int]] = {}
@@ -120,7 +125,7 @@ class SessionTimeline:
     @property
     def records(self) -> int:
         """Complete records read so far."""
-        return len(self._offsets)
+        return self._count
 
     @property
     def end_offset(self) -> int:
@@ -194,10 +199,10 @@ class SessionTimeline:
             raise FormatError(f"{self.path}: not a session file (no session_start)", path=self.path)
         self._stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
 
-    def _feed(self, record: Record) -> None:
+    def _index_record(self, record: Record) -> None:
+        """Keep where ``record`` is, and the conversation scope of its execution."""
         self._offsets.append(record.offset)
         self._sizes.append(record.size)
-        self.updated = record.ts
         kind = record.type
         if kind in (ev.MESSAGE_END, ev.COMPACTION, ev.MODEL_REQUEST):
             scope = self._scopes.scope(record.execution)
@@ -211,6 +216,12 @@ class SessionTimeline:
                     self.compaction_seqs.append(record.seq)
         elif record.execution is not None:
             self._scopes.scope(record.execution)
+
+    def _feed(self, record: Record) -> None:
+        self._count += 1
+        self.updated = record.ts
+        if self._index:
+            self._index_record(record)
         if record.type == ev.SESSION_START:
             self.session_id, self.created = record.session_id, record.ts
             self.metadata.update(_mapping(record.data.get("metadata")))

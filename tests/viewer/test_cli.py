@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import importlib.util
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import orjson
 import pytest
 
+from loopscribe import Execution, Session
+from loopscribe import events as ev
 from loopscribe.cli import _viewer as viewer_cli
 from loopscribe.cli._viewer import add_parsers, main
 
@@ -271,3 +274,25 @@ def test_stats_keeps_the_order_given_and_fits_80_columns(
         ids = {other.path: other.session_id, demo.path: demo.session_id}
         firsts = [out.index(f"session {ids[p]}") for p in order]
         assert firsts == sorted(firsts)
+
+
+def test_stats_table_ranks_the_slowest_across_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--top N: the session's N slowest executions over all its runs, not N per run."""
+    path = tmp_path / "three-runs.jsonl"
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    with Session.create(path) as session:
+        for number, seconds in enumerate((3, 1, 2)):
+            with session.begin_run() as run:
+                tool = Execution(f"tool_{number}", "tool")
+                run.record(ev.tool_exec_start(tool, f"step{number}", timestamp=start))
+                end = start + timedelta(seconds=seconds)
+                run.record(ev.tool_exec_end(tool, f"step{number}", "ok", timestamp=end))
+    code, out, err = run_cli(capsys, "stats", str(path), "--top", "2")
+    assert code == 0, err
+    slowest = out.split("slowest executions", 1)[1]
+    assert "step0" in slowest
+    assert "step2" in slowest
+    assert "step1" not in slowest
+    assert slowest.index("step0") < slowest.index("step2")

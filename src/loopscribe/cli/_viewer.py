@@ -159,7 +159,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         type=count,
         default=DEFAULT_TOP,
         metavar="N",
-        help=f"slowest executions shown per run (default {DEFAULT_TOP})",
+        help=f"slowest executions kept per run, and shown per session (default {DEFAULT_TOP})",
     )
     p.set_defaults(handler=cmd_stats)
 
@@ -500,7 +500,7 @@ def cmd_stats(args: argparse.Namespace, out: Out) -> int:
     if not results:
         raise CliError(f"none of the {len(files)} file(s) could be read as a session")
     if not out.json:
-        _print_stats(out.stdout, results)
+        _print_stats(out.stdout, results, args.top)
     return 0
 
 
@@ -508,7 +508,7 @@ def _session_name(s: SessionStats) -> str:
     return s.title or s.session_id[:12]
 
 
-def _print_stats(console: Console, results: list[SessionStats]) -> None:
+def _print_stats(console: Console, results: list[SessionStats], top: int) -> None:
     for number, s in enumerate(results):
         if number:
             console.print()
@@ -584,16 +584,18 @@ def _print_stats(console: Console, results: list[SessionStats]) -> None:
         slow.add_column("state", no_wrap=True)
         slow.add_column("duration", justify="right", no_wrap=True)
         slow.add_column("seq", justify="right", no_wrap=True)
-        for r in s.runs:
-            for e in r.slowest:
-                slow.add_row(
-                    r.run_id[:8],
-                    f"{escape(e.name)} [dim]{escape(e.execution_id)}[/]",
-                    str(e.attempt),
-                    f"[{_STATE_STYLE.get(e.state, '')}]{e.state}[/]",
-                    duration(e.duration_us),
-                    str(e.first_seq),
-                )
+        ranked = sorted(
+            ((r, e) for r in s.runs for e in r.slowest), key=lambda pair: -pair[1].duration_us
+        )
+        for r, e in ranked[:top]:
+            slow.add_row(
+                r.run_id[:8],
+                f"{escape(e.name)} [dim]{escape(e.execution_id)}[/]",
+                str(e.attempt),
+                f"[{_STATE_STYLE.get(e.state, '')}]{e.state}[/]",
+                duration(e.duration_us),
+                str(e.first_seq),
+            )
         if slow.row_count:
             console.print(slow)
         untimed = sum(r.untimed for r in s.runs)
