@@ -528,22 +528,7 @@ class FolderSessions:
             self._cache.pop(path.name, None)
 
     def add_artifact(self, session_id: str, name: str, data: bytes) -> Artifact:
-        """Keep a file the session produced in its artifact folder, privately.
-
-        The folder is created 0700 and the file 0600; the file is written
-        beside its name and renamed into place, so a reader never sees half
-        of it, and an artifact of the same name is replaced.
-
-        Args:
-            session_id: The session.
-            name: A file name: no folder in it, not hidden (no leading ``.``),
-                at most 255 bytes.
-            data: The file's content.
-
-        Raises:
-            ValueError: ``name`` is not such a file name.
-            SessionNotFoundError: No such session.
-        """
+        """:meth:`Workspace.add_artifact <loopscribe.Workspace.add_artifact>` in a folder."""
         _check_artifact_name(name)
         _check_header(self.existing(session_id))
         folder = self.artifact_dir(session_id)
