@@ -372,3 +372,33 @@ def test_a_failing_recording_never_breaks_the_hosts_spans(
     assert "recording failed" in first.getMessage()
     for file in (tmp_path / "sessions").glob("*.jsonl"):
         assert {r.type for r in loopscribe.read(file)} <= set(_OWN)
+
+
+def test_a_failing_mapping_never_breaks_the_claude_agent_sdk_store(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every batch's mapping fails: each append still succeeds, every entry is kept verbatim,
+    each failure is counted and only the first is logged at ERROR."""
+    from loopscribe.adapters.claude_agent_sdk import LoopscribeSessionStore
+    from loopscribe.adapters.claude_agent_sdk._live import LiveClaudeCode
+    from tests.adapters.test_claude_agent_sdk import BIG, KEY, feed, written_order
+
+    def broken(self: object) -> None:
+        raise RuntimeError("mapping broke")
+
+    monkeypatch.setattr(LiveClaudeCode, "end_batch", broken)
+    entries = written_order(BIG)[:40]
+    main = [entry for subpath, entry in entries if subpath is None]
+    with (
+        caplog.at_level(logging.DEBUG, logger=LOGGER),
+        LoopscribeSessionStore(tmp_path / "store") as store,
+    ):
+        asyncio.run(feed(store, entries, 10))
+        loaded = asyncio.run(store.load(KEY))
+        errors = store.mapping_errors
+    assert loaded == main
+    assert errors >= 4
+    (first,) = _errors(caplog)
+    assert first.name == LOGGER
+    assert first.exc_info is not None
+    assert "Claude Agent SDK store" in first.getMessage()

@@ -352,7 +352,7 @@ class _Session:
             try:
                 self.give_up()
             except Exception:
-                logger.exception("%s: recording what waited for subagents failed", self.path)
+                self.store.guard.failed(f"{self.path}: recording what waited for subagents")
 
     def give_up(self) -> None:
         """Map the main entries that wait for subagents now, and record that it was done.
@@ -468,8 +468,7 @@ class _Session:
             session = dest.session if dest is not None else None
             if session is not None and session.error is not None:
                 raise
-            self.store.mapping_errors += 1
-            logger.exception("%s: mapping a Claude Code entry failed; entry kept", self.path)
+            self.store.guard.failed(f"{self.path}: mapping a Claude Code entry (entry kept)")
 
     def _fold(self, entries: list[Any]) -> None:
         """Fold main-transcript entries into the SDK's summary; one it cannot take is left out.

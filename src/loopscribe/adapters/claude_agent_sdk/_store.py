@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 
 from ..._errors import WriteError
 from ..._home import sessions_home
+from ..._hostkit import Guard
 from ..._redact import LineRedactor
 from ..._session import Observer
 from ...importers._batch import SyncBatch
@@ -123,8 +124,13 @@ class LoopscribeSessionStore:
         self._closed = False
         self.duplicates = 0
         """Entries not recorded again because their ``uuid`` was (retried batches)."""
-        self.mapping_errors = 0
+        self.guard = Guard("Claude Agent SDK store")
+        """Mapping failures: counted, the first logged at ERROR, later ones at DEBUG."""
+
+    @property
+    def mapping_errors(self) -> int:
         """Entries the mapping failed on (logged; the verbatim entry is kept)."""
+        return self.guard.errors
 
     # -- the SessionStore protocol -------------------------------------------------
 
