@@ -291,21 +291,27 @@ def _streamed(path: str | os.PathLike[str], top: int, cost: bool) -> SessionStat
 
     class Fold(SessionTimeline):
         done: dict[str, RunStats]
+        order: dict[str, None]
 
         def _feed(self, record: Any) -> None:
             run_id = record.run_id
-            if run_id is not None and run_id in self.done:
+            if run_id is None:
+                super()._feed(record)
+                return
+            if run_id in self.done:
                 raise _LateRecord
             super()._feed(record)
-            if record.type == ev.RUN_CLOSE and run_id is not None:
-                run = self.runs[run_id]
+            if run_id not in self.order:
+                self.order[run_id] = None  # the runs in the order they started
+            if record.type == ev.RUN_CLOSE:
+                # Its numbers are all that is kept: the run's timeline goes, its
+                # fold and bars first (they refer to each other: no wait for the GC).
+                run = self.runs.pop(run_id)
                 self.done[run_id] = run_stats(run, top=top, cost=cost)
-                # What only the viewer reads: none of it counts toward the numbers.
-                run.bars, run.by_span, run.fold, run.records = {}, {}, None, []
-                run.committed = run.committed[:0]
+                run.bars, run.by_span, run.fold = {}, {}, None
 
     fold = Fold(path, index=False)  # counts only: no record offsets, no conversation scopes
-    fold.done = {}
+    fold.done, fold.order = {}, {}
     fold.refresh()
     return SessionStats(
         session_id=fold.session_id,
@@ -313,7 +319,8 @@ def _streamed(path: str | os.PathLike[str], top: int, cost: bool) -> SessionStat
         title=fold.title,
         records=fold.records,
         runs=tuple(
-            fold.done.get(r.run_id) or run_stats(r, top=top, cost=cost) for r in fold.iter_runs()
+            fold.done[r] if r in fold.done else run_stats(fold.runs[r], top=top, cost=cost)
+            for r in fold.order
         ),
     )
 
