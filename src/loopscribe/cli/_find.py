@@ -17,7 +17,7 @@ from .._model import Record
 from .._safeopen import not_a_session_file
 from ._kinds import AGENT_LABELS, candidate_files, describe, file_kind
 from ._output import CliError, NotFoundError, Out
-from ._resolve import parse_reference
+from ._resolve import looks_like_id, parse_reference
 
 
 @dataclass(slots=True)
@@ -119,11 +119,6 @@ def refuse_whole_tree(root: Path) -> None:
 def session_files(root: Path) -> list[Path]:
     """The session files named by ``root`` (see :func:`find_sessions`)."""
     return find_sessions(root).sessions
-
-
-def looks_like_id(text: str) -> bool:
-    """Could ``text`` be a session ID or the start of one (hex digits)?"""
-    return 0 < len(text) <= 32 and all(c in "0123456789abcdef" for c in text.lower())
 
 
 def resolve_session(target: str, base: Path) -> Path:

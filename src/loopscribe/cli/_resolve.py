@@ -64,6 +64,11 @@ def _is_hex(text: str) -> bool:
     return _HEX.fullmatch(text) is not None
 
 
+def looks_like_id(text: str) -> bool:
+    """Could ``text`` be a session ID or the start of one (hex digits)?"""
+    return len(text) <= 32 and _is_hex(text)
+
+
 def parse_reference(text: str) -> Reference:
     """Tell what ``text`` names (see the module); nothing is read here.
 
@@ -93,7 +98,7 @@ def parse_reference(text: str) -> Reference:
     if pair is not None and not Path(text).exists():
         return Reference(text, trace_id=int(pair[1], 16), span_id=int(pair[2], 16))
     path = Path(text)
-    if path.exists() or not _is_hex(text) or len(text) > 32:
+    if path.exists() or not looks_like_id(text):
         return Reference(text, path=path)
     return Reference(text, session=text.lower())
 
