@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, OpenAIResponsesModel, Runner, set_trace_provider
-from agents.tracing import agent_span, function_span, get_trace_provider, response_span, trace
+from agents import Agent, OpenAIResponsesModel, Runner
+from agents.tracing import agent_span, function_span, response_span, trace
 from agents.tracing.provider import DefaultTraceProvider
 from langchain_core.callbacks import CallbackManager
 from openai.types.responses import Response
@@ -27,19 +26,6 @@ from tests.adapters.test_openai_agents import (
     get_weather,
     responses_api,
 )
-
-
-@pytest.fixture
-def provider() -> Iterator[DefaultTraceProvider]:
-    """SDK tracing on, through a provider of the test's own (no exporter)."""
-    previous = get_trace_provider()
-    fresh = DefaultTraceProvider()
-    fresh.set_disabled(False)
-    set_trace_provider(fresh)
-    try:
-        yield fresh
-    finally:
-        set_trace_provider(previous)
 
 
 def ends(path: Path) -> list[tuple[str, str, Any]]:
@@ -87,13 +73,13 @@ def test_langchain_close_ends_every_run_in_flight(tmp_path: Path) -> None:
 
 
 def test_the_trace_processor_closes_what_a_trace_left_open(
-    tmp_path: Path, provider: DefaultTraceProvider
+    tmp_path: Path, agents_tracing: DefaultTraceProvider
 ) -> None:
     """Spans a trace never finished end with ``NotEnded`` when the trace ends, innermost first."""
     path = tmp_path / "s.jsonl"
     with Session.create(path) as session, session.begin_run() as run:
         processor = LoopscribeTraceProcessor(run)
-        provider.register_processor(processor)
+        agents_tracing.register_processor(processor)
         with trace("weather"):
             agent = agent_span(name="weather")
             agent.start(mark_as_current=True)
@@ -110,7 +96,7 @@ def test_the_trace_processor_closes_what_a_trace_left_open(
 
 
 def test_the_trace_processor_records_a_reused_call_id_as_the_next_attempt(
-    tmp_path: Path, provider: DefaultTraceProvider
+    tmp_path: Path, agents_tracing: DefaultTraceProvider
 ) -> None:
     """Two runs whose model reuses ``call_1``: one execution, attempts 1 and 2 (no duplicate)."""
 
@@ -127,7 +113,7 @@ def test_the_trace_processor_records_a_reused_call_id_as_the_next_attempt(
     path = tmp_path / "s.jsonl"
     with Session.create(path) as session, session.begin_run() as run:
         processor = LoopscribeTraceProcessor(run)
-        provider.register_processor(processor)
+        agents_tracing.register_processor(processor)
         for text in ("first", "second"):
             asyncio.run(Runner.run(agent(), text))
         processor.close()
@@ -152,7 +138,7 @@ def test_the_trace_processor_records_a_reused_call_id_as_the_next_attempt(
     ],
 )
 def test_both_agents_paths_read_one_stop_reason(
-    tmp_path: Path, provider: DefaultTraceProvider, item: dict[str, Any], stop: str | None
+    tmp_path: Path, agents_tracing: DefaultTraceProvider, item: dict[str, Any], stop: str | None
 ) -> None:
     """The trace processor's finish reason is the hooks' (one list of client-run calls)."""
     response = Response.model_construct(
@@ -169,7 +155,7 @@ def test_both_agents_paths_read_one_stop_reason(
     path = tmp_path / "s.jsonl"
     with Session.create(path) as session, session.begin_run() as run:
         processor = LoopscribeTraceProcessor(run)
-        provider.register_processor(processor)
+        agents_tracing.register_processor(processor)
         with trace("weather"), agent_span(name="weather"), response_span(response=response):
             pass
         processor.close()

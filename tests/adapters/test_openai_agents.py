@@ -43,7 +43,6 @@ from agents import (
     input_guardrail,
     output_guardrail,
     retry_policies,
-    set_trace_provider,
 )
 from agents.agent_output import AgentOutputSchemaBase
 from agents.handoffs import Handoff
@@ -63,7 +62,6 @@ from agents.tracing import (
     Trace,
     TracingProcessor,
     add_trace_processor,
-    get_trace_provider,
 )
 from agents.tracing.provider import DefaultTraceProvider
 from openai import AsyncOpenAI
@@ -773,18 +771,11 @@ class _Collect(TracingProcessor):
 
 
 @pytest.fixture
-def local_tracing() -> Iterator[_Collect]:
+def local_tracing(agents_tracing: DefaultTraceProvider) -> _Collect:
     """SDK tracing on, with a provider whose only processor keeps spans in memory."""
-    previous = get_trace_provider()
-    provider = DefaultTraceProvider()
-    provider.set_disabled(False)
     collect = _Collect()
-    provider.register_processor(collect)
-    set_trace_provider(provider)
-    try:
-        yield collect
-    finally:
-        set_trace_provider(previous)
+    agents_tracing.register_processor(collect)
+    return collect
 
 
 def test_a_custom_failure_function_is_flagged_from_the_sdk_span(

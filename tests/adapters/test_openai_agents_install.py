@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_trace_provider
+from agents import Agent, OpenAIResponsesModel, Runner, function_tool
 from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_runner
-from agents.tracing import get_trace_provider
 from agents.tracing.provider import DefaultTraceProvider
 
 import loopscribe
@@ -32,19 +31,6 @@ from tests.adapters.test_openai_agents import (
     responses_api,
     tool_call,
 )
-
-
-@pytest.fixture
-def provider() -> Iterator[DefaultTraceProvider]:
-    """SDK tracing on, through a provider of the test's own (no exporter)."""
-    previous = get_trace_provider()
-    fresh = DefaultTraceProvider()
-    fresh.set_disabled(False)
-    set_trace_provider(fresh)
-    try:
-        yield fresh
-    finally:
-        set_trace_provider(previous)
 
 
 @pytest.fixture
@@ -141,7 +127,7 @@ def test_uninstall_in_the_middle_of_a_hooks_run_closes_what_is_open(
 
 
 def test_install_for_a_run_records_through_the_trace_processor_until_uninstall(
-    tmp_path: Path, provider: DefaultTraceProvider, runner: AgentRunner
+    tmp_path: Path, agents_tracing: DefaultTraceProvider, runner: AgentRunner
 ) -> None:
     """install(run) registers one processor (twice: the same one); uninstall() removes it."""
     path = tmp_path / "s.jsonl"
@@ -149,14 +135,14 @@ def test_install_for_a_run_records_through_the_trace_processor_until_uninstall(
         processor = install(run)
         assert isinstance(processor, LoopscribeTraceProcessor)
         assert install(run) is processor
-        assert [p for p in processors(provider) if p is processor] == [processor]
+        assert [p for p in processors(agents_tracing) if p is processor] == [processor]
         answer = asyncio.run(
             Runner.run(traced_agent(api_response("resp_1", [api_text("hello")])), "hi")
         )
         assert answer.final_output == "hello"
         uninstall()
         assert processor.closed
-        assert all(p is not processor for p in processors(provider))
+        assert all(p is not processor for p in processors(agents_tracing))
         written = len(list(loopscribe.read(path)))
         asyncio.run(Runner.run(traced_agent(api_response("resp_2", [api_text("again")])), "hi"))
         assert len(list(loopscribe.read(path))) == written  # nothing recorded after uninstall
@@ -166,7 +152,7 @@ def test_install_for_a_run_records_through_the_trace_processor_until_uninstall(
 
 
 def test_uninstall_in_the_middle_of_a_traced_run_closes_its_open_spans(
-    tmp_path: Path, provider: DefaultTraceProvider, runner: AgentRunner
+    tmp_path: Path, agents_tracing: DefaultTraceProvider, runner: AgentRunner
 ) -> None:
     path = tmp_path / "s.jsonl"
     agent = traced_agent(
@@ -180,7 +166,7 @@ def test_uninstall_in_the_middle_of_a_traced_run_closes_its_open_spans(
     assert result.final_output == "bye"
     assert processor.closed
     assert processor.errors == 0
-    assert all(p is not processor for p in processors(provider))
+    assert all(p is not processor for p in processors(agents_tracing))
     records = [r for r in loopscribe.read(path) if r.execution is not None]
     ended = {(r.type, r.execution.id): r.data.get("error") for r in records if r.execution}
     assert ended[("tool_exec_end", "call_1")] == {
