@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import types
+
+import pytest
 
 import loopscribe
 
@@ -47,7 +50,6 @@ def test_public_modules_export_what_they_list() -> None:
 
 def test_every_public_module_lists_what_it_exports() -> None:
     """Each public (sub)module has an ``__all__``; every name in it exists, listed once."""
-    import importlib
     import pkgutil
 
     checked = []
@@ -61,3 +63,48 @@ def test_every_public_module_lists_what_it_exports() -> None:
         assert len(set(listed)) == len(listed), f"{info.name}: a name listed twice"
         checked.append(info.name)
     assert {"loopscribe.otel", "loopscribe.store", "loopscribe.viewer"} <= set(checked)
+
+
+def test_a_reading_command_loads_neither_the_recorder_nor_opentelemetry() -> None:
+    """The command line and the stats fold import what they use: no recorder, SDK or importer.
+
+    Every import of a submodule runs its package's ``__init__`` first, so a
+    package that imported all it offers would make ``loopscribe stats`` pay
+    for the recorder, the OpenTelemetry SDK, the importers and the store.
+    """
+    heavy = (
+        "loopscribe._session",
+        "loopscribe.importers.claude_code",
+        "loopscribe.importers.codex",
+        "loopscribe.store._shipper",
+        "loopscribe.otel._bridge",
+        "opentelemetry.sdk",
+        "opentelemetry.trace",
+        "asyncio",
+        "genai_prices",
+    )
+    code = (
+        "import sys, loopscribe.cli, loopscribe._stats, loopscribe._timeline\n"
+        "loopscribe.cli.build_parser()\n"
+        f"print([m for m in {heavy!r} if m in sys.modules])\n"
+        # Each name is still there, imported when first used.
+        "from loopscribe import Session\n"
+        "from loopscribe.otel import SpanBridge\n"
+        "from loopscribe.store import Shipper\n"
+        "from loopscribe.importers import Cursor\n"
+        "print(all(m in sys.modules for m in ('loopscribe._session', 'loopscribe.otel._bridge')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["[]", "True"]
+
+
+def test_the_lazy_packages_resolve_every_listed_name() -> None:
+    """``loopscribe``, ``loopscribe.otel``, ``.store`` and ``.importers`` give each name they list,
+    in ``dir()`` too, and an unknown name is an AttributeError naming the package."""
+    for name in ("loopscribe", "loopscribe.otel", "loopscribe.store", "loopscribe.importers"):
+        package = importlib.import_module(name)
+        for member in package.__all__:
+            assert getattr(package, member) is not None, f"{name}.{member}"
+        assert set(package.__all__) <= set(dir(package))
+        with pytest.raises(AttributeError, match=name.replace(".", r"\.")):
+            package.NoSuchName  # noqa: B018

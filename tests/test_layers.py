@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_home",
                 "_locks",
                 "_deferred",
+                "_lazy",
             }
         ),
     ),

@@ -6,62 +6,131 @@ spans that carry references, never bodies.
 """
 
 from typing import IO as _IO
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from . import events
-from ._codec import Codec
 from ._deferred import provide as _provide
-from ._errors import (
-    CorruptRecordError,
-    DecodeError,
-    EncodeError,
-    ForkedWriterError,
-    FormatError,
-    LoopscribeError,
-    RunStateError,
-    SessionClosedError,
-    SessionExistsError,
-    SessionLockedError,
-    StoreError,
-    UnknownTypeError,
-    UnsupportedPlatformError,
-    UnsupportedVersionError,
-    WriteError,
-)
-from ._executor import (
-    Chunk,
-    LLMRequest,
-    ModelExecution,
-    ModelExecutor,
-    ModelResult,
-    Recorder,
-    StreamEnd,
-    TextDelta,
-    ThinkingDelta,
-)
-from ._format import FORMAT_VERSION
-from ._freeze import freeze_config, freeze_request
-from ._home import HOME_ENV, sessions_home
-from ._loop import AgentLoop, LoopContext, ToolContext, TransformContext, checkpoint_turns
-from ._messages import (
-    AssistantMessage,
-    FileContent,
-    ImageContent,
-    SystemMessage,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    ToolResultMessage,
-    Usage,
-    UserMessage,
-)
-from ._model import Actor, CallRef, Event, Execution, Record, Transient
-from ._reader import load_checkpoint, read
-from ._redact import COMMON_PATTERNS, Redactor
-from ._session import BulkWriter, Observer, Run, Session, current_run
+from ._lazy import loader as _loader
 from ._source import set_url_opener as _set_url_opener
-from ._verify import BrokenLink, VerifyReport, verify
-from .summary import summarize
-from .workspace import SessionSummary, Workspace
+
+if _TYPE_CHECKING:
+    from . import events
+    from ._codec import Codec
+    from ._errors import (
+        CorruptRecordError,
+        DecodeError,
+        EncodeError,
+        ForkedWriterError,
+        FormatError,
+        LoopscribeError,
+        RunStateError,
+        SessionClosedError,
+        SessionExistsError,
+        SessionLockedError,
+        StoreError,
+        UnknownTypeError,
+        UnsupportedPlatformError,
+        UnsupportedVersionError,
+        WriteError,
+    )
+    from ._executor import (
+        Chunk,
+        LLMRequest,
+        ModelExecution,
+        ModelExecutor,
+        ModelResult,
+        Recorder,
+        StreamEnd,
+        TextDelta,
+        ThinkingDelta,
+    )
+    from ._format import FORMAT_VERSION
+    from ._freeze import freeze_config, freeze_request
+    from ._home import HOME_ENV, sessions_home
+    from ._loop import AgentLoop, LoopContext, ToolContext, TransformContext, checkpoint_turns
+    from ._messages import (
+        AssistantMessage,
+        FileContent,
+        ImageContent,
+        SystemMessage,
+        TextContent,
+        ThinkingContent,
+        ToolCall,
+        ToolResultMessage,
+        Usage,
+        UserMessage,
+    )
+    from ._model import Actor, CallRef, Event, Execution, Record, Transient
+    from ._reader import load_checkpoint, read
+    from ._redact import COMMON_PATTERNS, Redactor
+    from ._session import BulkWriter, Observer, Run, Session, current_run
+    from ._verify import BrokenLink, VerifyReport, verify
+    from .summary import summarize
+    from .workspace import SessionSummary, Workspace
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    ".events": ("events",),
+    "._codec": ("Codec",),
+    "._errors": (
+        "CorruptRecordError",
+        "DecodeError",
+        "EncodeError",
+        "ForkedWriterError",
+        "FormatError",
+        "LoopscribeError",
+        "RunStateError",
+        "SessionClosedError",
+        "SessionExistsError",
+        "SessionLockedError",
+        "StoreError",
+        "UnknownTypeError",
+        "UnsupportedPlatformError",
+        "UnsupportedVersionError",
+        "WriteError",
+    ),
+    "._executor": (
+        "Chunk",
+        "LLMRequest",
+        "ModelExecution",
+        "ModelExecutor",
+        "ModelResult",
+        "Recorder",
+        "StreamEnd",
+        "TextDelta",
+        "ThinkingDelta",
+    ),
+    "._format": ("FORMAT_VERSION",),
+    "._freeze": ("freeze_config", "freeze_request"),
+    "._home": ("HOME_ENV", "sessions_home"),
+    "._loop": ("AgentLoop", "LoopContext", "ToolContext", "TransformContext", "checkpoint_turns"),
+    "._messages": (
+        "AssistantMessage",
+        "FileContent",
+        "ImageContent",
+        "SystemMessage",
+        "TextContent",
+        "ThinkingContent",
+        "ToolCall",
+        "ToolResultMessage",
+        "Usage",
+        "UserMessage",
+    ),
+    "._model": ("Actor", "CallRef", "Event", "Execution", "Record", "Transient"),
+    "._reader": ("load_checkpoint", "read"),
+    "._redact": ("COMMON_PATTERNS", "Redactor"),
+    "._session": ("BulkWriter", "Observer", "Run", "Session", "current_run"),
+    "._verify": ("BrokenLink", "VerifyReport", "verify"),
+    ".summary": ("summarize",),
+    ".workspace": ("SessionSummary", "Workspace"),
+}
+"""Where each public name lives: imported when first used, so that ``import
+loopscribe`` (which every import of a submodule runs first) stays light and a
+command that only reads a file never loads the recorder or OpenTelemetry."""
+
+__getattr__ = _loader(__name__, _EXPORTS, globals())
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def _open_store_url(url: str) -> _IO[bytes]:

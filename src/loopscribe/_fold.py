@@ -18,6 +18,9 @@ from ._cost import ZERO, Cost, call_cost
 from ._fields import field as get_field
 from ._fields import plain, text, token_usage
 
+IMPORT_SETTLE_SECONDS = 1800.0
+"""An imported transcript whose last timestamp is older than this has finished its turn."""
+
 Status = Literal["running", "interrupted", "failed", "idle"]
 """The one vocabulary of a session's state, in the CLI, ``--json``, the viewer and the docs.
 

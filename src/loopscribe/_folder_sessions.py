@@ -32,7 +32,7 @@ from ._backread import BLOCK_BYTES, ByteSource, FileSource
 from ._codec import Codec
 from ._errors import FormatError, LoopscribeError, SessionLockedError
 from ._files import make_private_dir, replace_file
-from ._fold import SessionFold, SessionSummary, Status
+from ._fold import IMPORT_SETTLE_SECONDS, SessionFold, SessionSummary, Status
 from ._format import Scanner
 from ._gc import collector_paused
 from ._safeopen import open_session_file
@@ -51,9 +51,6 @@ from ._sidelog import (
 from ._workspace_source import Artifact, SessionNotFoundError, check_session_id
 
 __all__ = ["FOLDER_TRUST_NS", "IMPORT_SETTLE_SECONDS", "FolderSessions", "NotASessionError"]
-
-IMPORT_SETTLE_SECONDS = 1800.0
-"""An imported transcript whose last timestamp is older than this has finished its turn."""
 
 
 class NotASessionError(FormatError):

@@ -32,6 +32,8 @@ def is_session_id(text: object) -> bool:
 
 FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({FORMAT_VERSION})
+CHAIN_ALGORITHM = "sha256"
+"""The hash of a chained session's records (``chain_start``'s ``chain``)."""
 
 
 _UTC_Z = orjson.OPT_UTC_Z

@@ -31,8 +31,7 @@ from pathlib import Path
 
 from . import events as ev
 from ._errors import FormatError
-from ._format import Scanner
-from ._session import CHAIN_ALGORITHM
+from ._format import CHAIN_ALGORITHM, Scanner
 from ._source import is_url, open_binary
 
 _BUFFER_BYTES = 1 << 16

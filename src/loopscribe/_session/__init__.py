@@ -28,11 +28,10 @@ from ._bulk import BulkWriter
 from ._observers import Observer
 from ._parent import ACTIVE_SPAN
 from ._run import Run, current_run
-from ._writer import CHAIN_ALGORITHM, Session, open_handle
+from ._writer import Session, open_handle
 
 __all__ = [
     "ACTIVE_SPAN",
-    "CHAIN_ALGORITHM",
     "BulkWriter",
     "Observer",
     "Run",

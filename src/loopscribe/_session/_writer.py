@@ -39,7 +39,7 @@ from .._errors import (
 )
 from .._fields import typed_positions
 from .._files import sync_debt
-from .._format import FORMAT_VERSION, Scanner, format_ts, is_session_id
+from .._format import CHAIN_ALGORITHM, FORMAT_VERSION, Scanner, format_ts, is_session_id
 from .._locks import require_locks
 from .._model import Actor, Execution, Record, Transient, new_record
 from .._redact import LineRedactor
@@ -51,7 +51,6 @@ from ._run import Run
 logger = logging.getLogger("loopscribe")
 
 _SCAN_BUFFER_BYTES = 1 << 16
-CHAIN_ALGORITHM = "sha256"
 
 
 # The Session handles open in this process, by path: lets the workspace append

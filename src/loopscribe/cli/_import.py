@@ -4,38 +4,47 @@ from __future__ import annotations
 
 import argparse
 import errno
+import importlib
 import os
 import re
 import shlex
 import signal
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import LoopscribeError
 from .._home import sessions_home
-from .._redact import LineRedactor, Redactor
-from ..importers import claude_code, codex
-from ..importers._cursor import Cursor, cursor_path
-from ..importers._importer import DEFAULT_SETTLE_SECONDS
-from ..importers._pool import Outcome, default_jobs, import_many
-from ..importers._report import ImportReport
+from ..importers._defaults import DEFAULT_SETTLE_SECONDS, claude_code_dir, codex_dir, default_jobs
 from ._kinds import AGENT_LABELS, file_kind
 from ._options import REF_BASE_HELP, home_of, seconds
 from ._output import CliError, Out
 from ._tables import fitted_table, short_count
 
+if TYPE_CHECKING:
+    from .._redact import LineRedactor
+    from ..importers._pool import Outcome
+    from ..importers._report import ImportReport
+
+# The importers (and the recorder and redactor under them) are imported when an
+# import runs: the other commands, and ``--help``, do not load them.
+
 _NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 """Why a write fails for every transcript alike: the destination has no room."""
 
-AGENTS: dict[str, tuple[ModuleType, str]] = {
-    "claude-code": (claude_code, "Claude Code"),
-    "codex": (codex, "OpenAI Codex CLI"),
+AGENTS: dict[str, tuple[str, str, Callable[[], Path]]] = {
+    "claude-code": ("claude_code", "Claude Code", claude_code_dir),
+    "codex": ("codex", "OpenAI Codex CLI", codex_dir),
 }
+"""Each agent: its importer (in ``loopscribe.importers``), its name, its transcripts' folder."""
+
+
+def _importer(agent: str) -> ModuleType:
+    return importlib.import_module(f"loopscribe.importers.{AGENTS[agent][0]}")
 
 
 def default_out(agent: str) -> Path:
@@ -55,7 +64,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         ),
     )
     agents = parser.add_subparsers(dest="agent", required=True, metavar="AGENT")
-    for name, (module, label) in AGENTS.items():
+    for name, (_module, label, default_dir) in AGENTS.items():
         p = agents.add_parser(
             name,
             help=f"import {label} transcripts",
@@ -69,7 +78,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "dir",
             nargs="?",
             metavar="DIR",
-            help=f"a folder of transcripts, or one transcript (default: {module.default_dir()})",
+            help=f"a folder of transcripts, or one transcript (default: {default_dir()})",
         )
         p.add_argument(
             "--out",
@@ -170,6 +179,8 @@ def _redactor(args: argparse.Namespace) -> LineRedactor | None:
                 f"--redact-pattern {pattern!r}: not a regular expression ({exc}); "
                 "quote it for the shell, and escape what should be taken literally"
             ) from None
+    from .._redact import Redactor
+
     if args.no_redact:
         return Redactor(secrets, args.redact_pattern) if secrets or args.redact_pattern else None
     return Redactor.default(secrets, args.redact_pattern)
@@ -196,6 +207,8 @@ def _stop_on_signals() -> Iterator[threading.Event]:
 
 def _new_bytes(path: Path, out_dir: Path) -> int:
     """Bytes of ``path`` after its cursor: the work left, for the progress bar."""
+    from ..importers._cursor import Cursor, cursor_path
+
     try:
         size = path.stat().st_size
         cursor = Cursor.load(cursor_path(out_dir / f"{path.stem}.jsonl"))
@@ -268,8 +281,11 @@ def _refusal(root: Path, agent: str, other: Counter[str]) -> str:
 
 def cmd_import(args: argparse.Namespace, out: Out) -> int:
     """Import the transcripts under DIR; print a summary table (or JSON lines)."""
-    module, label = AGENTS[args.agent]
-    root = Path(args.dir) if args.dir else module.default_dir()
+    from ..importers._pool import import_many
+
+    _module, label, default_dir = AGENTS[args.agent]
+    module = _importer(args.agent)
+    root = Path(args.dir) if args.dir else default_dir()
     if not root.exists():
         raise CliError(
             f"{root}: no such file or folder; give the folder of your {label} transcripts"

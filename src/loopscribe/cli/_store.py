@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.table import Table
 
+from .. import store as _store
 from .._errors import StoreError
 from .._format import is_session_id
 from .._logsafe import display_url
 from .._source import is_url
-from ..store import SEGMENT_BYTES, Shipper, ShipResult, Store, parse_session_url
+from ..store._layout import SEGMENT_BYTES
 from ._find import find_records
 from ._options import add_interval_option, parse_hex
 from ._otel import show_found
@@ -25,6 +26,13 @@ from ._output import CliError, Out, StopFlag, UsageError
 from ._resolve import parse_reference
 from ._sessions import show_page, show_verify_report
 from ._sessions import summary_json as _summary_json
+
+if TYPE_CHECKING:
+    from ..store import ShipResult
+
+# The store package is reached through its module object: its names (and fsspec,
+# the shipper, the workspace) are imported when a command uses them, so the
+# other commands do not load them.
 
 __all__ = ["add_parsers"]
 
@@ -110,7 +118,9 @@ def cmd_ship(args: argparse.Namespace, out: Out) -> int:
     """Ship session files to a store, once or (``--follow``) until stopped."""
     if args.segment_mib < 1:
         raise CliError(f"--segment-mib must be at least 1, got {args.segment_mib}")
-    shipper = Shipper(args.dir, args.to, workers=args.workers, segment_bytes=args.segment_mib << 20)
+    shipper = _store.Shipper(
+        args.dir, args.to, workers=args.workers, segment_bytes=args.segment_mib << 20
+    )
     stop = StopFlag()
     if args.follow:
         stop.install()
@@ -197,13 +207,13 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     workspace = _workspace(store_url)
     summary = workspace.get(sid)
     page = workspace.messages(sid, last=args.last or 1_000_000_000)
-    source = Store(store_url).session_url(sid)
+    source = _store.Store(store_url).session_url(sid)
     return show_page(summary, page, f"{summary.status} (when shipped)", out, source, args.last)
 
 
 def _session(url: str) -> tuple[str, str, int | None]:
     try:
-        return parse_session_url(url)
+        return _store.parse_session_url(url)
     except StoreError as exc:
         raise CliError(str(exc)) from None
 
@@ -222,10 +232,10 @@ def cmd_find(args: argparse.Namespace, out: Out) -> int:
     urls: list[Any]  # session URLs: read() takes them where find_records names a Path
     if is_session_id(tail) and url.rsplit("/", 2)[-2] == "sessions":
         store_url, sid, _seq = _session(url)
-        urls = [Store(store_url).session_url(sid)]  # shown without credentials
+        urls = [_store.Store(store_url).session_url(sid)]  # shown without credentials
         searched = 1
     else:
-        store = Store(url)
+        store = _store.Store(url)
         manifests = store.manifests()
         _warn(out, store.problems)
         searched = len(manifests)
@@ -246,4 +256,4 @@ def cmd_verify(args: argparse.Namespace, out: Out) -> int:
     from .._verify import verify
 
     store_url, sid, _seq = _session(_target(args))
-    return show_verify_report(verify(Store(store_url).session_url(sid)), out)
+    return show_verify_report(verify(_store.Store(store_url).session_url(sid)), out)

@@ -3,12 +3,64 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from rich import box
+from rich.cells import cell_len
+from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.measure import Measurement
+from rich.table import Column, Table
+from rich.text import Text
 
-__all__ = ["clip_left", "fitted_table", "short_count"]
+__all__ = ["clip_left", "fitted_table", "print_in_parts", "short_count"]
+
+_PART_ROWS = 200
+"""How many rows :func:`print_in_parts` renders at a time."""
+
+
+def print_in_parts(console: Console, table: Table) -> None:
+    """Print ``table`` a part of its rows at a time, each column as wide as in the whole table.
+
+    ``console.print`` renders a whole table before writing any of it: for
+    thousands of rows that is tens of MiB of cells and pieces held at once.
+    Each part here is a table of the same columns, widened to the widest cell
+    of the whole table, so the parts line up as the whole table would. A table
+    wider than the terminal (whose columns rich shrinks) is printed whole.
+    """
+    unbounded = console.options.update_width(1 << 20)
+    if (
+        table.row_count <= _PART_ROWS
+        or Measurement.get(console, unbounded, table).maximum > console.options.max_width
+    ):
+        console.print(table)
+        return
+    widths = [_width(console, column) for column in table.columns]
+    rows = table.row_count
+    for start in range(0, max(rows, 1), _PART_ROWS):
+        part = Table(
+            box=table.box,
+            show_header=table.show_header and start == 0,
+            show_edge=table.show_edge,
+            pad_edge=table.pad_edge,
+            collapse_padding=table.collapse_padding,
+            padding=table.padding,
+        )
+        for column, width in zip(table.columns, widths, strict=True):
+            cells = list(column.cells)[start : start + _PART_ROWS]
+            part.columns.append(replace(column, width=width, _cells=cells))
+        part.rows = table.rows[start : start + _PART_ROWS]
+        console.print(part)
+
+
+def _width(console: Console, column: Column) -> int:
+    """The widest line of ``column``'s header and cells, as the terminal shows them."""
+    widest = column.min_width or 0
+    for cell in (column.header, *column.cells):
+        text = console.render_str(cell) if isinstance(cell, str) else cell
+        if isinstance(text, Text):
+            widest = max(widest, *(cell_len(line) for line in text.plain.split("\n")))
+    return widest if column.max_width is None else min(widest, column.max_width)
 
 
 def clip_left(text: str, width: int) -> str:

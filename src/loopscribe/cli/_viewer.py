@@ -39,7 +39,7 @@ from ._options import (
     share_options,
 )
 from ._output import CliError, NotFoundError, Out, extra_hint, run
-from ._tables import short_count
+from ._tables import print_in_parts, short_count
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -549,7 +549,7 @@ def _print_stats(console: Console, results: list[SessionStats], top: int) -> Non
                 f"{short_count(r.input_tokens)}/{short_count(r.output_tokens)}",
                 r.cost.text(),
             )
-        console.print(runs)
+        print_in_parts(console, runs)
         by_model = s.tokens_by_model()
         if by_model:
             tokens = Table(

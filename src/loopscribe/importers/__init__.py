@@ -14,8 +14,28 @@ they write unless told otherwise (``redact=``, by default
 is not, and why.
 """
 
-from ._cursor import CURSOR_SUFFIX, Cursor, ImportStateError
-from ._mapper import SOURCE_EVENT
-from ._report import ImportReport
+from typing import TYPE_CHECKING
+
+from .._lazy import loader
+
+if TYPE_CHECKING:
+    from ._cursor import CURSOR_SUFFIX, Cursor, ImportStateError
+    from ._mapper import SOURCE_EVENT
+    from ._report import ImportReport
+
+__getattr__ = loader(
+    __name__,
+    {
+        "._cursor": ("CURSOR_SUFFIX", "Cursor", "ImportStateError"),
+        "._mapper": ("SOURCE_EVENT",),
+        "._report": ("ImportReport",),
+    },
+    globals(),
+)
+"""Each name imported on first use (``loopscribe._lazy``)."""
 
 __all__ = ["CURSOR_SUFFIX", "SOURCE_EVENT", "Cursor", "ImportReport", "ImportStateError"]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -15,8 +15,8 @@ import orjson
 from .._errors import LoopscribeError
 from .._files import make_private_dir
 from .._redact import LineRedactor
-from ..workspace import IMPORT_SETTLE_SECONDS
 from ._cursor import Cursor, ImportStateError, cursor_path
+from ._defaults import DEFAULT_SETTLE_SECONDS
 from ._destination import Destination, import_redactor
 from ._lines import (
     MAX_LINE_DEPTH,
@@ -32,8 +32,6 @@ from ._report import ImportReport
 
 logger = logging.getLogger("loopscribe.importers")
 
-DEFAULT_SETTLE_SECONDS = IMPORT_SETTLE_SECONDS
-"""A transcript unchanged for this long is taken as finished (see ``finished=``)."""
 _LOOK_AHEAD_BYTES = 16 << 20
 """How far :meth:`Importer.first_ts` reads for a first timestamp before giving up."""
 _PROGRESS_STEP = 1 << 20

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import multiprocessing
-import os
 import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -35,6 +34,7 @@ from typing import Any, Protocol
 
 from .._errors import LoopscribeError
 from ._batch import SyncBatch, owing_syncs
+from ._defaults import default_jobs
 from ._report import ImportReport
 
 __all__ = ["Outcome", "default_jobs", "import_many"]
@@ -63,14 +63,6 @@ class Outcome:
     error: str | None = None
     no_room: bool = False
     """The destination's file system is full: every transcript after this one would fail."""
-
-
-def default_jobs() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def _modules() -> dict[str, ModuleType]:

@@ -48,7 +48,6 @@ across imports (its state is kept in the cursor).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Iterator
 from datetime import datetime
@@ -61,7 +60,9 @@ from .._errors import LoopscribeError
 from .._redact import LineRedactor
 from ._claude_mapping import ClaudeCodeMapping
 from ._claude_state import NAME, AgentContext
-from ._importer import DEFAULT_SETTLE_SECONDS, Importer, result_of
+from ._defaults import DEFAULT_SETTLE_SECONDS
+from ._defaults import claude_code_dir as default_dir
+from ._importer import Importer, result_of
 from ._lines import MAX_LINE_DEPTH, nested_type, parse_ts, read_lines, too_deep
 from ._mapper import Source
 from ._report import ImportReport
@@ -75,15 +76,6 @@ __all__ = [
     "find_transcripts",
     "import_transcript",
 ]
-
-
-def default_dir() -> Path:
-    """Where Claude Code keeps transcripts: ``~/.claude/projects``.
-
-    ``$CLAUDE_CONFIG_DIR`` replaces ``~/.claude`` when it is set.
-    """
-    base = os.environ.get("CLAUDE_CONFIG_DIR")
-    return (Path(base) if base else Path.home() / ".claude") / "projects"
 
 
 def find_transcripts(root: Path) -> list[Path]:

@@ -54,7 +54,6 @@ anything else                     ``source_event`` with the whole line
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -68,7 +67,9 @@ from .. import events as ev
 from .._freeze import freeze_config
 from .._model import Execution
 from .._redact import LineRedactor
-from ._importer import DEFAULT_SETTLE_SECONDS, Importer, result_of
+from ._defaults import DEFAULT_SETTLE_SECONDS
+from ._defaults import codex_dir as default_dir
+from ._importer import Importer, result_of
 from ._lines import format_ts, nested_type, parse_ts
 from ._mapper import Source
 from ._report import ImportReport
@@ -94,12 +95,6 @@ _RESULT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output"})
 _ITEM_TYPES = _OUTPUT_ITEMS | _RESULT_ITEMS | {"message"}
 _TURN_STARTS = frozenset({"task_started", "turn_started"})
 _TURN_ENDS = frozenset({"task_complete", "turn_complete"})
-
-
-def default_dir() -> Path:
-    """Where Codex keeps rollouts: ``$CODEX_HOME/sessions`` or ``~/.codex/sessions``."""
-    base = os.environ.get("CODEX_HOME")
-    return (Path(base) if base else Path.home() / ".codex") / "sessions"
 
 
 def find_transcripts(root: Path) -> list[Path]:

@@ -31,33 +31,38 @@ exported.
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from .._attempts import TERMINAL_TYPES
 from .._deferred import provided as _provided
-from ._bridge import SpanBridge, to_file_uri
-from ._export import (
-    OTLPJsonFileExporter,
-    default_export_path,
-    default_exporter,
-    default_processor,
-    describe_destination,
-)
-from ._genai import MessageReferenceError, parse_reference, resolve_reference
-from ._host import HOST_SPAN, span_from_record_data, span_record_data
-from ._ids import host_execution_id, host_span_id, run_span_id, span_context, span_id, trace_id
-from ._metrics import (
-    SEMCONV_ENV,
-    GenAIMetrics,
-    Measurement,
-    host_meter_provider,
-    semconv_mode,
-    span_measurements,
-)
-from ._otlp import encode_otlp_json, encode_otlp_protobuf
-from ._replay import replay
-from ._resource import default_resource
+from .._lazy import loader as _loader
 
 if _TYPE_CHECKING:
+    from .._attempts import TERMINAL_TYPES
+    from ._bridge import SpanBridge, to_file_uri
+    from ._export import (
+        OTLPJsonFileExporter,
+        default_export_path,
+        default_exporter,
+        default_processor,
+        describe_destination,
+    )
     from ._file_metrics import export_metrics
+    from ._genai import MessageReferenceError, parse_reference, resolve_reference
+    from ._host import HOST_SPAN, span_from_record_data, span_record_data
+    from ._ids import (
+        host_execution_id,
+        host_span_id,
+        run_span_id,
+        span_context,
+        span_id,
+        trace_id,
+    )
+    from ._metrics import (
+        SEMCONV_ENV,
+        GenAIMetrics,
+        Measurement,
+        host_meter_provider,
+        semconv_mode,
+        span_measurements,
+    )
     from ._metrics_export import (
         EmbeddedMetrics,
         MetricsAggregator,
@@ -67,20 +72,54 @@ if _TYPE_CHECKING:
         default_metrics_path,
         metrics_data,
     )
+    from ._otlp import encode_otlp_json, encode_otlp_protobuf
+    from ._replay import replay
+    from ._resource import default_resource
 
-_METRICS_EXPORT = frozenset(
-    {
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    ".._attempts": ("TERMINAL_TYPES",),
+    "._bridge": ("SpanBridge", "to_file_uri"),
+    "._export": (
+        "OTLPJsonFileExporter",
+        "default_export_path",
+        "default_exporter",
+        "default_processor",
+        "describe_destination",
+    ),
+    "._file_metrics": ("export_metrics",),
+    "._genai": ("MessageReferenceError", "parse_reference", "resolve_reference"),
+    "._host": ("HOST_SPAN", "span_from_record_data", "span_record_data"),
+    "._ids": (
+        "host_execution_id",
+        "host_span_id",
+        "run_span_id",
+        "span_context",
+        "span_id",
+        "trace_id",
+    ),
+    "._metrics": (
+        "SEMCONV_ENV",
+        "GenAIMetrics",
+        "Measurement",
+        "host_meter_provider",
+        "semconv_mode",
+        "span_measurements",
+    ),
+    "._metrics_export": (
         "EmbeddedMetrics",
         "MetricsAggregator",
         "OTLPJsonFileMetricExporter",
         "default_meter_provider",
         "default_metric_exporter",
         "default_metrics_path",
-        "export_metrics",
         "metrics_data",
-    }
-)
-"""Names from ``_metrics_export``, imported (with the metrics SDK) when first used."""
+    ),
+    "._otlp": ("encode_otlp_json", "encode_otlp_protobuf"),
+    "._replay": ("replay",),
+    "._resource": ("default_resource",),
+}
+"""Where each name lives, imported on first use (``loopscribe._lazy``): reading
+a span ID does not load the SDK, the exporters or the metrics."""
 
 __all__ = [
     "HOST_SPAN",
@@ -125,21 +164,16 @@ __all__ = [
 ]
 
 
+_load = _loader(__name__, _EXPORTS, globals())
+
+
 def __getattr__(name: str) -> object:
     if name == "OffloadingProcessor":
         # The intake's (a way in, a layer above): loaded by what the package facade
         # registered, so that this package never imports the intake itself.
         return _provided(__name__, name)
-    if name == "export_metrics":
-        from ._file_metrics import export_metrics
-
-        return export_metrics
-    if name in _METRICS_EXPORT:
-        from . import _metrics_export
-
-        return getattr(_metrics_export, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _load(name)
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), "OffloadingProcessor", *_METRICS_EXPORT})
+    return sorted({*globals(), *__all__})

@@ -27,10 +27,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-
-from opentelemetry.trace import SpanContext, TraceFlags
+from typing import TYPE_CHECKING
 
 from .._model import CallRef, Record
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import SpanContext
+
+# The OpenTelemetry API is imported by the two functions that make a SpanContext:
+# what only derives IDs (the viewer, ``stats``, the CLI) does not load it.
 
 _PREFIX = "loopscribe/v1"
 _HOST_PREFIX = "otel:"
@@ -156,6 +161,8 @@ def span_context(ref: CallRef, *, trace_id: int | None = None) -> SpanContext:
     tid = _derived_trace_id(ref.session_id, ref.run_id) if trace_id is None else trace_id
     if not 0 < tid < 1 << 128:
         raise ValueError(f"trace_id must be a non-zero 128-bit integer, got {tid!r}")
+    from opentelemetry.trace import SpanContext, TraceFlags
+
     return SpanContext(
         trace_id=tid,
         span_id=span_id(ref.session_id, ref.run_id, ref.execution_id, ref.attempt),
@@ -178,6 +185,8 @@ def parse_traceparent(value: object) -> SpanContext | None:
     tid, sid = int(match[1], 16), int(match[2], 16)
     if not tid or not sid:
         return None
+    from opentelemetry.trace import SpanContext, TraceFlags
+
     return SpanContext(tid, sid, is_remote=True, trace_flags=TraceFlags(int(match[3], 16)))
 
 

@@ -16,11 +16,30 @@ for ``gs://`` and ``az://``). The object layout is described in
 ``loopscribe.store._layout`` and docs/store.md.
 """
 
-from ..workspace import StoreWorkspace
-from ._layout import LAYOUT_VERSION, Segment
-from ._manifest import Manifest
-from ._read import ShippedSession, Store, open_session, parse_session_url
-from ._shipper import SEGMENT_BYTES, Shipper, ShipResult, cursor_path
+from typing import TYPE_CHECKING
+
+from .._lazy import loader
+
+if TYPE_CHECKING:
+    from ..workspace import StoreWorkspace
+    from ._layout import LAYOUT_VERSION, SEGMENT_BYTES, Segment
+    from ._manifest import Manifest
+    from ._read import ShippedSession, Store, open_session, parse_session_url
+    from ._shipper import Shipper, ShipResult, cursor_path
+
+__getattr__ = loader(
+    __name__,
+    {
+        "..workspace": ("StoreWorkspace",),
+        "._layout": ("LAYOUT_VERSION", "SEGMENT_BYTES", "Segment"),
+        "._manifest": ("Manifest",),
+        "._read": ("ShippedSession", "Store", "open_session", "parse_session_url"),
+        "._shipper": ("Shipper", "ShipResult", "cursor_path"),
+    },
+    globals(),
+)
+"""Each name imported on first use (``loopscribe._lazy``): a command that only
+parses a store URL does not load fsspec, the shipper or the workspace."""
 
 __all__ = [
     "LAYOUT_VERSION",
@@ -36,3 +55,7 @@ __all__ = [
     "open_session",
     "parse_session_url",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -42,6 +42,8 @@ from .._errors import StoreError
 from .._format import is_session_id
 
 LAYOUT_VERSION = 1
+SEGMENT_BYTES = 64 << 20
+"""Largest segment a pass writes (a single longer line makes a longer segment)."""
 MARKER = "loopscribe-store.json"
 SESSIONS = "sessions"
 ARTIFACTS = "artifacts"

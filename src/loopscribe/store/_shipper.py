@@ -65,6 +65,7 @@ from ._layout import (
     LAYOUT_VERSION,
     MARKER,
     MAX_MANIFEST_BYTES,
+    SEGMENT_BYTES,
     SESSIONS,
     Chain,
     Segment,
@@ -101,8 +102,6 @@ __all__ = ["ShipResult", "Shipper", "cursor_path", "summary_from_json", "summary
 
 logger = logging.getLogger("loopscribe")
 
-SEGMENT_BYTES = 64 << 20
-"""Largest segment a pass writes (a single longer line makes a longer segment)."""
 _ATTEMPTS = 8
 """Times a pass reads the manifest again after another shipper committed first."""
 
