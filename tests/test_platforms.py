@@ -66,6 +66,7 @@ def test_reading_works_without_fcntl(tmp_path: Path) -> None:
         else:
             raise SystemExit("the blocker did not block fcntl")
         import loopscribe
+        import loopscribe._locks
         from loopscribe.cli import main
         assert not loopscribe._locks.HAVE_LOCKS
         records = list(loopscribe.read("s.jsonl"))
