@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+import urllib.parse
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO
 
 from ._errors import LoopscribeError
@@ -23,6 +25,19 @@ UrlOpener = Callable[[str], IO[bytes]]
 """Opens a session given by URL as one binary stream."""
 
 _url_opener: UrlOpener | None = None
+
+
+def file_url_path(url_path: str) -> Path:
+    """The local path of a ``file:`` URL's path part (``urllib.request.url2pathname``).
+
+    Without importing ``urllib.request``, which brings the HTTP client, ssl and
+    email with it (10 MiB) into every command that reads a reference.
+    """
+    if os.name == "nt":  # drive letters and UNC names
+        from nturl2path import url2pathname
+
+        return Path(url2pathname(url_path))
+    return Path(urllib.parse.unquote(url_path))
 
 
 def is_url(source: object) -> bool:

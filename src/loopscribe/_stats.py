@@ -26,6 +26,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from ._cost import ZERO, Cost, call_cost
 from ._errors import FormatError
 
@@ -188,6 +190,17 @@ class SessionStats:
 
     def to_json(self) -> dict[str, Any]:
         """The session's numbers as JSON (one object, runs nested)."""
+        return {**self._totals_json(), "runs": [r.to_json() for r in self.runs]}
+
+    def json_parts(self) -> Iterator[bytes]:
+        """:meth:`to_json` as JSON text, a run at a time: the same bytes as
+        ``orjson.dumps(self.to_json())``, without every run's object held at once."""
+        yield orjson.dumps(self._totals_json())[:-1] + b',"runs":['
+        for number, run in enumerate(self.runs):
+            yield (b"," if number else b"") + orjson.dumps(run.to_json())
+        yield b"]}"
+
+    def _totals_json(self) -> dict[str, Any]:
         return {
             "session_id": self.session_id,
             "file": str(self.path),
@@ -203,7 +216,6 @@ class SessionStats:
             "cost_usd": self.cost.to_json(),
             "cost_unknown_calls": self.cost.unknown,
             "tokens_by_model": [t.to_json() for t in self.tokens_by_model()],
-            "runs": [r.to_json() for r in self.runs],
         }
 
 

@@ -55,6 +55,7 @@ def test_a_session_without_runs(tmp_path: Path) -> None:
     assert stats.runs == ()
     assert stats.duration_us == 0
     assert stats.to_json()["model_calls"] == 0
+    assert orjson.loads(b"".join(stats.json_parts())) == stats.to_json()
 
 
 def _whole(path: Path) -> SessionStats:
@@ -75,6 +76,8 @@ def test_streamed_numbers_equal_the_whole_timeline(tmp_path: Path) -> None:
         stats = session_stats(session)
         assert len(stats.runs) > 0
         assert stats == _whole(session)
+        # --json writes the same text a run at a time.
+        assert b"".join(stats.json_parts()) == orjson.dumps(stats.to_json())
 
 
 def test_a_record_after_run_close_folds_the_file_again(tmp_path: Path) -> None:

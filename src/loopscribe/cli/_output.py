@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +64,14 @@ class Out:
     def emit(self, obj: Any) -> None:
         """Write one JSON line to stdout (``--json``)."""
         sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE))
+        sys.stdout.flush()
+
+    def emit_parts(self, parts: Iterable[bytes]) -> None:
+        """Write one JSON line given as parts of its text (a long one, written as made)."""
+        write = sys.stdout.buffer.write
+        for part in parts:
+            write(part)
+        write(b"\n")
         sys.stdout.flush()
 
     def progress(self, total: int) -> Progress:

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._source import is_url
+from .._source import file_url_path, is_url
 
 __all__ = ["Reference", "parse_reference"]
 
@@ -84,7 +83,7 @@ def parse_reference(text: str) -> Reference:
     if scheme in ("http", "https"):
         return _viewer_link(text, parts)
     if scheme == "file":
-        local = Path(urllib.request.url2pathname(urllib.parse.urlsplit(base).path))
+        local = file_url_path(urllib.parse.urlsplit(base).path)
         if local.suffix == ".jsonl" or local.is_file():
             return Reference(text, path=local, seq=seq)
         if seq is not None and _STORE_SESSION.search(local.as_posix()) is None:

@@ -15,7 +15,6 @@ import os
 import socket
 import sys
 import threading
-import webbrowser
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -421,6 +420,8 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
         )
     sys.stdout.flush()
     if args.open:
+        import webbrowser  # only for --open: it loads subprocess and shutil
+
         webbrowser.open(url)
     verbose = logging.getLogger().isEnabledFor(logging.INFO)
     config = uvicorn.Config(
@@ -491,7 +492,7 @@ def cmd_stats(args: argparse.Namespace, out: Out) -> int:
             if isinstance(item, SessionStats):
                 results.append(item)
                 if out.json:
-                    out.emit(item.to_json())
+                    out.emit_parts(item.json_parts())
                 continue
             path, exc = item
             out.stderr.print(

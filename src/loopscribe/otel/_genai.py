@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import os
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -38,6 +37,7 @@ from .. import events as ev
 from .._errors import LoopscribeError
 from .._reader import read
 from .._scope import AgentScopes
+from .._source import file_url_path
 
 TAG: Final = "$ls"
 
@@ -92,7 +92,7 @@ def parse_reference(ref: str) -> tuple[Path, int]:
             raise MessageReferenceError(
                 f"{ref!r} names a file on host {parts.netloc!r}, not this one"
             )
-        path = Path(urllib.request.url2pathname(parts.path))
+        path = file_url_path(parts.path)
     elif parts.scheme and len(parts.scheme) > 1:
         raise MessageReferenceError(
             f"{ref!r} is a {parts.scheme}: URI; fetch the session file and pass its local path"
