@@ -17,6 +17,9 @@ faster than its input.
   so it should stay flat (x1), not grow;
 * stats: ``session_stats`` (time and peak RSS), S and 10S MiB: its memory is
   bounded by the runs it shows, so the peak RSS should stay flat;
+* the stats command: ``loopscribe stats FILE`` as a user runs it (its table
+  written to /dev/null), with the price table (``loopscribe[prices]``) and
+  without it, S and 10S MiB: its peak RSS against the 50 MiB target;
 * serve's listing: the web application indexing N and 10N sessions and
   answering the first ``/api/sessions`` page (time and peak RSS).
 
@@ -105,6 +108,22 @@ def child(kind: str, arg: str) -> dict[str, Any]:
         floor = _peak_kib()
         ns, stats = _cpu(lambda: session_stats(path))
         return {"ns": ns, "peak_kib": _peak_kib(), "floor_kib": floor, "runs": len(stats.runs)}
+    if kind in ("stats-command", "stats-command-unpriced"):
+        if kind == "stats-command-unpriced":
+            sys.modules["genai_prices"] = None  # type: ignore[assignment]  # not installed
+        from loopscribe.cli import main as command
+
+        floor = _peak_kib()
+        saved = os.dup(1)
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 1)
+            try:
+                ns, code = _cpu(lambda: command(["stats", str(path)]))
+            finally:
+                sys.stdout.flush()
+                os.dup2(saved, 1)
+        assert code == 0, code
+        return {"ns": ns, "peak_kib": _peak_kib(), "floor_kib": floor, "target_kib": 50 << 10}
     if kind == "page":
         from starlette.testclient import TestClient
 
@@ -199,7 +218,9 @@ def main() -> int:
     if args.child:
         print(json.dumps(child(*args.child)))
         return 0
-    wanted = set(args.only or ["record", "read", "list", "messages", "page", "stats", "serve"])
+    wanted = set(
+        args.only or ["record", "read", "list", "messages", "page", "stats", "command", "serve"]
+    )
     started = time.perf_counter()
     print(
         f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; sizes: "
@@ -208,10 +229,9 @@ def main() -> int:
     )
     flagged: list[str] = []
     with scratch_dir() as folder:
-        small_file = big_session(folder, args.mib) if wanted - {"record", "list", "serve"} else None
-        large_file = (
-            big_session(folder, args.mib * 10) if wanted - {"record", "list", "serve"} else None
-        )
+        files = wanted - {"record", "list", "serve"}
+        small_file = big_session(folder, args.mib) if files else None
+        large_file = big_session(folder, args.mib * 10) if files else None
         small_dir = many_sessions(folder, args.sessions) if wanted & {"list", "serve"} else None
         large_dir = (
             many_sessions(folder, args.sessions * 10) if wanted & {"list", "serve"} else None
@@ -222,6 +242,9 @@ def main() -> int:
             plan.append(("record", "record", str(args.turns), str(args.turns * 10)))
         for kind in ("read", "messages", "page", "stats"):
             if kind in wanted:
+                plan.append((kind, kind, str(small_file), str(large_file)))
+        if "command" in wanted:
+            for kind in ("stats-command", "stats-command-unpriced"):
                 plan.append((kind, kind, str(small_file), str(large_file)))
         for kind in ("list", "serve"):
             if kind in wanted:
@@ -273,7 +296,13 @@ def _factors(
                 f"{name} (peak RSS)",
                 large["peak_kib"] / small["peak_kib"],
                 f"{small['peak_kib'] / 1024:.1f} -> {large['peak_kib'] / 1024:.1f} MiB; "
-                f"above the modules loaded {grew[0] / 1024:.1f} -> {grew[1] / 1024:.1f} MiB",
+                f"above the modules loaded {grew[0] / 1024:.1f} -> {grew[1] / 1024:.1f} MiB"
+                + (
+                    f"; target < {small['target_kib'] >> 10} MiB: "
+                    + ("met" if large["peak_kib"] < small["target_kib"] else "NOT MET")
+                    if "target_kib" in small
+                    else ""
+                ),
             )
         )
     if "bytes" in small:
