@@ -368,3 +368,51 @@ def test_hostile_attribute_values_never_break_the_aggregation() -> None:
     assert points["output"].sum == 35  # every span gave 5
     assert sum(p.count for p in metrics["gen_ai.client.operation.duration"].data.data_points) == 7
     assert aggregator.failed_spans == 0
+
+
+def test_metrics_read_at_any_moment_count_every_span_measured_before() -> None:
+    """Spans are added up in batches, yet a read (the periodic export, a flush) misses
+    none, while another thread keeps measuring and reading."""
+    import threading
+
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    from loopscribe.otel import MetricsAggregator
+
+    attrs = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "m",
+        "gen_ai.usage.input_tokens": 3,
+        "gen_ai.usage.output_tokens": 5,
+    }
+
+    def calls(aggregator: MetricsAggregator) -> int:
+        metrics = {m.name: m for m in aggregator.metrics(0, 1)}
+        duration = metrics.get("gen_ai.client.operation.duration")
+        return sum(p.count for p in duration.data.data_points) if duration else 0
+
+    aggregator = MetricsAggregator()
+    for number in range(1, 150):
+        context = SpanContext(7, number, False, TraceFlags(1))
+        aggregator.record(
+            ReadableSpan("chat m", context, attributes=attrs, start_time=0, end_time=1)
+        )
+        if number in (1, 63, 64, 65, 149):
+            assert calls(aggregator) == number
+    stop = threading.Event()
+    seen: list[int] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            seen.append(calls(aggregator))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    for number in range(150, 2000):
+        aggregator.measure(attrs, 0, 1, 7, number)
+    stop.set()
+    thread.join()
+    assert calls(aggregator) == 1999
+    assert seen == sorted(seen)  # never a count going back
+    assert aggregator.failed_spans == 0

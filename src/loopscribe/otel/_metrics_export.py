@@ -239,6 +239,8 @@ _INPUT: Final = "gen_ai.usage.input_tokens"
 _OUTPUT: Final = "gen_ai.usage.output_tokens"
 _TTFC: Final = "gen_ai.response.time_to_first_chunk"
 _INT64: Final = 1 << 63
+_BATCH: Final = 64
+"""Spans :meth:`MetricsAggregator.measure` holds before adding them up together."""
 
 
 _Plan = tuple[
@@ -256,7 +258,8 @@ class MetricsAggregator:
     attributes (tens of microseconds a call); here a measurement is a
     dictionary lookup by its label tuple and a few additions, with the
     latest exemplar kept per histogram bucket (per counter for a sum), as
-    the SDK's reservoirs do.
+    the SDK's reservoirs do. Spans are added up 64 at a time, and whenever
+    the metrics are read, so nothing read misses a span measured before.
 
     Args:
         semconv: As for :class:`~loopscribe.otel.GenAIMetrics`.
@@ -271,8 +274,9 @@ class MetricsAggregator:
         self._series: dict[tuple[str, Labels, int], _Series] = {}
         self._plans: dict[tuple[Any, ...], _Plan] = {}
         self._lock = threading.Lock()
-        self.failed_spans = 0
-        """Spans that could not be measured (each was logged)."""
+        self._pending: list[tuple[Mapping[str, Any], int, int, int, int]] = []
+        self._pending_lock = threading.Lock()
+        self._failed = 0
 
     def record(self, span: ReadableSpan) -> None:
         """Add the measurements of one finished span; never raises."""
@@ -282,10 +286,16 @@ class MetricsAggregator:
                 return
             attrs = span.attributes or {}
         except Exception:
-            self.failed_spans += 1
+            self._failed += 1
             logger.exception("loopscribe could not measure span %r", span.name)
             return
         self.measure(attrs, start, end, context.trace_id, context.span_id)
+
+    @property
+    def failed_spans(self) -> int:
+        """Spans that could not be measured (each was logged)."""
+        self._drain()
+        return self._failed
 
     def measure(
         self, attrs: Mapping[str, Any], start_ns: int, end_ns: int, trace_id: int, span_id: int
@@ -293,8 +303,30 @@ class MetricsAggregator:
         """Add the measurements of a finished span given by its parts; never raises.
 
         What :meth:`record` does, for a caller (the bridge) that holds the
-        span's attributes, times and IDs already.
+        span's attributes, times and IDs already. The span is added with the
+        next few dozen, at once: in a row, the aggregator's lookups stay in the
+        processor's caches, which the model call in between each span evicts.
         """
+        pending = self._pending
+        pending.append((attrs, start_ns, end_ns, trace_id, span_id))
+        if len(pending) >= _BATCH:
+            self._drain()
+
+    def _drain(self) -> None:
+        """Add what :meth:`measure` holds (the series under one lock for them all)."""
+        with self._pending_lock:
+            batch, self._pending = self._pending, []
+        if not batch:
+            return
+        measure = self._measure
+        with self._lock:
+            for parts in batch:
+                measure(*parts)
+
+    def _measure(
+        self, attrs: Mapping[str, Any], start_ns: int, end_ns: int, trace_id: int, span_id: int
+    ) -> None:
+        """:meth:`measure` now; the caller holds the lock."""
         try:
             window = end_ns // self._window * self._window if self._window else 0
             if self._current:
@@ -337,11 +369,10 @@ class MetricsAggregator:
                     return
             found = raw_measurements(attrs, start_ns, end_ns, self.mode)
             exemplar = (end_ns, trace_id, span_id)
-            with self._lock:
-                for name, value, labels in found:
-                    self._add(self._get(name, labels, window), _BOUNDS[name], value, exemplar)
+            for name, value, labels in found:
+                self._add(self._get(name, labels, window), _BOUNDS[name], value, exemplar)
         except Exception:
-            self.failed_spans += 1
+            self._failed += 1
             logger.exception(
                 "loopscribe could not measure span %r", attrs.get("gen_ai.operation.name")
             )
@@ -384,17 +415,16 @@ class MetricsAggregator:
         }
         plan = []
         checks = []
-        with self._lock:
-            for name, _value, labels in raw_measurements(attrs, start, end, self.mode):
-                source: str | None
-                if name == TOKEN_USAGE:
-                    source = _INPUT if labels[-1] == (TOKEN_TYPE, "input") else _OUTPUT
-                else:
-                    source = sources[name]
-                plan.append((self._get(name, labels, window), _BOUNDS[name], source))
-                if source is not None:
-                    checks.append((source, source == _TTFC))
-            self._plans[signature] = found = (tuple(checks), tuple(plan))
+        for name, _value, labels in raw_measurements(attrs, start, end, self.mode):
+            source: str | None
+            if name == TOKEN_USAGE:
+                source = _INPUT if labels[-1] == (TOKEN_TYPE, "input") else _OUTPUT
+            else:
+                source = sources[name]
+            plan.append((self._get(name, labels, window), _BOUNDS[name], source))
+            if source is not None:
+                checks.append((source, source == _TTFC))
+        self._plans[signature] = found = (tuple(checks), tuple(plan))
         return found
 
     def _apply(
@@ -415,22 +445,22 @@ class MetricsAggregator:
                 return False  # not a count: the generic path leaves it out
         duration = (end - start) / 1e9 if end > start else 0.0
         bisect_left = bisect.bisect_left
-        with self._lock:
-            for s, bounds, source in series:
-                value = duration if source is None else attrs[source]
-                s.count += 1
-                s.total += value
-                if value < s.low:  # noqa: PLR1730 - a comparison is cheaper than min()
-                    s.low = value
-                if value > s.high:  # noqa: PLR1730
-                    s.high = value
-                index = bisect_left(bounds, value)
-                s.buckets[index] += 1
-                s.exemplars[index] = (value, end, trace, span)
+        for s, bounds, source in series:
+            value = duration if source is None else attrs[source]
+            s.count += 1
+            s.total += value
+            if value < s.low:  # noqa: PLR1730 - a comparison is cheaper than min()
+                s.low = value
+            if value > s.high:  # noqa: PLR1730
+                s.high = value
+            index = bisect_left(bounds, value)
+            s.buckets[index] += 1
+            s.exemplars[index] = (value, end, trace, span)
         return True
 
     def metrics(self, start_ns: int, end_ns: int) -> list[Metric]:
         """The series as OTLP metrics: DELTA per window, else CUMULATIVE from ``start_ns``."""
+        self._drain()
         with self._lock:
             items = sorted(
                 ((key, _copy(s)) for key, s in self._series.items()), key=lambda kv: kv[0][2]
@@ -454,6 +484,7 @@ class MetricsAggregator:
         return found
 
     def __len__(self) -> int:
+        self._drain()
         return len(self._series)
 
 
