@@ -1064,8 +1064,6 @@ def bench_model_call(folder: Path, count: int, reps: int, *, profile: bool) -> b
         "content-json",
         "recorded-sdk",
         "record-only",
-        "metrics",
-        "metrics-host",
     )
     walls: dict[str, list[list[int]]] = {name: [] for name in names}
     cpus: dict[str, list[list[int]]] = {name: [] for name in names}
@@ -1079,12 +1077,6 @@ def bench_model_call(folder: Path, count: int, reps: int, *, profile: bool) -> b
             ),
             "record-only": recorded_calls(
                 path.with_name("only.jsonl"), chunks, tools, config, None
-            ),
-            "metrics": recorded_calls(
-                path.with_name("metrics.jsonl"), chunks, tools, config, metrics="embedded"
-            ),
-            "metrics-host": recorded_calls(
-                path.with_name("metrics-host.jsonl"), chunks, tools, config, metrics="host"
             ),
         }
         took: dict[str, list[CallTiming]] = {name: [] for name in names}
@@ -1145,28 +1137,11 @@ def bench_model_call(folder: Path, count: int, reps: int, *, profile: bool) -> b
         f"{us(cpu_only)} us -> {cpu_only / cpu_theirs:.2f}x; the bridge, its span and the "
         f"encoding add {us(cpu_ours - cpu_only)} us -> {(cpu_ours - cpu_only) / cpu_theirs:.2f}x"
     )
-    cpu_metrics, cpu_metrics_mid = _best_and_median(cpus["metrics"], count)
-    metrics_ratio = cpu_metrics / cpu_ours
-    metrics_verdict = "PASS" if metrics_ratio <= METRICS_TARGET else "FAIL"
-    print(
-        f"  with the GenAI metrics on, embedded default (token usage, duration; exemplars; "
-        f"OTLP-encoded at the end): {us(cpu_metrics)} us vs {us(cpu_ours)} us without -> "
-        f"{metrics_ratio:.3f}x (target <= {METRICS_TARGET}x) {metrics_verdict}; "
-        f"median {cpu_metrics_mid / cpu_ours_mid:.3f}x"
-    )
+    metrics_verdict = bench_metrics(path, chunks, tools, config, count, reps)
     aggregate_ns = metrics_alone(folder, calls, tools, config)
     print(
         f"  the embedded metrics alone, fed the {count} calls' finished spans: "
-        f"{us(aggregate_ns)} us per call -> {1 + aggregate_ns / cpu_ours:.3f}x of the call "
-        f"(target <= {METRICS_TARGET}x) "
-        f"{'PASS' if 1 + aggregate_ns / cpu_ours <= METRICS_TARGET else 'FAIL'}; the end-to-end "
-        "figure above also carries the noise of a pass with one more object and thread"
-    )
-    cpu_host, cpu_host_mid = _best_and_median(cpus["metrics-host"], count)
-    print(
-        f"  with the metrics through a host's SDK MeterProvider instead (its instruments clean "
-        f"and hash each measurement's attributes): {us(cpu_host)} us -> "
-        f"{cpu_host / cpu_ours:.3f}x; median {cpu_host_mid / cpu_ours_mid:.3f}x"
+        f"{us(aggregate_ns)} us per call -> {1 + aggregate_ns / cpu_ours:.3f}x of the call"
     )
     if profile:
         profiler = cProfile.Profile()
@@ -1177,7 +1152,68 @@ def bench_model_call(folder: Path, count: int, reps: int, *, profile: bool) -> b
         print("  profile of one recorded pass (this thread only), by own time:")
         stats = pstats.Stats(profiler, stream=sys.stdout)
         stats.strip_dirs().sort_stats("tottime").print_stats(25)
-    return verdict == "PASS" and metrics_verdict == "PASS"
+    return verdict == "PASS" and metrics_verdict
+
+
+def bench_metrics(
+    path: Path,
+    chunks: list[list[ModelCall]],
+    tools: list[Any],
+    config: dict[str, Any],
+    count: int,
+    reps: int,
+) -> bool:
+    """The GenAI metrics on vs off, in an interleave of their own; target met?
+
+    Only the passes compared take turns here, with a second pass without
+    metrics as a control: the other passes of section 6 (bodies in attributes
+    of 30 KiB, the SDK's encoder) evict the processor's caches between chunks
+    unevenly, which moved this ratio by more than the 5% it is held to. The
+    control's ratio to the first (``A/A``) is the noise of the measurement.
+    """
+    names = ("off", "embedded", "host", "off-again")
+    cpus: dict[str, list[list[int]]] = {name: [] for name in names}
+    passes = max(reps, 11)
+    for rep in range(passes + 1):  # the first pass warms up
+        steps = {
+            name: recorded_calls(
+                path.with_name(f"metrics-{name}.jsonl"),
+                chunks,
+                tools,
+                config,
+                metrics=None if name.startswith("off") else name,
+            )
+            for name in names
+        }
+        took: dict[str, list[int]] = {name: [] for name in names}
+        gc.collect()
+        order = names[rep % len(names) :] + names[: rep % len(names)]
+        for _ in chunks:
+            for name in order:
+                took[name].append(next(steps[name])[1])
+        for step in steps.values():
+            next(step, None)  # runs its clean-up (and checks the metrics counted every call)
+        if rep:
+            for name in names:
+                cpus[name].append(took[name])
+    off, off_mid = _best_and_median(cpus["off"], count)
+    on, on_mid = _best_and_median(cpus["embedded"], count)
+    again, _ = _best_and_median(cpus["off-again"], count)
+    host, host_mid = _best_and_median(cpus["host"], count)
+    ratio = on / off
+    verdict = "PASS" if ratio <= METRICS_TARGET else "FAIL"
+    print(
+        f"  with the GenAI metrics on, embedded default (token usage, duration; exemplars; "
+        f"OTLP-encoded at the end), {passes} passes of these alone: {us(on)} us vs {us(off)} us "
+        f"without -> {ratio:.3f}x (target <= {METRICS_TARGET}x) {verdict}; median "
+        f"{on_mid / off_mid:.3f}x; A/A (a second pass without, the noise): {again / off:.3f}x"
+    )
+    print(
+        f"  with the metrics through a host's SDK MeterProvider instead (its instruments clean "
+        f"and hash each measurement's attributes): {us(host)} us -> {host / off:.3f}x; median "
+        f"{host_mid / off_mid:.3f}x"
+    )
+    return verdict == "PASS"
 
 
 # -- 4: collector down ------------------------------------------------------------

@@ -379,7 +379,7 @@ def test_metrics_read_at_any_moment_count_every_span_measured_before() -> None:
 
     from loopscribe.otel import MetricsAggregator
 
-    attrs = {
+    attrs: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": "openai",
         "gen_ai.request.model": "m",
@@ -388,9 +388,9 @@ def test_metrics_read_at_any_moment_count_every_span_measured_before() -> None:
     }
 
     def calls(aggregator: MetricsAggregator) -> int:
-        metrics = {m.name: m for m in aggregator.metrics(0, 1)}
+        metrics: dict[str, Any] = {m.name: m for m in aggregator.metrics(0, 1)}
         duration = metrics.get("gen_ai.client.operation.duration")
-        return sum(p.count for p in duration.data.data_points) if duration else 0
+        return sum(int(p.count) for p in duration.data.data_points) if duration else 0
 
     aggregator = MetricsAggregator()
     for number in range(1, 150):
