@@ -10,6 +10,7 @@ interleave on the shared stdout pipe:
 
 * test -> server ``spawn <path> <seed>``: fork a child that opens ``path`` and
   records; the server answers ``pid <pid>``.
+* child -> test ``opening <pid>``: the child is about to call ``Session.open``.
 * child -> test ``ready <pid>``: the file is open and ``run_start`` written.
 * child -> test ``sync <pid> <offset>``: every byte before ``offset`` was fsynced
   (``Session.size`` right after ``save_checkpoint`` or ``Run.close``).
@@ -60,6 +61,7 @@ def record(path: str, seed: int, blob: str) -> None:
     """Open ``path``, record events of mixed sizes, and report every synced end offset."""
     pid = os.getpid()
     rng = random.Random(seed)
+    _send(f"opening {pid}")
     session = Session.open(path)
     run = session.begin_run()
     _send(f"ready {pid}")

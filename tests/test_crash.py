@@ -26,10 +26,14 @@ from loopscribe import Session, read
 SERVER = Path(__file__).with_name("crash_child.py")
 KILLS = int(os.environ.get("LOOPSCRIBE_CRASH_KILLS", "200"))
 SEED = int(os.environ.get("LOOPSCRIBE_CRASH_SEED", str(random.SystemRandom().randrange(2**32))))
-# Children are killed within this window after run_start (or, for a share of
-# them, after the fork); a child records for longer than that.
+# Children are killed within this window after run_start; a child records for
+# longer than that. A share of them is killed instead within a shorter window
+# after it says it starts Session.open, to land inside open and begin_run
+# (a millisecond or two): counted from the fork, that moment was hit too rarely
+# to rely on.
 MAX_DELAY_S = 0.025
 EARLY_KILL_SHARE = 0.2
+EARLY_WINDOW_S = 0.002
 KILLS_PER_FILE = 8
 MAX_FILE_BYTES = 2 << 20
 REPLY_TIMEOUT_S = 30.0
@@ -141,6 +145,7 @@ class Kill:
     """What one child reported before it died."""
 
     pid: int
+    opening: bool = False
     ready: bool = False
     idle: bool = False
     syncs: int = 0
@@ -154,6 +159,8 @@ def _handle(words: list[str], path: Path, synced: bytearray, kill: Kill) -> None
         case ["sync", _, offset]:
             _absorb_sync(path, synced, int(offset))
             kill.syncs += 1
+        case ["opening", _]:
+            kill.opening = True
         case ["ready", _]:
             kill.ready = True
         case ["idle", _]:
@@ -182,14 +189,12 @@ def _kill_once(
     for words in early:
         _handle(words, path, synced, kill)
     # Mostly count the delay from run_start, so most kills land while recording;
-    # sometimes from the fork, so some land inside Session.open and begin_run.
-    from_fork = rng.random() < EARLY_KILL_SHARE
+    # sometimes from the start of Session.open, so some land inside open and begin_run.
+    early = rng.random() < EARLY_KILL_SHARE
     try:
-        deadline = time.monotonic() + rng.uniform(0, MAX_DELAY_S)
-        if not from_fork:
-            while not kill.ready and kill.error is None:
-                _handle(_next(server), path, synced, kill)
-            deadline = time.monotonic() + rng.uniform(0, MAX_DELAY_S)
+        while not (kill.opening if early else kill.ready) and kill.error is None:
+            _handle(_next(server), path, synced, kill)
+        deadline = time.monotonic() + rng.uniform(0, EARLY_WINDOW_S if early else MAX_DELAY_S)
         while kill.error is None and (report := server.next_line(deadline)) is not None:
             _handle(report, path, synced, kill)
     finally:
