@@ -190,11 +190,12 @@ def _kill_once(
         _handle(words, path, synced, kill)
     # Mostly count the delay from run_start, so most kills land while recording;
     # sometimes from the start of Session.open, so some land inside open and begin_run.
-    early = rng.random() < EARLY_KILL_SHARE
+    in_open = rng.random() < EARLY_KILL_SHARE
     try:
-        while not (kill.opening if early else kill.ready) and kill.error is None:
+        while not (kill.opening if in_open else kill.ready) and kill.error is None:
             _handle(_next(server), path, synced, kill)
-        deadline = time.monotonic() + rng.uniform(0, EARLY_WINDOW_S if early else MAX_DELAY_S)
+        window = EARLY_WINDOW_S if in_open else MAX_DELAY_S
+        deadline = time.monotonic() + rng.uniform(0, window)
         while kill.error is None and (report := server.next_line(deadline)) is not None:
             _handle(report, path, synced, kill)
     finally:

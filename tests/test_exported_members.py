@@ -108,3 +108,27 @@ def test_the_lazy_packages_resolve_every_listed_name() -> None:
         assert set(package.__all__) <= set(dir(package))
         with pytest.raises(AttributeError, match=name.replace(".", r"\.")):
             package.NoSuchName  # noqa: B018
+
+
+def test_a_lazy_package_types_every_name_it_lists() -> None:
+    """Each name a lazy root lists is imported under ``TYPE_CHECKING`` (for type checkers and
+    editors), unless the root defines it itself; and nothing more is imported there."""
+    import ast
+    from pathlib import Path
+
+    for name in ("loopscribe", "loopscribe.otel", "loopscribe.store", "loopscribe.importers"):
+        package = importlib.import_module(name)
+        tree = ast.parse(Path(str(package.__file__)).read_text(encoding="utf-8"))
+        typed: set[str] = set()
+        defined: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                for imp in node.body:
+                    assert isinstance(imp, ast.ImportFrom), ast.unparse(imp)
+                    typed |= {a.asname or a.name for a in imp.names}
+            elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+                defined.add(node.name)
+            elif isinstance(node, ast.Assign):
+                defined |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        provided = {"OffloadingProcessor"} if name == "loopscribe.otel" else set()
+        assert typed == set(package.__all__) - defined - provided, name
