@@ -1052,23 +1052,43 @@ def metrics_alone(
     return best / len(calls)
 
 
+def _taking_turns(
+    make: Callable[[], dict[str, Iterator[CallTiming]]], chunks: int, passes: int
+) -> tuple[dict[str, list[list[int]]], dict[str, list[list[int]]]]:
+    """Wall and CPU time of each pass's chunks, ``passes`` times after a warm-up.
+
+    ``make`` gives one pass of each kind; they run chunk by chunk in turn, the
+    order turning each pass, so a slow spell of the (shared) machine hits all
+    alike. Each pass runs its clean-up (and its own checks) when it is done.
+    """
+    walls: dict[str, list[list[int]]] = {}
+    cpus: dict[str, list[list[int]]] = {}
+    for rep in range(passes + 1):  # the first pass warms up
+        steps = make()
+        names = list(steps)
+        took: dict[str, list[CallTiming]] = {name: [] for name in names}
+        gc.collect()
+        order = names[rep % len(names) :] + names[: rep % len(names)]
+        for _ in range(chunks):
+            for name in order:
+                took[name].append(next(steps[name]))
+        for step in steps.values():
+            next(step, None)
+        if rep:
+            for name in names:
+                walls.setdefault(name, []).append([wall for wall, _ in took[name]])
+                cpus.setdefault(name, []).append([cpu for _, cpu in took[name]])
+    return walls, cpus
+
+
 def bench_model_call(folder: Path, count: int, reps: int, *, profile: bool) -> bool:
     """Section 6: a live model call recorded and bridged vs bodies in attributes; target met?"""
     calls, tools, config = model_calls(count)
     chunks = [calls[i : i + MODEL_CALL_CHUNK] for i in range(0, len(calls), MODEL_CALL_CHUNK)]
     path = folder / "calls.jsonl"
     conversation = "0" * 31 + "1"
-    names = (
-        "recorded",
-        "content",
-        "content-json",
-        "recorded-sdk",
-        "record-only",
-    )
-    walls: dict[str, list[list[int]]] = {name: [] for name in names}
-    cpus: dict[str, list[list[int]]] = {name: [] for name in names}
-    for rep in range(reps + 1):  # the first pass warms up
-        steps = {
+    walls, cpus = _taking_turns(
+        lambda: {
             "recorded": recorded_calls(path, chunks, tools, config),
             "content": content_calls(chunks, config, conversation),
             "content-json": content_calls(chunks, config, conversation, json_text),
@@ -1078,21 +1098,10 @@ def bench_model_call(folder: Path, count: int, reps: int, *, profile: bool) -> b
             "record-only": recorded_calls(
                 path.with_name("only.jsonl"), chunks, tools, config, None
             ),
-        }
-        took: dict[str, list[CallTiming]] = {name: [] for name in names}
-        gc.collect()
-        # Chunk by chunk in turn, the order turning each pass, so a slow spell
-        # of the (shared) machine hits both alike.
-        order = names[rep % len(names) :] + names[: rep % len(names)]
-        for _ in chunks:
-            for name in order:
-                took[name].append(next(steps[name]))
-        for step in steps.values():
-            next(step, None)  # runs its clean-up
-        if rep:
-            for name in names:
-                walls[name].append([wall for wall, _ in took[name]])
-                cpus[name].append([cpu for _, cpu in took[name]])
+        },
+        len(chunks),
+        reps,
+    )
     with Session.create(path) as session, session.begin_run() as run:
         for number, call in enumerate(calls):
             run.record(ev.model_request(Execution(f"m{number}", "model"), call.messages, tools))
@@ -1172,10 +1181,9 @@ def bench_metrics(
     control's ratio to the first (``A/A``) is the noise of the measurement.
     """
     names = ("off", "embedded", "host", "off-again")
-    cpus: dict[str, list[list[int]]] = {name: [] for name in names}
     passes = max(reps, 11)
-    for rep in range(passes + 1):  # the first pass warms up
-        steps = {
+    _, cpus = _taking_turns(
+        lambda: {
             name: recorded_calls(
                 path.with_name(f"metrics-{name}.jsonl"),
                 chunks,
@@ -1184,18 +1192,10 @@ def bench_metrics(
                 metrics=None if name.startswith("off") else name,
             )
             for name in names
-        }
-        took: dict[str, list[int]] = {name: [] for name in names}
-        gc.collect()
-        order = names[rep % len(names) :] + names[: rep % len(names)]
-        for _ in chunks:
-            for name in order:
-                took[name].append(next(steps[name])[1])
-        for step in steps.values():
-            next(step, None)  # runs its clean-up (and checks the metrics counted every call)
-        if rep:
-            for name in names:
-                cpus[name].append(took[name])
+        },
+        len(chunks),
+        passes,
+    )
     off, off_mid = _best_and_median(cpus["off"], count)
     on, on_mid = _best_and_median(cpus["embedded"], count)
     again, _ = _best_and_median(cpus["off-again"], count)
