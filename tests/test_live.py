@@ -146,6 +146,41 @@ def test_a_file_renamed_over_the_path_as_the_follower_joins_is_noticed(
         list(follow(session_path, idle_timeout=5))
 
 
+def test_a_replacement_the_shared_reader_finds_before_anyone_joins_still_reaches_them(
+    session_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shared reader's first read fails (the file was replaced) before the follower that
+    started it has joined: the follower says so instead of waiting forever (``tail -f``)."""
+    from loopscribe import live
+
+    write_session(session_path, 2)
+    other = session_path.with_name("other.jsonl")
+    write_session(other, 2)
+    start_reader = live._SharedReader.__init__
+
+    def reader_that_reads_at_once(self: Any, *args: Any, **kwargs: Any) -> None:
+        if other.exists():
+            other.rename(session_path)
+        start_reader(self, *args, **kwargs)
+        self.poll()  # its thread's first wake-up, before the follower's channel is added
+
+    monkeypatch.setattr(live._SharedReader, "__init__", reader_that_reads_at_once)
+    raised: list[BaseException] = []
+
+    def tail() -> None:
+        try:
+            list(follow(session_path))  # no idle timeout: as `loopscribe tail -f`
+        except FormatError as exc:
+            raised.append(exc)
+
+    worker = threading.Thread(target=tail, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "the follower waits on a reader that closed before it joined"
+    assert len(raised) == 1
+    assert "replaced" in str(raised[0])
+
+
 def test_bus_replays_from_an_offset_then_streams_without_duplicates(session_path: Path) -> None:
     """A subscriber gets exactly the buffered records at or after its offset, then new ones."""
     bus = Bus()

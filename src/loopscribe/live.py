@@ -378,8 +378,11 @@ def _join(
             _readers[key] = reader
             reader.thread.start()
         with reader.lock:
-            if reader.tip > position:
-                return None  # the follower reads up to the reader on its own first
+            if reader.closed or reader.tip > position:
+                # Past the follower: it reads up to the reader on its own first. Closed:
+                # its first read failed (the file was replaced or cut) before anyone
+                # joined, so nobody was told; the follower's own read will say why.
+                return None
             channel = _Channel(position)
             reader.channels.append(channel)
     return reader, channel
