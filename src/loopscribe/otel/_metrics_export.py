@@ -11,6 +11,7 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -274,8 +275,9 @@ class MetricsAggregator:
         self._series: dict[tuple[str, Labels, int], _Series] = {}
         self._plans: dict[tuple[Any, ...], _Plan] = {}
         self._lock = threading.Lock()
-        self._pending: list[tuple[Mapping[str, Any], int, int, int, int]] = []
-        self._pending_lock = threading.Lock()
+        self._pending: deque[tuple[Mapping[str, Any], int, int, int, int]] = deque()
+        """Spans not added up yet: appended and taken one at a time (atomic, so none is
+        lost to a read that drains them from another thread)."""
         self._failed = 0
 
     def record(self, span: ReadableSpan) -> None:
@@ -314,14 +316,13 @@ class MetricsAggregator:
 
     def _drain(self) -> None:
         """Add what :meth:`measure` holds (the series under one lock for them all)."""
-        with self._pending_lock:
-            batch, self._pending = self._pending, []
-        if not batch:
+        pending = self._pending
+        if not pending:
             return
-        measure = self._measure
+        measure, take = self._measure, pending.popleft
         with self._lock:
-            for parts in batch:
-                measure(*parts)
+            while pending:
+                measure(*take())
 
     def _measure(
         self, attrs: Mapping[str, Any], start_ns: int, end_ns: int, trace_id: int, span_id: int
