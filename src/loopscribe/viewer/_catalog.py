@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -240,6 +240,18 @@ class Catalog:
         """The kept timeline of a file, or a new one (kept from now on)."""
         return self._cached(path) or self._keep(SessionTimeline(path))
 
+    def _refreshed(self, paths: Iterable[str]) -> Iterator[SessionTimeline]:
+        """The timeline of each file brought up to date, yielded with its lock held;
+        a file that cannot be read is left out."""
+        for path in paths:
+            timeline = self._timeline(path)
+            with timeline.lock:
+                try:
+                    timeline.refresh()
+                except (FormatError, OSError):
+                    continue
+                yield timeline
+
     @property
     def lock(self) -> threading.RLock:
         """Held while the catalog's kept timelines change (each timeline has its own lock)."""
@@ -302,17 +314,8 @@ class Catalog:
         """
 
         def look() -> list[SessionTimeline]:
-            out = []
-            for path in self.index.paths_of(session_id):
-                timeline = self._timeline(path)
-                with timeline.lock:
-                    try:
-                        timeline.refresh()
-                    except (FormatError, OSError):
-                        continue
-                if timeline.session_id == session_id:
-                    out.append(timeline)
-            return out
+            found = self._refreshed(self.index.paths_of(session_id))
+            return [timeline for timeline in found if timeline.session_id == session_id]
 
         matches = self._find(
             look,
@@ -378,16 +381,12 @@ class Catalog:
             )
 
         def look() -> list[tuple[SessionTimeline, RunTimeline]]:
-            out: list[tuple[SessionTimeline, RunTimeline]] = []
-            for path in self.index.paths_of_trace(trace):
-                timeline = self._timeline(path)
-                with timeline.lock:
-                    try:
-                        timeline.refresh()
-                    except (FormatError, OSError):
-                        continue
-                    out.extend((timeline, r) for r in timeline.iter_runs() if r.trace_id == trace)
-            return out
+            return [
+                (timeline, run)
+                for timeline in self._refreshed(self.index.paths_of_trace(trace))
+                for run in timeline.iter_runs()
+                if run.trace_id == trace
+            ]
 
         found = self._find(
             look,
