@@ -9,6 +9,7 @@ from typing import IO as _IO
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._deferred import provide as _provide
+from ._lazy import listing as _listing
 from ._lazy import loader as _loader
 from ._source import set_url_opener as _set_url_opener
 
@@ -128,9 +129,7 @@ command that only reads a file never loads the recorder or OpenTelemetry."""
 
 __getattr__ = _loader(__name__, _EXPORTS, globals())
 
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__dir__ = _listing(globals())
 
 
 def _open_store_url(url: str) -> _IO[bytes]:

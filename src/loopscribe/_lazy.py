@@ -14,7 +14,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["loader"]
+__all__ = ["listing", "loader"]
 
 
 def loader(
@@ -41,3 +41,9 @@ def loader(
         return value
 
     return load
+
+
+def listing(namespace: dict[str, Any]) -> Callable[[], list[str]]:
+    """The module ``__dir__`` of a package whose ``globals()`` is ``namespace``: what it
+    holds now and every name its ``__all__`` lists, imported yet or not."""
+    return lambda: sorted({*namespace, *namespace["__all__"]})

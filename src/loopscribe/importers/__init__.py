@@ -16,7 +16,7 @@ is not, and why.
 
 from typing import TYPE_CHECKING
 
-from .._lazy import loader
+from .._lazy import listing, loader
 
 if TYPE_CHECKING:
     from ._cursor import CURSOR_SUFFIX, Cursor, ImportStateError
@@ -36,6 +36,4 @@ __getattr__ = loader(
 
 __all__ = ["CURSOR_SUFFIX", "SOURCE_EVENT", "Cursor", "ImportReport", "ImportStateError"]
 
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__dir__ = listing(globals())

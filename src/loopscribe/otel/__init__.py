@@ -32,6 +32,7 @@ exported.
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from .._deferred import provided as _provided
+from .._lazy import listing as _listing
 from .._lazy import loader as _loader
 
 if _TYPE_CHECKING:
@@ -175,5 +176,4 @@ def __getattr__(name: str) -> object:
     return _load(name)
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__dir__ = _listing(globals())

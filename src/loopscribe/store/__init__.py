@@ -18,7 +18,7 @@ for ``gs://`` and ``az://``). The object layout is described in
 
 from typing import TYPE_CHECKING
 
-from .._lazy import loader
+from .._lazy import listing, loader
 
 if TYPE_CHECKING:
     from ..workspace import StoreWorkspace
@@ -56,6 +56,4 @@ __all__ = [
     "parse_session_url",
 ]
 
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__dir__ = listing(globals())
