@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType, ModuleType
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from .._errors import LoopscribeError
@@ -41,10 +41,6 @@ AGENTS: dict[str, tuple[str, str, Callable[[], Path]]] = {
     "codex": ("codex", "OpenAI Codex CLI", codex_dir),
 }
 """Each agent: its importer (in ``loopscribe.importers``), its name, its transcripts' folder."""
-
-
-def _importer(agent: str) -> ModuleType:
-    return importlib.import_module(f"loopscribe.importers.{AGENTS[agent][0]}")
 
 
 def default_out(agent: str) -> Path:
@@ -283,8 +279,8 @@ def cmd_import(args: argparse.Namespace, out: Out) -> int:
     """Import the transcripts under DIR; print a summary table (or JSON lines)."""
     from ..importers._pool import import_many
 
-    _module, label, default_dir = AGENTS[args.agent]
-    module = _importer(args.agent)
+    importer, label, default_dir = AGENTS[args.agent]
+    module = importlib.import_module(f"loopscribe.importers.{importer}")
     root = Path(args.dir) if args.dir else default_dir()
     if not root.exists():
         raise CliError(
